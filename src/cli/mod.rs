@@ -1,0 +1,5 @@
+//! The `warden` command line.
+
+pub fn main() -> i32 {
+    0
+}

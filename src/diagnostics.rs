@@ -1,0 +1,512 @@
+//! Source files, spans and diagnostics: what every stage reports problems with.
+//!
+//! A [`Diagnostic`] names a file, a byte span, a message, a label for the span and a help line.
+//! It renders two ways: for people, through miette with the source line in view (our own
+//! `miette::Diagnostic` over the whole file, so columns stay right on non-ASCII lines); and for
+//! machines, as the JSON object `warden check --format json` prints.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// A byte range in one source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Self {
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        (self.end - self.start) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    pub fn to(self, other: Span) -> Span {
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
+    }
+
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    pub fn contains(&self, offset: usize) -> bool {
+        (self.start as usize) <= offset && offset <= (self.end as usize)
+    }
+}
+
+/// Index of a file in a [`SourceMap`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct FileId(pub u32);
+
+/// One source text and the name it is reported under.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub name: String,
+    pub text: Arc<str>,
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<Arc<str>>) -> Self {
+        let text: Arc<str> = text.into();
+        let mut line_starts = vec![0];
+        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        SourceFile {
+            name: name.into(),
+            text,
+            line_starts,
+        }
+    }
+
+    /// Zero-based line of a byte offset.
+    pub fn line_of(&self, offset: usize) -> usize {
+        match self.line_starts.binary_search(&offset) {
+            Ok(line) => line,
+            Err(next) => next - 1,
+        }
+    }
+
+    fn clamp(&self, offset: usize) -> usize {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        offset
+    }
+
+    /// 1-based line and 1-based column counted in characters.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = self.clamp(offset);
+        let line = self.line_of(offset);
+        let col = self.text[self.line_starts[line]..offset].chars().count();
+        (line + 1, col + 1)
+    }
+
+    /// 0-based line and 0-based column in UTF-16 code units, as LSP counts them.
+    pub fn line_col_utf16(&self, offset: usize) -> (u32, u32) {
+        let offset = self.clamp(offset);
+        let line = self.line_of(offset);
+        let col: usize = self.text[self.line_starts[line]..offset]
+            .chars()
+            .map(char::len_utf16)
+            .sum();
+        (line as u32, col as u32)
+    }
+
+    /// The byte offset of a 0-based line and UTF-16 column; positions past the end clamp.
+    pub fn offset_utf16(&self, line: u32, col: u32) -> usize {
+        let Some(&start) = self.line_starts.get(line as usize) else {
+            return self.text.len();
+        };
+        let mut units = 0u32;
+        for (i, ch) in self.text[start..].char_indices() {
+            if units >= col || ch == '\n' {
+                return start + i;
+            }
+            units += ch.len_utf16() as u32;
+        }
+        self.text.len()
+    }
+
+    pub fn line_count(&self) -> usize {
+        self.line_starts.len()
+    }
+}
+
+/// All the files of one policy load.
+#[derive(Debug, Clone, Default)]
+pub struct SourceMap {
+    files: Vec<SourceFile>,
+}
+
+impl SourceMap {
+    pub fn add(&mut self, file: SourceFile) -> FileId {
+        self.files.push(file);
+        FileId(self.files.len() as u32 - 1)
+    }
+
+    pub fn get(&self, id: FileId) -> &SourceFile {
+        &self.files[id.0 as usize]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
+        self.files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (FileId(i as u32), f))
+    }
+
+    pub fn find(&self, name: &str) -> Option<FileId> {
+        self.iter().find(|(_, f)| f.name == name).map(|(id, _)| id)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// A second place a diagnostic points at ("first defined here").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Related {
+    pub span: Span,
+    pub label: String,
+}
+
+/// A suggested edit: replace `span` with `replacement` (used by `did you mean` code actions).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fix {
+    pub span: Span,
+    pub replacement: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Stable machine name, e.g. `check::unknown_field`.
+    pub code: &'static str,
+    pub message: String,
+    pub file: FileId,
+    pub span: Span,
+    pub label: String,
+    pub help: Option<String>,
+    pub related: Vec<Related>,
+    pub fix: Option<Fix>,
+}
+
+impl Diagnostic {
+    pub fn error(code: &'static str, file: FileId, span: Span, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            file,
+            span,
+            label: String::new(),
+            help: None,
+            related: Vec::new(),
+            fix: None,
+        }
+    }
+
+    pub fn warning(
+        code: &'static str,
+        file: FileId,
+        span: Span,
+        message: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, file, span, message)
+        }
+    }
+
+    pub fn with_label(mut self, label: impl Into<String>) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn with_related(mut self, span: Span, label: impl Into<String>) -> Self {
+        self.related.push(Related {
+            span,
+            label: label.into(),
+        });
+        self
+    }
+
+    pub fn with_fix(mut self, span: Span, replacement: impl Into<String>) -> Self {
+        self.fix = Some(Fix {
+            span,
+            replacement: replacement.into(),
+        });
+        self
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// The machine form of a diagnostic (`--format json`, and the LSP's source of truth).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct JsonDiagnostic {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub end_line: usize,
+    pub end_column: usize,
+    pub severity: Severity,
+    pub code: String,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+impl JsonDiagnostic {
+    pub fn new(sources: &SourceMap, diagnostic: &Diagnostic) -> Self {
+        let file = sources.get(diagnostic.file);
+        let (line, column) = file.line_col(diagnostic.span.start as usize);
+        let (end_line, end_column) = file.line_col(diagnostic.span.end as usize);
+        JsonDiagnostic {
+            file: file.name.clone(),
+            line,
+            column,
+            end_line,
+            end_column,
+            severity: diagnostic.severity,
+            code: diagnostic.code.to_string(),
+            message: diagnostic.message.clone(),
+            help: diagnostic.help.clone(),
+        }
+    }
+}
+
+/// Diagnostics of one policy load, with the sources they point into.
+#[derive(Debug, Clone, Default)]
+pub struct Diagnostics {
+    pub sources: SourceMap,
+    pub items: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    pub fn has_errors(&self) -> bool {
+        self.items.iter().any(Diagnostic::is_error)
+    }
+
+    pub fn error_count(&self) -> usize {
+        self.items.iter().filter(|d| d.is_error()).count()
+    }
+
+    pub fn warning_count(&self) -> usize {
+        self.items.len() - self.error_count()
+    }
+
+    /// Sorted by file, then position, so output is stable.
+    pub fn sort(&mut self) {
+        self.items
+            .sort_by(|a, b| (a.file, a.span.start, a.span.end).cmp(&(b.file, b.span.start, b.span.end)));
+        self.items.dedup();
+    }
+
+    pub fn to_json(&self) -> Vec<JsonDiagnostic> {
+        self.items
+            .iter()
+            .map(|d| JsonDiagnostic::new(&self.sources, d))
+            .collect()
+    }
+
+    /// Renders every diagnostic for a terminal; `color` selects ANSI colours.
+    pub fn render(&self, color: bool) -> String {
+        let mut out = String::new();
+        for d in &self.items {
+            out.push_str(&render(&self.sources, d, color));
+        }
+        out
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render(false))
+    }
+}
+
+impl std::error::Error for Diagnostics {}
+
+/// Renders one diagnostic with its source context.
+pub fn render(sources: &SourceMap, diagnostic: &Diagnostic, color: bool) -> String {
+    let file = sources.get(diagnostic.file);
+    let report = Report {
+        file,
+        named: Named(file),
+        diagnostic,
+    };
+    let theme = if color {
+        miette::GraphicalTheme::unicode()
+    } else {
+        miette::GraphicalTheme::unicode_nocolor()
+    };
+    let handler = miette::GraphicalReportHandler::new_themed(theme)
+        .with_width(100)
+        .with_links(false)
+        .with_context_lines(1);
+    let mut out = String::new();
+    if handler.render_report(&mut out, &report).is_err() {
+        // Rendering into a String cannot fail in practice; keep the plain form as a fallback.
+        let (line, col) = file.line_col(diagnostic.span.start as usize);
+        out = format!(
+            "{}: {}:{}:{}: {}\n",
+            diagnostic.code, file.name, line, col, diagnostic.message
+        );
+    }
+    out
+}
+
+/// The adapter miette renders: one diagnostic over its whole file.
+struct Report<'a> {
+    file: &'a SourceFile,
+    named: Named<'a>,
+    diagnostic: &'a Diagnostic,
+}
+
+impl fmt::Debug for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.diagnostic.message)
+    }
+}
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.diagnostic.message)
+    }
+}
+
+impl std::error::Error for Report<'_> {}
+
+struct Named<'a>(&'a SourceFile);
+
+impl miette::SourceCode for Named<'_> {
+    fn read_span<'b>(
+        &'b self,
+        span: &miette::SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'b> + 'b>, miette::MietteError> {
+        let inner = self
+            .0
+            .text
+            .as_ref()
+            .read_span(span, context_lines_before, context_lines_after)?;
+        Ok(Box::new(miette::MietteSpanContents::new_named(
+            self.0.name.clone(),
+            inner.data(),
+            *inner.span(),
+            inner.line(),
+            inner.column(),
+            inner.line_count(),
+        )))
+    }
+}
+
+impl miette::Diagnostic for Report<'_> {
+    fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        Some(Box::new(self.diagnostic.code))
+    }
+
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.diagnostic.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        })
+    }
+
+    fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        self.diagnostic
+            .help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.named)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        let len = self.file.text.len();
+        let clamp = move |s: Span| {
+            let start = (s.start as usize).min(len);
+            let end = (s.end as usize).min(len).max(start);
+            (start, end - start)
+        };
+        let (start, n) = clamp(self.diagnostic.span);
+        let primary = miette::LabeledSpan::new_primary_with_span(
+            (!self.diagnostic.label.is_empty()).then(|| self.diagnostic.label.clone()),
+            (start, n),
+        );
+        let related = self.diagnostic.related.iter().map(move |r| {
+            let (s, n) = clamp(r.span);
+            miette::LabeledSpan::new_with_span(Some(r.label.clone()), (s, n))
+        });
+        Some(Box::new(std::iter::once(primary).chain(related)))
+    }
+}
+
+/// Suggests the closest candidate to a misspelt name (`did you mean …?`).
+pub fn did_you_mean<'a>(
+    wanted: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (wanted.chars().count() / 3).max(1) + usize::from(wanted.len() > 6);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(wanted, c), c))
+        .filter(|(d, c)| *d <= limit && *d < c.chars().count())
+        .min_by_key(|(d, c)| (*d, c.len()))
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, with an adjacent swap counted as one edit.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev2 = vec![0usize; b.len() + 1];
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0usize; b.len() + 1];
+    for i in 1..=a.len() {
+        cur[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                cur[j] = cur[j].min(prev2[j - 2] + 1);
+            }
+        }
+        std::mem::swap(&mut prev2, &mut prev);
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_count_characters_and_utf16_units() {
+        let f = SourceFile::new("x", "é𝄞a\nb");
+        assert_eq!(f.line_col(0), (1, 1));
+        assert_eq!(f.line_col("é𝄞".len()), (1, 3));
+        assert_eq!(f.line_col_utf16("é𝄞".len()), (0, 3));
+        assert_eq!(f.offset_utf16(0, 3), "é𝄞".len());
+        assert_eq!(f.line_col(f.text.len()), (2, 2));
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(did_you_mean("tool.nme", ["tool.name", "tool.version"]), Some("tool.name"));
+        assert_eq!(did_you_mean("argz", ["args", "outputs"]), Some("args"));
+        assert_eq!(did_you_mean("zzzz", ["args"]), None);
+        assert_eq!(edit_distance("ab", "ba"), 1);
+    }
+}

@@ -1,0 +1,12 @@
+//! Warden: a policy language, compiler and evaluator for Guardians of the Agent Control
+//! Standard (ACS v0.1.0).
+//!
+//! Data flows one way through the modules (see ARCHITECTURE.md):
+//! `syntax` → `check` → `compile` → `vm`, with `state` holding session history, `acs` the wire
+//! protocol, and `guardian` tying them into the embedding API.
+
+pub mod check;
+pub mod cli;
+pub mod diagnostics;
+pub mod fmt;
+pub mod syntax;

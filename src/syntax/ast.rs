@@ -1,0 +1,551 @@
+//! The abstract syntax tree. Every node carries the byte span it was parsed from, so that the
+//! checker, the formatter and the language server can point back into the source.
+
+use crate::diagnostics::Span;
+
+/// A name as written, with where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// One parsed `.ward` file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Module {
+    pub items: Vec<Item>,
+}
+
+impl Module {
+    pub fn package(&self) -> Option<&Package> {
+        self.items.iter().find_map(|item| match item {
+            Item::Package(p) => Some(p),
+            _ => None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Package(Package),
+    Use(Use),
+    Let(Let),
+    Label(Label),
+    Rule(RuleDecl),
+    Default(DefaultDecl),
+    Test(Test),
+}
+
+impl Item {
+    pub fn span(&self) -> Span {
+        match self {
+            Item::Package(x) => x.span,
+            Item::Use(x) => x.span,
+            Item::Let(x) => x.span,
+            Item::Label(x) => x.span,
+            Item::Rule(x) => x.span,
+            Item::Default(x) => x.span,
+            Item::Test(x) => x.span,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Package {
+    pub path: Vec<Ident>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum UseKind {
+    /// `use std.taint` or `use acme.rules as acme`: another Warden module.
+    Module { path: Vec<Ident> },
+    /// `use rego "org.rego" as org`: Rego modules, files or folders.
+    Rego { path: StringLit },
+    /// `use rego data "data.json" as d`: a Rego data document.
+    RegoData { path: StringLit },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Use {
+    pub kind: UseKind,
+    pub alias: Option<Ident>,
+    pub span: Span,
+}
+
+impl Use {
+    /// The name the module is known by in this file: the alias, or the last path segment.
+    pub fn local_name(&self) -> Option<&Ident> {
+        match (&self.alias, &self.kind) {
+            (Some(alias), _) => Some(alias),
+            (None, UseKind::Module { path }) => path.last(),
+            (None, _) => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Let {
+    pub name: Ident,
+    pub value: Expr,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    pub name: Ident,
+    /// `label secret redact`: values carrying this label are masked in explain traces.
+    pub redact: bool,
+    pub when: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hook {
+    /// As written: `toolCallRequest`, `agbom/snapshot`, `protocols/MCP/tools/call`.
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleDecl {
+    pub name: Ident,
+    pub hooks: Vec<Hook>,
+    pub when: Option<Expr>,
+    pub decision: Decision,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultDecl {
+    /// Empty: the default for every hook.
+    pub hooks: Vec<Hook>,
+    pub decision: Decision,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DecisionKind {
+    Allow,
+    Modify,
+    Ask,
+    Defer,
+    Deny,
+}
+
+impl DecisionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Allow => "allow",
+            DecisionKind::Modify => "modify",
+            DecisionKind::Ask => "ask",
+            DecisionKind::Defer => "defer",
+            DecisionKind::Deny => "deny",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        Some(match word {
+            "allow" => DecisionKind::Allow,
+            "modify" => DecisionKind::Modify,
+            "ask" => DecisionKind::Ask,
+            "defer" => DecisionKind::Defer,
+            "deny" => DecisionKind::Deny,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reason {
+    pub code: StringLit,
+    pub reasoning: Option<StringLit>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub kind: DecisionKind,
+    pub reason: Option<Reason>,
+    pub approver: Option<Approver>,
+    pub question: Option<StringLit>,
+    pub timeout: Option<Duration>,
+    /// `else deny`: what happens when an ask or a defer times out.
+    pub on_timeout: Option<(DecisionKind, Span)>,
+    /// `resolve human_approval` (defer only).
+    pub resolve: Option<Ident>,
+    /// `because insufficient_context` (defer only).
+    pub because: Option<Ident>,
+    pub modifications: Vec<Modification>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApproverKind {
+    Human,
+    Agent,
+    Service,
+}
+
+impl ApproverKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApproverKind::Human => "human",
+            ApproverKind::Agent => "agent",
+            ApproverKind::Service => "service",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approver {
+    pub kind: ApproverKind,
+    pub id: StringLit,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Duration {
+    pub millis: u64,
+    /// The unit as written, kept so the formatter prints `5m`, not `300000ms`.
+    pub unit: DurationUnit,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurationUnit {
+    Millis,
+    Seconds,
+    Minutes,
+    Hours,
+    Days,
+}
+
+impl DurationUnit {
+    pub fn suffix(self) -> &'static str {
+        match self {
+            DurationUnit::Millis => "ms",
+            DurationUnit::Seconds => "s",
+            DurationUnit::Minutes => "m",
+            DurationUnit::Hours => "h",
+            DurationUnit::Days => "d",
+        }
+    }
+
+    pub fn millis(self) -> u64 {
+        match self {
+            DurationUnit::Millis => 1,
+            DurationUnit::Seconds => 1_000,
+            DurationUnit::Minutes => 60_000,
+            DurationUnit::Hours => 3_600_000,
+            DurationUnit::Days => 86_400_000,
+        }
+    }
+}
+
+impl Duration {
+    pub fn amount(&self) -> u64 {
+        self.millis / self.unit.millis()
+    }
+}
+
+/// A place in the payload a modification writes: `args.card`, `outputs[0].value`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Place {
+    pub segments: Vec<PlaceSegment>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlaceSegment {
+    Field(Ident),
+    Index(u64, Span),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Modification {
+    Redact {
+        place: Place,
+        replacement: Option<StringLit>,
+        span: Span,
+    },
+    Set {
+        place: Place,
+        value: Expr,
+        span: Span,
+    },
+    Replace {
+        content: Expr,
+        span: Span,
+    },
+}
+
+impl Modification {
+    pub fn span(&self) -> Span {
+        match self {
+            Modification::Redact { span, .. }
+            | Modification::Set { span, .. }
+            | Modification::Replace { span, .. } => *span,
+        }
+    }
+}
+
+/// A string literal: its decoded value and where the quotes were.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StringLit {
+    pub value: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExprKind {
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Duration(Duration),
+    /// A bare name: a constant, a label, a payload field, a builtin root or an enum value.
+    Name(String),
+    /// `$`: the current event, inside a history filter.
+    Current,
+    Member(Box<Expr>, Ident),
+    Index(Box<Expr>, Box<Expr>),
+    Call(Box<Expr>, Vec<Arg>),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    Set(Vec<Expr>),
+    List(Vec<Expr>),
+    Object(Vec<(StringLit, Expr)>),
+    Quantifier {
+        kind: QuantifierKind,
+        var: Ident,
+        over: Box<Expr>,
+        body: Box<Expr>,
+    },
+    History(Box<History>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arg {
+    pub name: Option<Ident>,
+    pub value: Expr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnaryOp {
+    Not,
+    Neg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    In,
+    NotIn,
+    Has,
+    Matches,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+impl BinaryOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BinaryOp::Or => "or",
+            BinaryOp::And => "and",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::In => "in",
+            BinaryOp::NotIn => "not in",
+            BinaryOp::Has => "has",
+            BinaryOp::Matches => "matches",
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Rem => "%",
+        }
+    }
+
+    /// Binding strength, higher binds tighter (used by the formatter to place parentheses).
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinaryOp::Or => 1,
+            BinaryOp::And => 2,
+            BinaryOp::Eq
+            | BinaryOp::Ne
+            | BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge
+            | BinaryOp::In
+            | BinaryOp::NotIn
+            | BinaryOp::Has
+            | BinaryOp::Matches => 4,
+            BinaryOp::Add | BinaryOp::Sub => 5,
+            BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => 6,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuantifierKind {
+    Any,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryKind {
+    Count,
+    Exists,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct History {
+    pub kind: HistoryKind,
+    pub hook: Hook,
+    pub filter: Option<Expr>,
+    pub window: Option<Window>,
+    pub by: Option<Expr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum WindowKind {
+    ThisTurn,
+    LastTurns(u32),
+    LastTime(Duration),
+    Session,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub kind: WindowKind,
+    pub span: Span,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Test {
+    pub name: StringLit,
+    pub strict: bool,
+    /// `test "…" from "trace.jsonl" { … }`: a recorded trace to replay.
+    pub fixture: Option<StringLit>,
+    pub steps: Vec<Step>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expectation {
+    pub kind: DecisionKind,
+    /// Reason codes the decision must carry.
+    pub codes: Vec<StringLit>,
+    /// For `=> modify { … }`: modifications the decision must contain.
+    pub modifications: Vec<Modification>,
+    pub span: Span,
+}
+
+/// Where a test value came from: `from user`, `from tool_output "read_file"`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProvenanceSpec {
+    pub origin: Ident,
+    pub source: Option<StringLit>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallArg {
+    pub name: Ident,
+    pub value: Expr,
+    pub from: Option<ProvenanceSpec>,
+}
+
+/// The content a step produces: `-> untrusted "text"`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub origin: Option<Ident>,
+    pub value: Expr,
+    pub expect: Option<Expectation>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub kind: StepKind,
+    pub expect: Option<Expectation>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepKind {
+    With {
+        target: Expr,
+        value: Expr,
+    },
+    Session {
+        intent: Option<StringLit>,
+        permits: Option<Expr>,
+        strict: bool,
+    },
+    User(StringLit),
+    Agent {
+        text: StringLit,
+        from: Option<ProvenanceSpec>,
+    },
+    Call {
+        tool: Ident,
+        args: Vec<CallArg>,
+        output: Option<Output>,
+    },
+    Result {
+        tool: Ident,
+        status: Option<String>,
+        output: Output,
+    },
+    Retrieve {
+        query: StringLit,
+        output: Output,
+    },
+    Memory {
+        write: bool,
+        key: StringLit,
+        output: Option<Output>,
+        from: Option<ProvenanceSpec>,
+    },
+    Compact,
+    Turn,
+    Skill {
+        op: String,
+        skill_id: StringLit,
+        digest: Option<StringLit>,
+    },
+    Subagent {
+        name: StringLit,
+        steps: Vec<Step>,
+    },
+    Send {
+        hook: Hook,
+        payload: Expr,
+    },
+    Expect {
+        request_id: StringLit,
+    },
+}

@@ -1,0 +1,1228 @@
+//! From source text to AST. The whole file is parsed first; if that fails, the file is cut at
+//! the lines where top-level items start and each piece is parsed alone, so that every broken
+//! item gets its own diagnostic and the good ones still reach the checker.
+
+use pest::iterators::Pair;
+use pest::Parser as _;
+
+use super::ast::*;
+use super::trivia;
+use crate::diagnostics::{Diagnostic, FileId, Span};
+
+#[derive(pest_derive::Parser)]
+#[grammar = "../grammar/warden.pest"]
+struct WardenParser;
+
+/// Deepest bracket or `not` nesting accepted; deeper input is refused with a diagnostic rather
+/// than risking the parser's stack.
+pub const MAX_NESTING: usize = 64;
+
+/// Deepest expression tree accepted (long `and`/`or` chains count too).
+const MAX_EXPR_DEPTH: usize = 512;
+
+/// Parses one file. Always returns a module (possibly partial) and every diagnostic found.
+pub fn parse(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let scan = trivia::scan(text, MAX_NESTING);
+    if let Some(at) = scan.too_deep {
+        diagnostics.push(
+            Diagnostic::error("syntax::too_deep", file, Span::new(at, at + 1), "nesting is too deep")
+                .with_label("this opens more than 64 nested brackets or `not`s")
+                .with_help("split the expression with `let` constants or flatten it"),
+        );
+        return (Module::default(), diagnostics);
+    }
+
+    let mut builder = Builder {
+        file,
+        base: 0,
+        diagnostics: &mut diagnostics,
+    };
+    match WardenParser::parse(Rule::file, text) {
+        Ok(mut pairs) => {
+            let file_pair = pairs.next().expect("file rule yields one pair");
+            let items = file_pair
+                .into_inner()
+                .filter(|p| p.as_rule() != Rule::EOI)
+                .filter_map(|p| builder.item(p))
+                .collect();
+            (Module { items }, diagnostics)
+        }
+        Err(whole) => {
+            // Recover: parse item by item.
+            let mut starts = scan.item_starts.clone();
+            if starts.first() != Some(&0) {
+                starts.insert(0, 0);
+            }
+            let mut items = Vec::new();
+            let mut reported = false;
+            for (n, &start) in starts.iter().enumerate() {
+                let end = starts.get(n + 1).copied().unwrap_or(text.len());
+                let chunk = &text[start..end];
+                if is_blank(chunk) {
+                    continue;
+                }
+                match WardenParser::parse(Rule::item_only, chunk) {
+                    Ok(mut pairs) => {
+                        builder.base = start;
+                        let pair = pairs.next().expect("item_only yields one pair");
+                        for p in pair.into_inner().filter(|p| p.as_rule() != Rule::EOI) {
+                            if let Some(item) = builder.item(p) {
+                                items.push(item);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        reported = true;
+                        builder.diagnostics.push(syntax_error(file, chunk, start, &e));
+                    }
+                }
+            }
+            if !reported {
+                // The pieces parse alone but not together: report the whole-file error.
+                builder.diagnostics.push(syntax_error(file, text, 0, &whole));
+            }
+            (Module { items }, diagnostics)
+        }
+    }
+}
+
+fn is_blank(chunk: &str) -> bool {
+    let scan = trivia::scan(chunk, usize::MAX);
+    let mut rest = chunk.to_string();
+    for c in scan.comments.iter().rev() {
+        rest.replace_range(c.span.range(), "");
+    }
+    rest.trim().is_empty()
+}
+
+fn rule_name(rule: Rule) -> Option<&'static str> {
+    Some(match rule {
+        Rule::EOI => "end of input",
+        Rule::item | Rule::item_only | Rule::file => {
+            "an item (package, use, let, label, rule, default or test)"
+        }
+        Rule::package_decl => "`package`",
+        Rule::use_decl => "`use`",
+        Rule::let_decl => "`let`",
+        Rule::label_decl => "`label`",
+        Rule::rule_decl => "`rule`",
+        Rule::default_decl => "`default`",
+        Rule::test_decl => "`test`",
+        Rule::ident | Rule::dotted => "a name",
+        Rule::hook | Rule::hook_list => "a hook name (e.g. toolCallRequest)",
+        Rule::string => "a string",
+        Rule::int => "a whole number",
+        Rule::number => "a number",
+        Rule::duration => "a duration (e.g. 30s, 5m)",
+        Rule::expr
+        | Rule::or_expr
+        | Rule::and_expr
+        | Rule::not_expr
+        | Rule::cmp_expr
+        | Rule::add_expr
+        | Rule::mul_expr
+        | Rule::unary
+        | Rule::postfix => "an expression",
+        Rule::decision => "a decision (allow, deny, ask, defer or modify)",
+        Rule::decision_word => "allow, deny, ask, defer or modify",
+        Rule::reason => "a reason code string",
+        Rule::cmp_op => "a comparison",
+        Rule::or_op => "`or`",
+        Rule::and_op => "`and`",
+        Rule::approver => "`approver`",
+        Rule::approver_kind => "human, agent or service",
+        Rule::timeout_clause => "`timeout`",
+        Rule::else_clause => "`else`",
+        Rule::modification => "a modification (redact, set or replace)",
+        Rule::window => "a window (this turn, last N turns, last 10m or session)",
+        Rule::by_key => "`by`",
+        Rule::test_step => "a test step (session, user, call, turn, expect, …)",
+        Rule::expectation => "an expectation (`=> allow`, `=> deny \"code\"`, …)",
+        Rule::object_entry => "a `key: value` entry",
+        Rule::member => "`.field`",
+        Rule::index => "`[index]`",
+        Rule::call => "`(arguments)`",
+        Rule::place => "a payload path",
+        _ => return None,
+    })
+}
+
+fn syntax_error(file: FileId, chunk: &str, base: usize, e: &pest::error::Error<Rule>) -> Diagnostic {
+    let pos = match e.location {
+        pest::error::InputLocation::Pos(p) => p,
+        pest::error::InputLocation::Span((s, _)) => s,
+    };
+    let found = found_token(&chunk[pos..]);
+    let (expected, _) = match &e.variant {
+        pest::error::ErrorVariant::ParsingError {
+            positives,
+            negatives,
+        } => (
+            {
+                let mut names: Vec<&str> = positives.iter().filter_map(|r| rule_name(*r)).collect();
+                names.sort_unstable();
+                names.dedup();
+                names
+            },
+            negatives.len(),
+        ),
+        pest::error::ErrorVariant::CustomError { .. } => (Vec::new(), 0),
+    };
+    let expected_text = match expected.len() {
+        0 => String::from("something else"),
+        1 => expected[0].to_string(),
+        n => format!("{} or {}", expected[..n - 1].join(", "), expected[n - 1]),
+    };
+    let found_text = if found.is_empty() {
+        "end of input".to_string()
+    } else {
+        format!("`{found}`")
+    };
+    let start = base + pos;
+    let end = start + found.len().max(usize::from(!found.is_empty()));
+    let mut d = Diagnostic::error(
+        "syntax::unexpected",
+        file,
+        Span::new(start, end.min(base + chunk.len()).max(start)),
+        format!("expected {expected_text}, found {found_text}"),
+    )
+    .with_label(format!("expected {expected_text}"));
+    if let Some(help) = hint_for(found) {
+        d = d.with_help(help);
+    } else if !expected.is_empty() {
+        d = d.with_help(format!("insert {expected_text} here, or remove what is in the way"));
+    }
+    d
+}
+
+/// The token at the error position, for the message.
+fn found_token(rest: &str) -> &str {
+    let rest_trim = rest.trim_start();
+    let skipped = rest.len() - rest_trim.len();
+    let rest = &rest[skipped..];
+    let Some(first) = rest.chars().next() else {
+        return "";
+    };
+    let len = if first.is_alphanumeric() || first == '_' {
+        rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len())
+    } else {
+        let two = rest.get(..2);
+        if matches!(two, Some("&&" | "||" | "==" | "!=" | "<=" | ">=" | "=>" | "->")) {
+            2
+        } else {
+            first.len_utf8()
+        }
+    };
+    &rest[..len]
+}
+
+fn hint_for(found: &str) -> Option<&'static str> {
+    Some(match found {
+        "&&" | "&" => "Warden writes conjunction as `and`",
+        "||" | "|" => "Warden writes disjunction as `or`",
+        "!" => "Warden writes negation as `not`",
+        "=" => "comparison is `==`; `=` only appears in `let` and `set`",
+        "'" => "strings use double quotes: \"…\"",
+        ";" => "Warden needs no semicolons; start the next item on a new line",
+        "if" | "then" => "a rule is `rule NAME on HOOK when CONDITION => DECISION`",
+        _ => return None,
+    })
+}
+
+struct Builder<'d> {
+    file: FileId,
+    base: usize,
+    diagnostics: &'d mut Vec<Diagnostic>,
+}
+
+impl Builder<'_> {
+    fn span(&self, pair: &Pair<Rule>) -> Span {
+        let s = pair.as_span();
+        Span::new(self.base + s.start(), self.base + s.end())
+    }
+
+    fn ident(&self, pair: Pair<Rule>) -> Ident {
+        Ident {
+            name: pair.as_str().to_string(),
+            span: self.span(&pair),
+        }
+    }
+
+    fn dotted(&self, pair: Pair<Rule>) -> Vec<Ident> {
+        let start = self.base + pair.as_span().start();
+        let mut offset = 0;
+        pair.as_str()
+            .split('.')
+            .map(|seg| {
+                let s = start + offset;
+                offset += seg.len() + 1;
+                Ident {
+                    name: seg.to_string(),
+                    span: Span::new(s, s + seg.len()),
+                }
+            })
+            .collect()
+    }
+
+    fn error(&mut self, code: &'static str, span: Span, message: String, help: &str) {
+        self.diagnostics.push(
+            Diagnostic::error(code, self.file, span, message)
+                .with_label("here")
+                .with_help(help),
+        );
+    }
+
+    fn item(&mut self, pair: Pair<Rule>) -> Option<Item> {
+        let span = self.span(&pair);
+        let rule = pair.as_rule();
+        let mut inner = pair.into_inner();
+        Some(match rule {
+            Rule::package_decl => Item::Package(Package {
+                path: self.dotted(inner.next()?),
+                span,
+            }),
+            Rule::use_decl => {
+                let body = inner.next()?;
+                match body.as_rule() {
+                    Rule::use_module => {
+                        let mut parts = body.into_inner();
+                        let path = self.dotted(parts.next()?);
+                        let alias = parts.next().map(|p| self.ident(p));
+                        Item::Use(Use {
+                            kind: UseKind::Module { path },
+                            alias,
+                            span,
+                        })
+                    }
+                    _ => {
+                        let mut parts = body.into_inner().peekable();
+                        let data = parts.peek().map(|p| p.as_rule()) == Some(Rule::rego_data);
+                        if data {
+                            parts.next();
+                        }
+                        let path = self.string(parts.next()?);
+                        let alias = parts.next().map(|p| self.ident(p));
+                        let kind = if data {
+                            UseKind::RegoData { path }
+                        } else {
+                            UseKind::Rego { path }
+                        };
+                        Item::Use(Use { kind, alias, span })
+                    }
+                }
+            }
+            Rule::let_decl => {
+                let name = self.ident(inner.next()?);
+                let value = self.expr(inner.next()?, 0);
+                Item::Let(Let { name, value, span })
+            }
+            Rule::label_decl => {
+                let name = self.ident(inner.next()?);
+                let flags = inner.next()?;
+                let redact = flags.into_inner().next().is_some();
+                let when = inner.next().map(|p| self.expr(p, 0));
+                Item::Label(Label {
+                    name,
+                    redact,
+                    when,
+                    span,
+                })
+            }
+            Rule::rule_decl => {
+                let name = self.ident(inner.next()?);
+                let hooks = self.hooks(inner.next()?);
+                let mut when = None;
+                let mut decision = None;
+                for p in inner {
+                    match p.as_rule() {
+                        Rule::decision => decision = Some(self.decision(p)),
+                        _ => when = Some(self.expr(p, 0)),
+                    }
+                }
+                Item::Rule(RuleDecl {
+                    name,
+                    hooks,
+                    when,
+                    decision: decision?,
+                    span,
+                })
+            }
+            Rule::default_decl => {
+                let mut hooks = Vec::new();
+                let mut decision = None;
+                for p in inner {
+                    match p.as_rule() {
+                        Rule::hook_list => hooks = self.hooks(p),
+                        _ => decision = Some(self.decision(p)),
+                    }
+                }
+                Item::Default(DefaultDecl {
+                    hooks,
+                    decision: decision?,
+                    span,
+                })
+            }
+            Rule::test_decl => {
+                let name = self.string(inner.next()?);
+                let mut strict = false;
+                let mut fixture = None;
+                let mut steps = Vec::new();
+                for p in inner {
+                    match p.as_rule() {
+                        Rule::strict_flag => strict = true,
+                        Rule::string => fixture = Some(self.string(p)),
+                        Rule::test_step => steps.extend(self.step(p)),
+                        _ => {}
+                    }
+                }
+                Item::Test(Test {
+                    name,
+                    strict,
+                    fixture,
+                    steps,
+                    span,
+                })
+            }
+            _ => return None,
+        })
+    }
+
+    fn hooks(&self, pair: Pair<Rule>) -> Vec<Hook> {
+        pair.into_inner().map(|p| self.hook(p)).collect()
+    }
+
+    fn hook(&self, p: Pair<Rule>) -> Hook {
+        Hook {
+            name: p.as_str().to_string(),
+            span: self.span(&p),
+        }
+    }
+
+    fn string(&mut self, pair: Pair<Rule>) -> StringLit {
+        let span = self.span(&pair);
+        let body = pair.into_inner().next().map_or("", |p| p.as_str());
+        let value = self.unescape(body, span.start as usize + 1);
+        StringLit { value, span }
+    }
+
+    fn unescape(&mut self, body: &str, start: usize) -> String {
+        let mut out = String::with_capacity(body.len());
+        let mut chars = body.char_indices();
+        while let Some((i, c)) = chars.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            let Some((_, e)) = chars.next() else { break };
+            match e {
+                '"' => out.push('"'),
+                '\\' => out.push('\\'),
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'r' => out.push('\r'),
+                '0' => out.push('\0'),
+                'u' => {
+                    let rest = &body[i + 2..];
+                    let parsed = rest
+                        .strip_prefix('{')
+                        .and_then(|r| r.find('}').map(|n| &r[..n]))
+                        .filter(|hex| (1..=6).contains(&hex.len()))
+                        .and_then(|hex| u32::from_str_radix(hex, 16).ok().map(|v| (hex.len(), v)));
+                    match parsed.and_then(|(n, v)| char::from_u32(v).map(|c| (n, c))) {
+                        Some((n, ch)) => {
+                            out.push(ch);
+                            for _ in 0..n + 2 {
+                                chars.next();
+                            }
+                        }
+                        None => self.error(
+                            "syntax::bad_escape",
+                            Span::new(start + i, start + i + 2),
+                            "invalid unicode escape".into(),
+                            "write a code point as \\u{1F600} (one to six hex digits)",
+                        ),
+                    }
+                }
+                other => self.error(
+                    "syntax::bad_escape",
+                    Span::new(start + i, start + i + 1 + other.len_utf8()),
+                    format!("unknown escape `\\{other}`"),
+                    "the escapes are \\\" \\\\ \\n \\t \\r \\0 and \\u{…}",
+                ),
+            }
+        }
+        out
+    }
+
+    fn duration(&mut self, pair: Pair<Rule>) -> Duration {
+        let span = self.span(&pair);
+        let text = pair.as_str();
+        let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let unit = match &text[digits_end..] {
+            "ms" => DurationUnit::Millis,
+            "s" => DurationUnit::Seconds,
+            "m" => DurationUnit::Minutes,
+            "h" => DurationUnit::Hours,
+            _ => DurationUnit::Days,
+        };
+        let millis = text[..digits_end]
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(unit.millis()));
+        let millis = millis.unwrap_or_else(|| {
+            self.error(
+                "syntax::bad_number",
+                span,
+                "duration is too large".into(),
+                "durations must fit in 64-bit milliseconds",
+            );
+            0
+        });
+        Duration { millis, unit, span }
+    }
+
+    fn int(&mut self, pair: Pair<Rule>) -> u64 {
+        let span = self.span(&pair);
+        pair.as_str().parse().unwrap_or_else(|_| {
+            self.error(
+                "syntax::bad_number",
+                span,
+                "number is too large".into(),
+                "use a number below 2^64",
+            );
+            0
+        })
+    }
+
+    fn decision(&mut self, pair: Pair<Rule>) -> Decision {
+        let span = self.span(&pair);
+        let inner = pair.into_inner().next().expect("decision has a body");
+        let kind = match inner.as_rule() {
+            Rule::allow_d => DecisionKind::Allow,
+            Rule::deny_d => DecisionKind::Deny,
+            Rule::ask_d => DecisionKind::Ask,
+            Rule::defer_d => DecisionKind::Defer,
+            _ => DecisionKind::Modify,
+        };
+        let mut d = Decision {
+            kind,
+            reason: None,
+            approver: None,
+            question: None,
+            timeout: None,
+            on_timeout: None,
+            resolve: None,
+            because: None,
+            modifications: Vec::new(),
+            span,
+        };
+        for p in inner.into_inner() {
+            match p.as_rule() {
+                Rule::reason => {
+                    let mut parts = p.into_inner();
+                    let code = parts.next().map(|s| self.string(s));
+                    let reasoning = parts.next().map(|s| self.string(s));
+                    d.reason = code.map(|code| Reason { code, reasoning });
+                }
+                Rule::approver => {
+                    let aspan = self.span(&p);
+                    let mut parts = p.into_inner();
+                    let kind = match parts.next().map(|k| k.as_str()) {
+                        Some("agent") => ApproverKind::Agent,
+                        Some("service") => ApproverKind::Service,
+                        _ => ApproverKind::Human,
+                    };
+                    if let Some(id) = parts.next() {
+                        let id = self.string(id);
+                        d.approver = Some(Approver {
+                            kind,
+                            id,
+                            span: aspan,
+                        });
+                    }
+                }
+                Rule::question => {
+                    d.question = p.into_inner().next().map(|s| self.string(s));
+                }
+                Rule::timeout_clause => {
+                    d.timeout = p.into_inner().next().map(|t| self.duration(t));
+                }
+                Rule::else_clause => {
+                    if let Some(w) = p.into_inner().next() {
+                        let wspan = self.span(&w);
+                        d.on_timeout = DecisionKind::parse(w.as_str()).map(|k| (k, wspan));
+                    }
+                }
+                Rule::resolve_clause => d.resolve = p.into_inner().next().map(|i| self.ident(i)),
+                Rule::because_clause => d.because = p.into_inner().next().map(|i| self.ident(i)),
+                Rule::modification => {
+                    if let Some(m) = self.modification(p) {
+                        d.modifications.push(m);
+                    }
+                }
+                _ => {}
+            }
+        }
+        d
+    }
+
+    fn modification(&mut self, pair: Pair<Rule>) -> Option<Modification> {
+        let span = self.span(&pair);
+        let inner = pair.into_inner().next()?;
+        let rule = inner.as_rule();
+        let mut parts = inner.into_inner();
+        Some(match rule {
+            Rule::redact_m => {
+                let place = self.place(parts.next()?);
+                let replacement = parts.next().map(|s| self.string(s));
+                Modification::Redact {
+                    place,
+                    replacement,
+                    span,
+                }
+            }
+            Rule::set_m => {
+                let place = self.place(parts.next()?);
+                let value = self.expr(parts.next()?, 0);
+                Modification::Set { place, value, span }
+            }
+            _ => Modification::Replace {
+                content: self.expr(parts.next()?, 0),
+                span,
+            },
+        })
+    }
+
+    fn place(&mut self, pair: Pair<Rule>) -> Place {
+        let span = self.span(&pair);
+        let segments = pair
+            .into_inner()
+            .map(|p| match p.as_rule() {
+                Rule::int => {
+                    let s = self.span(&p);
+                    PlaceSegment::Index(self.int(p), s)
+                }
+                _ => PlaceSegment::Field(self.ident(p)),
+            })
+            .collect();
+        Place { segments, span }
+    }
+
+    fn too_deep(&mut self, span: Span) -> Expr {
+        self.error(
+            "syntax::too_deep",
+            span,
+            "expression is too deeply nested".into(),
+            "split it with `let` constants, or use `in {…}` instead of long `or` chains",
+        );
+        Expr {
+            kind: ExprKind::Bool(false),
+            span,
+        }
+    }
+
+    fn expr(&mut self, pair: Pair<Rule>, depth: usize) -> Expr {
+        let span = self.span(&pair);
+        if depth > MAX_EXPR_DEPTH {
+            return self.too_deep(span);
+        }
+        let rule = pair.as_rule();
+        match rule {
+            Rule::expr | Rule::paren => {
+                let inner = pair.into_inner().next().expect("expr has a body");
+                self.expr(inner, depth + 1)
+            }
+            Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr => {
+                let mut parts = pair.into_inner();
+                let first = parts.next().expect("binary chain has an operand");
+                let mut lhs = self.expr(first, depth + 1);
+                let mut chain = 0;
+                while let Some(op) = parts.next() {
+                    let Some(rhs_pair) = parts.next() else { break };
+                    chain += 1;
+                    if depth + chain > MAX_EXPR_DEPTH {
+                        return self.too_deep(span);
+                    }
+                    let op = match (rule, op.as_str()) {
+                        (Rule::or_expr, _) => BinaryOp::Or,
+                        (Rule::and_expr, _) => BinaryOp::And,
+                        (_, "+") => BinaryOp::Add,
+                        (_, "-") => BinaryOp::Sub,
+                        (_, "*") => BinaryOp::Mul,
+                        (_, "/") => BinaryOp::Div,
+                        _ => BinaryOp::Rem,
+                    };
+                    let rhs = self.expr(rhs_pair, depth + chain + 1);
+                    let s = lhs.span.to(rhs.span);
+                    lhs = Expr {
+                        kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                        span: s,
+                    };
+                }
+                lhs
+            }
+            Rule::not_expr => {
+                let mut parts = pair.into_inner();
+                let first = parts.next().expect("not_expr has a body");
+                if first.as_rule() == Rule::not_op {
+                    let operand = self.expr(parts.next().expect("not has an operand"), depth + 1);
+                    Expr {
+                        kind: ExprKind::Unary(UnaryOp::Not, Box::new(operand)),
+                        span,
+                    }
+                } else {
+                    self.expr(first, depth + 1)
+                }
+            }
+            Rule::cmp_expr => {
+                let mut parts = pair.into_inner();
+                let lhs = self.expr(parts.next().expect("cmp has an operand"), depth + 1);
+                match (parts.next(), parts.next()) {
+                    (Some(op), Some(rhs)) => {
+                        let op = match op.into_inner().next().map(|o| (o.as_rule(), o.as_str())) {
+                            Some((Rule::not_in, _)) => BinaryOp::NotIn,
+                            Some((Rule::in_op, _)) => BinaryOp::In,
+                            Some((Rule::has_op, _)) => BinaryOp::Has,
+                            Some((Rule::matches_op, _)) => BinaryOp::Matches,
+                            Some((_, "==")) => BinaryOp::Eq,
+                            Some((_, "!=")) => BinaryOp::Ne,
+                            Some((_, "<=")) => BinaryOp::Le,
+                            Some((_, ">=")) => BinaryOp::Ge,
+                            Some((_, "<")) => BinaryOp::Lt,
+                            _ => BinaryOp::Gt,
+                        };
+                        let rhs = self.expr(rhs, depth + 1);
+                        Expr {
+                            kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                            span,
+                        }
+                    }
+                    _ => lhs,
+                }
+            }
+            Rule::unary => {
+                let mut negations = Vec::new();
+                let mut operand = None;
+                for p in pair.into_inner() {
+                    match p.as_rule() {
+                        Rule::neg_op => negations.push(self.span(&p)),
+                        _ => operand = Some(p),
+                    }
+                }
+                let mut e = self.expr(operand.expect("unary has an operand"), depth + 1);
+                for s in negations.into_iter().rev() {
+                    let whole = s.to(e.span);
+                    e = match e.kind {
+                        ExprKind::Number(n) => Expr {
+                            kind: ExprKind::Number(-n),
+                            span: whole,
+                        },
+                        kind => Expr {
+                            kind: ExprKind::Unary(
+                                UnaryOp::Neg,
+                                Box::new(Expr {
+                                    kind,
+                                    span: e.span,
+                                }),
+                            ),
+                            span: whole,
+                        },
+                    };
+                }
+                e
+            }
+            Rule::postfix => {
+                let mut parts = pair.into_inner();
+                let mut e = self.expr(parts.next().expect("postfix has a primary"), depth + 1);
+                for (n, p) in parts.enumerate() {
+                    if depth + n > MAX_EXPR_DEPTH {
+                        return self.too_deep(span);
+                    }
+                    let s = e.span.to(self.span(&p));
+                    let kind = match p.as_rule() {
+                        Rule::member => {
+                            let field = self.ident(p.into_inner().next().expect("member name"));
+                            ExprKind::Member(Box::new(e), field)
+                        }
+                        Rule::index => {
+                            let idx = self.expr(p.into_inner().next().expect("index"), depth + 1);
+                            ExprKind::Index(Box::new(e), Box::new(idx))
+                        }
+                        _ => {
+                            let args = p
+                                .into_inner()
+                                .map(|a| {
+                                    let mut parts: Vec<_> = a.into_inner().collect();
+                                    let value = parts.pop().expect("argument value");
+                                    let name = parts.pop().map(|n| self.ident(n));
+                                    Arg {
+                                        name,
+                                        value: self.expr(value, depth + 1),
+                                    }
+                                })
+                                .collect();
+                            ExprKind::Call(Box::new(e), args)
+                        }
+                    };
+                    e = Expr { kind, span: s };
+                }
+                e
+            }
+            Rule::ident => Expr {
+                kind: ExprKind::Name(pair.as_str().to_string()),
+                span,
+            },
+            Rule::current => Expr {
+                kind: ExprKind::Current,
+                span,
+            },
+            Rule::boolean => Expr {
+                kind: ExprKind::Bool(pair.as_str() == "true"),
+                span,
+            },
+            Rule::number => {
+                let text: String = pair.as_str().chars().filter(|c| *c != '_').collect();
+                let value = match text.parse::<f64>() {
+                    Ok(v) if v.is_finite() => v,
+                    _ => {
+                        self.error(
+                            "syntax::bad_number",
+                            span,
+                            "number is out of range".into(),
+                            "numbers are 64-bit floating point",
+                        );
+                        0.0
+                    }
+                };
+                Expr {
+                    kind: ExprKind::Number(value),
+                    span,
+                }
+            }
+            Rule::duration => Expr {
+                kind: ExprKind::Duration(self.duration(pair)),
+                span,
+            },
+            Rule::string => {
+                let s = self.string(pair);
+                Expr {
+                    kind: ExprKind::String(s.value),
+                    span,
+                }
+            }
+            Rule::set | Rule::list => {
+                let items = pair.into_inner().map(|p| self.expr(p, depth + 1)).collect();
+                Expr {
+                    kind: if rule == Rule::set {
+                        ExprKind::Set(items)
+                    } else {
+                        ExprKind::List(items)
+                    },
+                    span,
+                }
+            }
+            Rule::object => {
+                let entries = pair
+                    .into_inner()
+                    .filter_map(|entry| {
+                        let mut parts = entry.into_inner();
+                        let key = parts.next()?;
+                        let key = if key.as_rule() == Rule::string {
+                            self.string(key)
+                        } else {
+                            StringLit {
+                                value: key.as_str().to_string(),
+                                span: self.span(&key),
+                            }
+                        };
+                        let value = self.expr(parts.next()?, depth + 1);
+                        Some((key, value))
+                    })
+                    .collect();
+                Expr {
+                    kind: ExprKind::Object(entries),
+                    span,
+                }
+            }
+            Rule::quantifier => {
+                let mut parts = pair.into_inner();
+                let kind = match parts.next().map(|p| p.as_str()) {
+                    Some("all") => QuantifierKind::All,
+                    _ => QuantifierKind::Any,
+                };
+                let var = self.ident(parts.next().expect("quantifier variable"));
+                let over = self.expr(parts.next().expect("quantifier range"), depth + 1);
+                let body = self.expr(parts.next().expect("quantifier body"), depth + 1);
+                Expr {
+                    kind: ExprKind::Quantifier {
+                        kind,
+                        var,
+                        over: Box::new(over),
+                        body: Box::new(body),
+                    },
+                    span,
+                }
+            }
+            Rule::history => {
+                let mut parts = pair.into_inner();
+                let kind = match parts.next().map(|p| p.as_str()) {
+                    Some("exists") => HistoryKind::Exists,
+                    _ => HistoryKind::Count,
+                };
+                let hook = self.hook(parts.next().expect("history hook"));
+                let mut h = History {
+                    kind,
+                    hook,
+                    filter: None,
+                    window: None,
+                    by: None,
+                };
+                for p in parts {
+                    match p.as_rule() {
+                        Rule::window => h.window = Some(self.window(p)),
+                        Rule::by_key => {
+                            h.by = Some(self.expr(p.into_inner().next().expect("key"), depth + 1))
+                        }
+                        _ => h.filter = Some(self.expr(p, depth + 1)),
+                    }
+                }
+                Expr {
+                    kind: ExprKind::History(Box::new(h)),
+                    span,
+                }
+            }
+            _ => {
+                // Unreachable for well-formed pairs; degrade to an error, never a panic.
+                self.error(
+                    "syntax::internal",
+                    span,
+                    format!("unexpected syntax node {rule:?}"),
+                    "please report this input",
+                );
+                Expr {
+                    kind: ExprKind::Bool(false),
+                    span,
+                }
+            }
+        }
+    }
+
+    fn window(&mut self, pair: Pair<Rule>) -> Window {
+        let span = self.span(&pair);
+        let inner = pair.into_inner().next().expect("window kind");
+        let kind = match inner.as_rule() {
+            Rule::this_turn => WindowKind::ThisTurn,
+            Rule::whole_session => WindowKind::Session,
+            Rule::last_turns => {
+                let n = self.int(inner.into_inner().next().expect("turn count"));
+                WindowKind::LastTurns(n.min(u32::MAX as u64) as u32)
+            }
+            _ => WindowKind::LastTime(self.duration(inner.into_inner().next().expect("duration"))),
+        };
+        Window { kind, span }
+    }
+
+    fn expectation(&mut self, pair: Pair<Rule>) -> Expectation {
+        let span = self.span(&pair);
+        let mut e = Expectation {
+            kind: DecisionKind::Allow,
+            codes: Vec::new(),
+            modifications: Vec::new(),
+            span,
+        };
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::decision_word => {
+                    e.kind = DecisionKind::parse(p.as_str()).unwrap_or(DecisionKind::Allow)
+                }
+                Rule::string => {
+                    let s = self.string(p);
+                    e.codes.push(s);
+                }
+                Rule::expect_modify => {
+                    for m in p.into_inner() {
+                        if let Some(m) = self.modification(m) {
+                            e.modifications.push(m);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        e
+    }
+
+    fn provenance_spec(&mut self, pair: Pair<Rule>) -> ProvenanceSpec {
+        let span = self.span(&pair);
+        let mut parts = pair.into_inner();
+        let origin = self.ident(parts.next().expect("origin"));
+        let source = parts.next().map(|s| self.string(s));
+        ProvenanceSpec {
+            origin,
+            source,
+            span,
+        }
+    }
+
+    fn from_clause(&mut self, pair: Pair<Rule>) -> ProvenanceSpec {
+        let inner = pair.into_inner().next().expect("provenance");
+        self.provenance_spec(inner)
+    }
+
+    /// `-> origin value => expectation` (the parts after the arrow).
+    fn output<'i>(&mut self, parts: impl Iterator<Item = Pair<'i, Rule>>) -> Option<Output> {
+        let mut origin = None;
+        let mut value = None;
+        let mut expect = None;
+        for p in parts {
+            match p.as_rule() {
+                Rule::output_origin => origin = p.into_inner().next().map(|i| self.ident(i)),
+                Rule::expectation => expect = Some(self.expectation(p)),
+                _ => value = Some(self.expr(p, 0)),
+            }
+        }
+        Some(Output {
+            origin,
+            value: value?,
+            expect,
+        })
+    }
+
+    fn step(&mut self, pair: Pair<Rule>) -> Option<Step> {
+        let span = self.span(&pair);
+        let inner = pair.into_inner().next()?;
+        let rule = inner.as_rule();
+        let mut expect = None;
+        let kind = match rule {
+            Rule::with_step => {
+                let mut parts = inner.into_inner();
+                let target = self.expr(parts.next()?, 0);
+                let value = self.expr(parts.next()?, 0);
+                StepKind::With { target, value }
+            }
+            Rule::session_step => {
+                let mut intent = None;
+                let mut permits = None;
+                let mut strict = false;
+                for p in inner.into_inner() {
+                    match p.as_rule() {
+                        Rule::string => intent = Some(self.string(p)),
+                        Rule::list => permits = Some(self.expr(p, 0)),
+                        Rule::strict_flag => strict = true,
+                        Rule::expectation => expect = Some(self.expectation(p)),
+                        _ => {}
+                    }
+                }
+                StepKind::Session {
+                    intent,
+                    permits,
+                    strict,
+                }
+            }
+            Rule::user_step => {
+                let mut text = None;
+                for p in inner.into_inner() {
+                    match p.as_rule() {
+                        Rule::string => text = Some(self.string(p)),
+                        _ => expect = Some(self.expectation(p)),
+                    }
+                }
+                StepKind::User(text?)
+            }
+            Rule::agent_step => {
+                let mut text = None;
+                let mut from = None;
+                for p in inner.into_inner() {
+                    match p.as_rule() {
+                        Rule::string => text = Some(self.string(p)),
+                        Rule::from_clause => from = Some(self.from_clause(p)),
+                        _ => expect = Some(self.expectation(p)),
+                    }
+                }
+                StepKind::Agent { text: text?, from }
+            }
+            Rule::call_step => {
+                let mut parts = inner.into_inner();
+                let tool = self.ident(parts.next()?);
+                let mut args = Vec::new();
+                let mut output = None;
+                for p in parts {
+                    match p.as_rule() {
+                        Rule::call_arg => {
+                            let mut a = p.into_inner();
+                            let name = self.ident(a.next()?);
+                            let value = self.expr(a.next()?, 0);
+                            let from = a.next().map(|f| self.from_clause(f));
+                            args.push(CallArg { name, value, from });
+                        }
+                        Rule::expectation => expect = Some(self.expectation(p)),
+                        Rule::call_output => output = self.output(p.into_inner()),
+                        _ => {}
+                    }
+                }
+                StepKind::Call { tool, args, output }
+            }
+            Rule::result_step => {
+                let mut parts = inner.into_inner().peekable();
+                let tool = self.ident(parts.next()?);
+                let status = if parts.peek().map(|p| p.as_rule()) == Some(Rule::exit_status) {
+                    parts.next().map(|p| p.as_str().to_string())
+                } else {
+                    None
+                };
+                let output = self.output(parts)?;
+                StepKind::Result {
+                    tool,
+                    status,
+                    output,
+                }
+            }
+            Rule::retrieve_step => {
+                let mut parts = inner.into_inner();
+                let query = self.string(parts.next()?);
+                let output = self.output(parts)?;
+                StepKind::Retrieve { query, output }
+            }
+            Rule::memory_step => {
+                let mut parts = inner.into_inner();
+                let write = parts.next()?.as_str() == "write";
+                let key = self.string(parts.next()?);
+                let mut from = None;
+                let mut rest = Vec::new();
+                for p in parts {
+                    match p.as_rule() {
+                        Rule::from_clause => from = Some(self.from_clause(p)),
+                        Rule::expectation => expect = Some(self.expectation(p)),
+                        _ => rest.push(p),
+                    }
+                }
+                let output = if rest.is_empty() {
+                    None
+                } else {
+                    self.output(rest.into_iter())
+                };
+                StepKind::Memory {
+                    write,
+                    key,
+                    output,
+                    from,
+                }
+            }
+            Rule::compact_step | Rule::turn_step => {
+                if let Some(p) = inner.into_inner().next() {
+                    expect = Some(self.expectation(p));
+                }
+                if rule == Rule::compact_step {
+                    StepKind::Compact
+                } else {
+                    StepKind::Turn
+                }
+            }
+            Rule::skill_step => {
+                let mut parts = inner.into_inner();
+                let op = parts.next()?.as_str().to_string();
+                let skill_id = self.string(parts.next()?);
+                let mut digest = None;
+                for p in parts {
+                    match p.as_rule() {
+                        Rule::string => digest = Some(self.string(p)),
+                        _ => expect = Some(self.expectation(p)),
+                    }
+                }
+                StepKind::Skill {
+                    op,
+                    skill_id,
+                    digest,
+                }
+            }
+            Rule::subagent_step => {
+                let mut parts = inner.into_inner();
+                let name = self.string(parts.next()?);
+                let mut steps = Vec::new();
+                for p in parts {
+                    match p.as_rule() {
+                        Rule::test_step => steps.extend(self.step(p)),
+                        _ => expect = Some(self.expectation(p)),
+                    }
+                }
+                StepKind::Subagent { name, steps }
+            }
+            Rule::send_step => {
+                let mut parts = inner.into_inner();
+                let hook = self.hook(parts.next()?);
+                let payload = self.expr(parts.next()?, 0);
+                if let Some(p) = parts.next() {
+                    expect = Some(self.expectation(p));
+                }
+                StepKind::Send { hook, payload }
+            }
+            Rule::expect_step => {
+                let mut parts = inner.into_inner();
+                let request_id = self.string(parts.next()?);
+                expect = parts.next().map(|p| self.expectation(p));
+                StepKind::Expect { request_id }
+            }
+            _ => return None,
+        };
+        Some(Step { kind, expect, span })
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(src: &str) -> Module {
+        let (m, d) = parse(FileId(0), src);
+        assert!(d.is_empty(), "unexpected diagnostics: {d:#?}");
+        m
+    }
+
+    #[test]
+    fn parses_the_design_sketch_rule() {
+        let m = parse_ok(
+            r#"package a.b
+use std.taint
+use rego "org.rego" as org
+let consequential = {"send_money", "send_email"}
+label untrusted when origin in {tool_output, retrieved} and not source in org.trusted
+rule taint_window on toolCallRequest
+  when tool.name in consequential and turns_since(untrusted) <= 3
+  => deny "taint.window": "consequential call within 3 turns of untrusted content"
+rule email_burst on toolCallRequest
+  when count(toolCallRequest when tool.name == "send_email", this turn) >= 3
+  => ask "rate.email": "fourth email" approver human "oncall" timeout 5m else deny
+default allow
+"#,
+        );
+        assert_eq!(m.items.len(), 8);
+        let Item::Rule(r) = &m.items[5] else { panic!() };
+        assert_eq!(r.name.name, "taint_window");
+        assert_eq!(r.decision.kind, DecisionKind::Deny);
+    }
+
+    #[test]
+    fn recovers_and_reports_every_broken_item() {
+        let src = "rule a on x when => deny \"c\"\nlet ok = 1\nrule b on y when x == => deny \"d\"\n";
+        let (m, d) = parse(FileId(0), src);
+        assert_eq!(d.len(), 2, "{d:#?}");
+        assert_eq!(m.items.len(), 1);
+    }
+
+    #[test]
+    fn bad_escape_is_reported() {
+        let (_, d) = parse(FileId(0), r#"let x = "a\qb""#);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].code, "syntax::bad_escape");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let src = format!("let x = {}1{}", "(".repeat(500), ")".repeat(500));
+        let (_, d) = parse(FileId(0), &src);
+        assert_eq!(d[0].code, "syntax::too_deep");
+    }
+}
