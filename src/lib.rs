@@ -5,6 +5,7 @@
 //! `syntax` → `check` → `compile` → `vm`, with `state` holding session history, `acs` the wire
 //! protocol, and `guardian` tying them into the embedding API.
 
+pub mod acs;
 pub mod check;
 pub mod cli;
 pub mod diagnostics;
