@@ -1,2 +1,884 @@
-//! The checker: name resolution across modules, typing against the ACS schemas, history
-//! analysis, and the warnings a policy author wants to see.
+//! The checker: name resolution across a policy's modules, typing of every payload path against
+//! the ACS v0.1.0 field table (`acs::fields`), decision legality per hook, history analysis,
+//! and the warnings a policy author wants (unused names, unreachable rules).
+//!
+//! Its output, [`Checked`], is what the compiler and the language server read: the units, the
+//! diagnostics, and a resolution table saying what every name in the source refers to.
+
+mod expr;
+pub mod load;
+pub mod types;
+
+use std::collections::HashMap;
+
+use crate::acs::fields::{self, DecisionKind as AcsDecision, HookSpec};
+use crate::diagnostics::{did_you_mean, Diagnostic, Diagnostics, FileId, Span};
+use crate::syntax::ast::{self, DecisionKind, Item};
+
+pub use load::{collect_files, Loaded, Unit, DEFAULT_POLICY, STDLIB};
+pub use types::{Table, Type};
+
+/// What a name in the source was resolved to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// A payload, metadata, provenance or intent field, by normalised path.
+    Field { table: Table, path: String },
+    /// A tool argument (`args.NAME`).
+    Argument(String),
+    Constant(String),
+    Label(String),
+    /// A quantifier variable, by name.
+    Variable(String),
+    /// A bare word standing for one of an enum's values (`origin == tool_output`).
+    EnumValue(String),
+    /// A Rego rule or function reached through a `use rego` alias.
+    Rego { alias: String, rule: String },
+    Builtin(&'static str),
+    Hook(&'static HookSpec),
+}
+
+/// A definition the language server can jump to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Definition {
+    pub kind: DefKind,
+    pub name: String,
+    pub file: FileId,
+    /// The name's own span.
+    pub span: Span,
+    /// The whole item.
+    pub item_span: Span,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefKind {
+    Rule,
+    Label,
+    Constant,
+    Test,
+    Module,
+}
+
+/// Everything the checker learned, keyed for the compiler and the language server.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub loaded: Loaded,
+    pub diagnostics: Diagnostics,
+    pub definitions: Vec<Definition>,
+    /// What each name occurrence resolved to, with its type.
+    pub resolutions: HashMap<(FileId, Span), (Resolution, Type)>,
+    /// Every reason code a rule or default can produce.
+    pub reason_codes: Vec<String>,
+}
+
+impl Checked {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.has_errors()
+    }
+
+    pub fn definition(&self, kind: DefKind, name: &str) -> Option<&Definition> {
+        self.definitions
+            .iter()
+            .find(|d| d.kind == kind && d.name == name)
+    }
+}
+
+/// Checks a loaded policy.
+pub fn check(loaded: Loaded) -> Checked {
+    let mut cx = Checker::new(&loaded);
+    cx.collect_definitions();
+    cx.check_items();
+    cx.report_unused();
+    let Checker {
+        mut diagnostics,
+        definitions,
+        resolutions,
+        reason_codes,
+        ..
+    } = cx;
+    diagnostics.extend(loaded.diagnostics.iter().cloned());
+    let mut out = Diagnostics {
+        sources: loaded.sources.clone(),
+        items: diagnostics,
+    };
+    out.sort();
+    let mut reason_codes: Vec<String> = reason_codes.into_iter().collect();
+    reason_codes.sort();
+    reason_codes.dedup();
+    Checked {
+        loaded,
+        diagnostics: out,
+        definitions,
+        resolutions,
+        reason_codes,
+    }
+}
+
+/// Loads and checks the policy rooted at a file.
+pub fn check_path(path: &std::path::Path) -> Result<Checked, std::io::Error> {
+    Ok(check(Loaded::from_path(path)?))
+}
+
+/// Loads and checks a policy given as text.
+pub fn check_source(name: &str, text: &str) -> Checked {
+    check(Loaded::from_source(name, text, None))
+}
+
+#[derive(Debug, Clone)]
+struct ConstInfo<'a> {
+    unit: usize,
+    decl: &'a ast::Let,
+}
+
+#[derive(Debug, Clone)]
+struct LabelInfo<'a> {
+    unit: usize,
+    decl: &'a ast::Label,
+}
+
+#[derive(Debug, Clone)]
+enum Alias {
+    Rego,
+    RegoData,
+    Module(String),
+}
+
+pub(crate) struct Checker<'a> {
+    loaded: &'a Loaded,
+    diagnostics: Vec<Diagnostic>,
+    definitions: Vec<Definition>,
+    resolutions: HashMap<(FileId, Span), (Resolution, Type)>,
+    reason_codes: Vec<String>,
+    constants: HashMap<&'a str, ConstInfo<'a>>,
+    const_types: HashMap<String, Type>,
+    const_in_progress: Vec<String>,
+    labels: HashMap<&'a str, LabelInfo<'a>>,
+    /// Per unit: local alias → what it names.
+    aliases: Vec<HashMap<String, Alias>>,
+    used: HashMap<String, usize>,
+}
+
+impl<'a> Checker<'a> {
+    fn new(loaded: &'a Loaded) -> Self {
+        Checker {
+            loaded,
+            diagnostics: Vec::new(),
+            definitions: Vec::new(),
+            resolutions: HashMap::new(),
+            reason_codes: Vec::new(),
+            constants: HashMap::new(),
+            const_types: HashMap::new(),
+            const_in_progress: Vec::new(),
+            labels: HashMap::new(),
+            aliases: vec![HashMap::new(); loaded.units.len()],
+            used: HashMap::new(),
+        }
+    }
+
+    fn file_of(&self, unit: usize) -> FileId {
+        self.loaded.units[unit].file
+    }
+
+    fn define(&mut self, unit: usize, kind: DefKind, name: &ast::Ident, item: Span, detail: String) {
+        let file = self.file_of(unit);
+        if let Some(prev) = self
+            .definitions
+            .iter()
+            .find(|d| d.kind == kind && d.name == name.name)
+        {
+            let what = match kind {
+                DefKind::Rule => "rule",
+                DefKind::Label => "label",
+                DefKind::Constant => "constant",
+                DefKind::Test => "test",
+                DefKind::Module => "module",
+            };
+            let mut d = Diagnostic::error(
+                "check::duplicate",
+                file,
+                name.span,
+                format!("the {what} `{}` is defined twice", name.name),
+            )
+            .with_label(format!("second definition of `{}`", name.name));
+            if prev.file == file {
+                d = d
+                    .with_related(prev.span, "first defined here")
+                    .with_help(format!("rename one of the two {what}s"));
+            } else {
+                let other = &self.loaded.sources.get(prev.file).name;
+                d = d.with_help(format!(
+                    "`{}` is already defined in {other}; rename this one",
+                    name.name
+                ));
+            }
+            self.diagnostics.push(d);
+            return;
+        }
+        self.definitions.push(Definition {
+            kind,
+            name: name.name.clone(),
+            file,
+            span: name.span,
+            item_span: item,
+            detail,
+        });
+    }
+
+    fn collect_definitions(&mut self) {
+        let loaded = self.loaded;
+        for (u, unit) in loaded.units.iter().enumerate() {
+            for item in &unit.module.items {
+                match item {
+                    Item::Let(l) => {
+                        self.define(u, DefKind::Constant, &l.name, l.span, "constant".into());
+                        self.constants
+                            .entry(l.name.name.as_str())
+                            .or_insert(ConstInfo { unit: u, decl: l });
+                    }
+                    Item::Label(l) => {
+                        self.define(u, DefKind::Label, &l.name, l.span, "label".into());
+                        self.labels
+                            .entry(l.name.name.as_str())
+                            .or_insert(LabelInfo { unit: u, decl: l });
+                    }
+                    Item::Rule(r) => {
+                        let hooks: Vec<&str> = r.hooks.iter().map(|h| h.name.as_str()).collect();
+                        let detail = format!(
+                            "rule on {} => {}",
+                            hooks.join(", "),
+                            r.decision.kind.as_str()
+                        );
+                        self.define(u, DefKind::Rule, &r.name, r.span, detail);
+                    }
+                    Item::Test(t) => {
+                        let ident = ast::Ident {
+                            name: t.name.value.clone(),
+                            span: t.name.span,
+                        };
+                        self.define(u, DefKind::Test, &ident, t.span, "test".into());
+                    }
+                    Item::Use(use_) => {
+                        let Some(local) = use_.local_name() else { continue };
+                        let alias = match &use_.kind {
+                            ast::UseKind::Rego { .. } => Alias::Rego,
+                            ast::UseKind::RegoData { .. } => Alias::RegoData,
+                            ast::UseKind::Module { path } => Alias::Module(
+                                path.iter()
+                                    .map(|i| i.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join("."),
+                            ),
+                        };
+                        if self.aliases[u].insert(local.name.clone(), alias).is_some() {
+                            let file = self.file_of(u);
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::duplicate",
+                                    file,
+                                    local.span,
+                                    format!("`{}` is imported twice", local.name),
+                                )
+                                .with_label("second import")
+                                .with_help("give one of them a different name with `as`"),
+                            );
+                        }
+                    }
+                    Item::Package(_) | Item::Default(_) => {}
+                }
+            }
+        }
+    }
+
+    fn check_items(&mut self) {
+        let loaded = self.loaded;
+        let mut defaults: HashMap<&str, (FileId, Span)> = HashMap::new();
+        let mut any_rules_in_root = false;
+        let mut any_default = false;
+        for (u, unit) in loaded.units.iter().enumerate() {
+            let file = unit.file;
+            let mut package_seen = false;
+            for item in &unit.module.items {
+                match item {
+                    Item::Package(p) => {
+                        if package_seen {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::duplicate",
+                                    file,
+                                    p.span,
+                                    "a file has one `package` line",
+                                )
+                                .with_label("second package")
+                                .with_help("remove this line"),
+                            );
+                        }
+                        package_seen = true;
+                    }
+                    Item::Let(l) => {
+                        self.const_type(&l.name.name);
+                    }
+                    Item::Label(l) => {
+                        if let Some(when) = &l.when {
+                            let mut ecx = expr::Ctx::new(u, file, expr::Scope::Label);
+                            let t = self.expr(&mut ecx, when);
+                            self.expect_bool(file, when, &t, "a label's condition");
+                        }
+                    }
+                    Item::Rule(r) => {
+                        if unit.is_root {
+                            any_rules_in_root = true;
+                        }
+                        self.check_rule(u, r);
+                    }
+                    Item::Default(d) => {
+                        any_default = true;
+                        let hooks = self.resolve_hooks(file, &d.hooks);
+                        if d.hooks.is_empty() {
+                            self.check_decision(u, &d.decision, None, true);
+                            if let Some((pf, ps)) = defaults.insert("*", (file, d.span)) {
+                                self.duplicate_default(file, d.span, pf, ps, "every hook");
+                            }
+                        }
+                        for h in hooks {
+                            self.check_decision(u, &d.decision, Some(h), true);
+                            if let Some((pf, ps)) = defaults.insert(h.name, (file, d.span)) {
+                                self.duplicate_default(file, d.span, pf, ps, h.name);
+                            }
+                        }
+                    }
+                    Item::Test(t) => self.check_test(u, t),
+                    Item::Use(_) => {}
+                }
+            }
+        }
+        if any_rules_in_root && !any_default {
+            if let Some(root) = loaded.units.iter().find(|u| u.is_root) {
+                let span = root
+                    .module
+                    .items
+                    .first()
+                    .map(|i| {
+                        let s = i.span();
+                        Span::new(s.start as usize, s.start as usize)
+                    })
+                    .unwrap_or_default();
+                self.diagnostics.push(
+                    Diagnostic::warning(
+                        "check::no_default",
+                        root.file,
+                        span,
+                        "this policy has no `default`",
+                    )
+                    .with_label("requests no rule decides will be denied")
+                    .with_help(
+                        "add `default allow` (or `default deny \"…\"`); without one, undecided hooks fail closed with `warden.no_default`",
+                    ),
+                );
+            }
+        }
+    }
+
+    fn duplicate_default(&mut self, file: FileId, span: Span, pf: FileId, ps: Span, what: &str) {
+        let mut d = Diagnostic::error(
+            "check::duplicate",
+            file,
+            span,
+            format!("two defaults apply to {what}"),
+        )
+        .with_label("second default")
+        .with_help("keep one default per hook");
+        if pf == file {
+            d = d.with_related(ps, "first default");
+        }
+        self.diagnostics.push(d);
+    }
+
+    pub(crate) fn resolve_hooks(&mut self, file: FileId, hooks: &[ast::Hook]) -> Vec<&'static HookSpec> {
+        hooks
+            .iter()
+            .filter_map(|h| self.resolve_hook(file, h))
+            .collect()
+    }
+
+    pub(crate) fn resolve_hook(&mut self, file: FileId, h: &ast::Hook) -> Option<&'static HookSpec> {
+        if let Some(spec) = fields::hook(&h.name) {
+            self.resolutions.insert(
+                (file, h.span),
+                (Resolution::Hook(spec), Type::Object(Table::Payload(spec), String::new())),
+            );
+            return Some(spec);
+        }
+        let names = fields::HOOKS.iter().map(|s| s.name);
+        let mut d = Diagnostic::error(
+            "check::unknown_hook",
+            file,
+            h.span,
+            format!("there is no hook `{}`", h.name),
+        )
+        .with_label("unknown hook");
+        d = match did_you_mean(&h.name, names) {
+            Some(s) => d
+                .with_help(format!("did you mean `{s}`?"))
+                .with_fix(h.span, s.to_string()),
+            None => d.with_help(
+                "hooks are the ACS methods: toolCallRequest, toolCallResult, userMessage, … (see docs/language.md)",
+            ),
+        };
+        self.diagnostics.push(d);
+        None
+    }
+
+    fn check_rule(&mut self, u: usize, r: &'a ast::RuleDecl) {
+        let file = self.file_of(u);
+        let hooks = self.resolve_hooks(file, &r.hooks);
+        let mut always_false = false;
+        for hook in &hooks {
+            if let Some(when) = &r.when {
+                let mut ecx = expr::Ctx::new(u, file, expr::Scope::Rule(hook));
+                let t = self.expr(&mut ecx, when);
+                self.expect_bool(file, when, &t, "a rule's condition");
+                always_false |= expr::folds_to_false(when);
+            }
+            self.check_decision(u, &r.decision, Some(hook), false);
+        }
+        if hooks.is_empty() {
+            self.check_decision(u, &r.decision, None, false);
+        }
+        if always_false {
+            if let Some(when) = &r.when {
+                self.diagnostics.push(
+                    Diagnostic::warning(
+                        "check::unreachable",
+                        file,
+                        when.span,
+                        format!("rule `{}` can never fire", r.name.name),
+                    )
+                    .with_label("this condition is always false")
+                    .with_help("remove the rule, or fix its condition"),
+                );
+            }
+        }
+    }
+
+    fn expect_bool(&mut self, file: FileId, e: &ast::Expr, t: &Type, what: &str) {
+        if !t.is_boolish() {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::type_mismatch",
+                    file,
+                    e.span,
+                    format!("{what} must be true or false, but this is a {t}"),
+                )
+                .with_label(format!("this is a {t}"))
+                .with_help("compare it with something, e.g. `x == \"value\"` or `x in {…}`"),
+            );
+        }
+    }
+
+    /// Checks a decision's parts, and that `hook` (if known) may return it.
+    fn check_decision(
+        &mut self,
+        u: usize,
+        d: &'a ast::Decision,
+        hook: Option<&'static HookSpec>,
+        is_default: bool,
+    ) {
+        let file = self.file_of(u);
+        if let Some(reason) = &d.reason {
+            self.reason_codes.push(reason.code.value.clone());
+            if reason.code.value.trim().is_empty() || reason.code.value.contains(char::is_whitespace) {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "check::bad_reason_code",
+                        file,
+                        reason.code.span,
+                        "a reason code is one word with no spaces",
+                    )
+                    .with_label("not a reason code")
+                    .with_help("write `deny \"code.name\": \"the reasoning, in words\"`"),
+                );
+            }
+        }
+        if let Some(h) = hook {
+            let wanted = match d.kind {
+                DecisionKind::Allow => AcsDecision::Allow,
+                DecisionKind::Deny => AcsDecision::Deny,
+                DecisionKind::Modify => AcsDecision::Modify,
+                DecisionKind::Ask => AcsDecision::Ask,
+                DecisionKind::Defer => AcsDecision::Defer,
+            };
+            // A catch-all default may say deny: it applies as allow where deny is impossible.
+            if !h.allows(wanted) && !(is_default && d.kind == DecisionKind::Deny && h.audit_only) {
+                let legal: Vec<&str> = h
+                    .decisions
+                    .iter()
+                    .map(|k| match k {
+                        AcsDecision::Allow => "allow",
+                        AcsDecision::Deny => "deny",
+                        AcsDecision::Modify => "modify",
+                        AcsDecision::Ask => "ask",
+                        AcsDecision::Defer => "defer",
+                    })
+                    .collect();
+                let why = if h.audit_only {
+                    format!("{} is audit-only: it is recorded, never blocked", h.name)
+                } else {
+                    format!("{} may return {}", h.name, legal.join(", "))
+                };
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "check::illegal_decision",
+                        file,
+                        d.span,
+                        format!("{} cannot answer `{}`", h.name, d.kind.as_str()),
+                    )
+                    .with_label(format!("`{}` is not allowed here", d.kind.as_str()))
+                    .with_help(why),
+                );
+            }
+        }
+        let err = |code, span, msg: String, label: &str, help: &str| {
+            Diagnostic::error(code, file, span, msg)
+                .with_label(label)
+                .with_help(help)
+        };
+        match d.kind {
+            DecisionKind::Ask => {
+                if d.approver.is_none() {
+                    self.diagnostics.push(err(
+                        "check::missing_part",
+                        d.span,
+                        "an `ask` needs an approver".into(),
+                        "no approver",
+                        "add `approver human \"oncall\"` (or agent / service)",
+                    ));
+                }
+                if let Some((k, s)) = d.on_timeout {
+                    if !matches!(k, DecisionKind::Allow | DecisionKind::Deny) {
+                        self.diagnostics.push(err(
+                            "check::bad_part",
+                            s,
+                            format!("an unanswered ask can fall back to allow or deny, not {}", k.as_str()),
+                            "not allow or deny",
+                            "write `else deny` (the default) or `else allow`",
+                        ));
+                    }
+                }
+            }
+            DecisionKind::Defer => {
+                if d.timeout.is_none() || d.on_timeout.is_none() {
+                    self.diagnostics.push(err(
+                        "check::missing_part",
+                        d.span,
+                        "a `defer` needs a timeout and what happens when it expires".into(),
+                        "no timeout decision",
+                        "add `timeout 30s else deny` (or `else ask`)",
+                    ));
+                }
+                if let Some((k, s)) = d.on_timeout {
+                    if !matches!(k, DecisionKind::Deny | DecisionKind::Ask) {
+                        self.diagnostics.push(err(
+                            "check::bad_part",
+                            s,
+                            format!("an expired defer can become deny or ask, not {}", k.as_str()),
+                            "not deny or ask",
+                            "write `else deny` or `else ask`",
+                        ));
+                    }
+                }
+                const METHODS: &[&str] = &["additional_context", "human_approval", "timeout"];
+                const REASONS: &[&str] = &[
+                    "insufficient_context",
+                    "conflicting_policies",
+                    "low_confidence",
+                    "pending_dependency",
+                ];
+                for (word, allowed, what) in [
+                    (&d.resolve, METHODS, "resolution method"),
+                    (&d.because, REASONS, "defer reason"),
+                ] {
+                    if let Some(w) = word {
+                        if !allowed.contains(&w.name.as_str()) {
+                            let mut diag = err(
+                                "check::bad_part",
+                                w.span,
+                                format!("`{}` is not a {what}", w.name),
+                                "unknown",
+                                "",
+                            );
+                            diag.help = Some(match did_you_mean(&w.name, allowed.iter().copied()) {
+                                Some(s) => format!("did you mean `{s}`?"),
+                                None => format!("use one of {}", allowed.join(", ")),
+                            });
+                            self.diagnostics.push(diag);
+                        }
+                    }
+                }
+            }
+            DecisionKind::Modify => {
+                if d.modifications.is_empty() {
+                    self.diagnostics.push(err(
+                        "check::missing_part",
+                        d.span,
+                        "a `modify` needs at least one change".into(),
+                        "nothing to modify",
+                        "add `redact args.x`, `set args.x = …` or `replace with \"…\"`",
+                    ));
+                }
+                self.check_modifications(u, &d.modifications, hook);
+            }
+            DecisionKind::Allow | DecisionKind::Deny => {}
+        }
+    }
+
+    fn check_modifications(
+        &mut self,
+        u: usize,
+        mods: &'a [ast::Modification],
+        hook: Option<&'static HookSpec>,
+    ) {
+        let file = self.file_of(u);
+        let mut targets: Vec<(String, Span)> = Vec::new();
+        let mut replace: Option<Span> = None;
+        for m in mods {
+            match m {
+                ast::Modification::Replace { content, span } => {
+                    replace = Some(*span);
+                    if let Some(h) = hook {
+                        let mut ecx = expr::Ctx::new(u, file, expr::Scope::Rule(h));
+                        let t = self.expr(&mut ecx, content);
+                        if !t.is_stringish() {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::type_mismatch",
+                                    file,
+                                    content.span,
+                                    format!("replacement content must be a string, not a {t}"),
+                                )
+                                .with_label("not a string")
+                                .with_help("`replace with \"…\"` swaps the whole payload for this text"),
+                            );
+                        }
+                    }
+                }
+                ast::Modification::Redact { place, .. } | ast::Modification::Set { place, .. } => {
+                    let is_set = matches!(m, ast::Modification::Set { .. });
+                    if let Some(h) = hook {
+                        self.check_place(file, place, h, is_set);
+                        if let ast::Modification::Set { value, .. } = m {
+                            let mut ecx = expr::Ctx::new(u, file, expr::Scope::Rule(h));
+                            self.expr(&mut ecx, value);
+                        }
+                    }
+                    let text = place_text(place);
+                    for (other, other_span) in &targets {
+                        if overlaps(&text, other) {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::conflicting_modifications",
+                                    file,
+                                    place.span,
+                                    format!("`{text}` overlaps `{other}`, which is already modified"),
+                                )
+                                .with_label("overlapping target")
+                                .with_related(*other_span, "modified here too")
+                                .with_help("ACS requires redactions and overrides to touch disjoint paths"),
+                            );
+                        }
+                    }
+                    targets.push((text, place.span));
+                }
+            }
+        }
+        if let (Some(span), false) = (replace, targets.is_empty()) {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::conflicting_modifications",
+                    file,
+                    span,
+                    "`replace with` cannot be combined with `redact` or `set`",
+                )
+                .with_label("replaces the whole payload")
+                .with_help("ACS makes a wholesale replacement exclusive; keep one kind of change"),
+            );
+        }
+    }
+
+    fn check_place(&mut self, file: FileId, place: &ast::Place, hook: &'static HookSpec, is_set: bool) {
+        let Some(ast::PlaceSegment::Field(first)) = place.segments.first() else {
+            return;
+        };
+        let has_args = fields::lookup(hook.fields, "arguments").is_some();
+        if first.name == "args" {
+            if !has_args {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "check::unknown_field",
+                        file,
+                        first.span,
+                        format!("{} has no tool arguments", hook.name),
+                    )
+                    .with_label("no `args` here")
+                    .with_help("`args` exists on toolCallRequest and protocols/MCP/tools/call"),
+                );
+            }
+            return;
+        }
+        if is_set {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::bad_part",
+                    file,
+                    place.span,
+                    "`set` overrides tool arguments only",
+                )
+                .with_label("not a tool argument")
+                .with_help("ACS parameter overrides replace arguments: write `set args.NAME = …`; use `redact` for other fields"),
+            );
+            return;
+        }
+        // Walk the typed path; indices step into list items.
+        let mut path = String::new();
+        for seg in &place.segments {
+            match seg {
+                ast::PlaceSegment::Field(id) => {
+                    let next = types::join(&path, &id.name);
+                    let alt = format!("{path}.*");
+                    if fields::lookup(hook.fields, &next).is_none()
+                        && fields::lookup(hook.fields, &alt).is_none()
+                    {
+                        let children: Vec<&str> = fields::children(hook.fields, &path)
+                            .map(|f| last_segment(f.path))
+                            .collect();
+                        let mut d = Diagnostic::error(
+                            "check::unknown_field",
+                            file,
+                            id.span,
+                            format!("{} has no field `{next}`", hook.name),
+                        )
+                        .with_label("unknown field");
+                        if let Some(s) = did_you_mean(&id.name, children.iter().copied()) {
+                            d = d
+                                .with_help(format!("did you mean `{s}`?"))
+                                .with_fix(id.span, s.to_string());
+                        }
+                        self.diagnostics.push(d);
+                        return;
+                    }
+                    path = next;
+                }
+                ast::PlaceSegment::Index(..) => path.push_str("[]"),
+            }
+        }
+    }
+
+    fn check_test(&mut self, u: usize, t: &'a ast::Test) {
+        let file = self.file_of(u);
+        if let (Some(fixture), Some(dir)) = (&t.fixture, &self.loaded.units[u].dir) {
+            if !dir.join(&fixture.value).is_file() {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "check::missing_fixture",
+                        file,
+                        fixture.span,
+                        format!("cannot find the trace `{}`", fixture.value),
+                    )
+                    .with_label("no such file")
+                    .with_help(format!("fixture paths are relative to {}", dir.display())),
+                );
+            }
+        }
+        self.check_steps(u, &t.steps);
+    }
+
+    fn check_steps(&mut self, u: usize, steps: &'a [ast::Step]) {
+        let file = self.file_of(u);
+        for step in steps {
+            if let ast::StepKind::Send { hook, .. } = &step.kind {
+                self.resolve_hook(file, hook);
+            }
+            if let ast::StepKind::Subagent { steps, .. } = &step.kind {
+                self.check_steps(u, steps);
+            }
+            let mut expectations: Vec<&ast::Expectation> = step.expect.iter().collect();
+            if let ast::StepKind::Call {
+                output: Some(out), ..
+            } = &step.kind
+            {
+                expectations.extend(out.expect.iter());
+            }
+            for e in expectations {
+                for code in &e.codes {
+                    self.used
+                        .entry(format!("code:{}", code.value))
+                        .or_default();
+                }
+            }
+        }
+    }
+
+    fn report_unused(&mut self) {
+        let loaded = self.loaded;
+        let mut unused = Vec::new();
+        for (u, unit) in loaded.units.iter().enumerate() {
+            if !unit.is_root {
+                continue;
+            }
+            for item in &unit.module.items {
+                let (name, kind) = match item {
+                    Item::Let(l) => (&l.name, "constant"),
+                    Item::Label(l) => (&l.name, "label"),
+                    _ => continue,
+                };
+                if self.used.get(&name.name).copied().unwrap_or(0) == 0 {
+                    unused.push((u, name.clone(), kind));
+                }
+            }
+        }
+        for (u, name, kind) in unused {
+            let file = self.file_of(u);
+            self.diagnostics.push(
+                Diagnostic::warning(
+                    "check::unused",
+                    file,
+                    name.span,
+                    format!("the {kind} `{}` is never used", name.name),
+                )
+                .with_label("unused")
+                .with_help(format!("remove it, or prefix its name with `_` to keep it")),
+            );
+        }
+    }
+
+    fn mark_used(&mut self, name: &str) {
+        *self.used.entry(name.to_string()).or_default() += 1;
+    }
+}
+
+fn last_segment(path: &str) -> &str {
+    path.rsplit(['.']).next().unwrap_or(path).trim_end_matches("[]")
+}
+
+fn place_text(place: &ast::Place) -> String {
+    let mut s = String::new();
+    for seg in &place.segments {
+        match seg {
+            ast::PlaceSegment::Field(id) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(&id.name);
+            }
+            ast::PlaceSegment::Index(i, _) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// Two targets overlap when one is the other or an ancestor of it.
+fn overlaps(a: &str, b: &str) -> bool {
+    let prefix = |x: &str, y: &str| {
+        x == y || (y.starts_with(x) && matches!(y.as_bytes().get(x.len()), Some(b'.') | Some(b'[')))
+    };
+    prefix(a, b) || prefix(b, a)
+}

@@ -1,0 +1,1250 @@
+//! Typing expressions: resolve every name, type every payload path against the hook's field
+//! table, and check that history filters can be kept as O(1) state.
+
+use super::types::{join, Table, Type};
+use super::{Alias, Checker, Resolution};
+use crate::acs::fields::{self, HookSpec};
+use crate::diagnostics::{did_you_mean, Diagnostic, FileId, Span};
+use crate::syntax::ast::{BinaryOp, Expr, ExprKind, History, HistoryKind, UnaryOp, WindowKind};
+
+/// The longest `last N turns` window; the state keeps one counter per turn of it.
+pub const MAX_WINDOW_TURNS: u32 = 4096;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scope {
+    /// A `let` constant: no event in view.
+    Const,
+    /// A label's condition: the provenance of one piece of content.
+    Label,
+    /// A rule's condition, on one hook.
+    Rule(&'static HookSpec),
+    /// A history filter: the past event's fields, and `$` for the current one.
+    History {
+        past: &'static HookSpec,
+        current: Option<&'static HookSpec>,
+    },
+}
+
+pub(crate) struct Ctx {
+    pub unit: usize,
+    pub file: FileId,
+    pub scope: Scope,
+    vars: Vec<(String, Type)>,
+    /// Inside a history filter: spans of `$` uses that are not part of a key equality.
+    bad_current: Vec<Span>,
+    in_history: bool,
+}
+
+impl Ctx {
+    pub fn new(unit: usize, file: FileId, scope: Scope) -> Self {
+        Ctx {
+            unit,
+            file,
+            scope,
+            vars: Vec::new(),
+            bad_current: Vec::new(),
+            in_history: false,
+        }
+    }
+}
+
+/// Builtin functions: name, arity, and a one-line description for hover.
+pub const BUILTINS: &[(&str, usize, &str)] = &[
+    ("turns_since", 1, "turns since content with this label last entered the context (a large number if never)"),
+    ("derived_from", 2, "whether a value's lineage includes content of this origin"),
+    ("lineage_depth", 1, "the length of the longest derived_from chain behind a value"),
+    ("len", 1, "the length of a string, list, set or object"),
+    ("lower", 1, "the string in lower case"),
+    ("upper", 1, "the string in upper case"),
+    ("starts_with", 2, "whether the string starts with the prefix"),
+    ("ends_with", 2, "whether the string ends with the suffix"),
+    ("contains", 2, "whether the string contains the text, or the collection the element"),
+    ("present", 1, "whether the field is present in this payload"),
+    ("domain", 1, "the host part of a URL (`https://a.example/x` → `a.example`)"),
+    ("string", 1, "the value as a string"),
+];
+
+pub fn builtin(name: &str) -> Option<&'static (&'static str, usize, &'static str)> {
+    BUILTINS.iter().find(|b| b.0 == name)
+}
+
+/// Roots every rule may use besides its payload's fields.
+const RULE_ROOTS: &[&str] = &["args", "metadata", "payload", "intent"];
+
+/// Whether an expression is `false` whatever the event (for the unreachable-rule warning).
+pub(crate) fn folds_to_false(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Bool(b) => !b,
+        ExprKind::Unary(UnaryOp::Not, x) => folds_to_true(x),
+        ExprKind::Binary(BinaryOp::And, a, b) => folds_to_false(a) || folds_to_false(b),
+        ExprKind::Binary(BinaryOp::Or, a, b) => folds_to_false(a) && folds_to_false(b),
+        _ => false,
+    }
+}
+
+fn folds_to_true(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Bool(b) => *b,
+        ExprKind::Unary(UnaryOp::Not, x) => folds_to_false(x),
+        ExprKind::Binary(BinaryOp::Or, a, b) => folds_to_true(a) || folds_to_true(b),
+        ExprKind::Binary(BinaryOp::And, a, b) => folds_to_true(a) && folds_to_true(b),
+        _ => false,
+    }
+}
+
+impl Checker<'_> {
+    fn resolved(&mut self, cx: &Ctx, span: Span, r: Resolution, t: Type) -> Type {
+        self.resolutions.insert((cx.file, span), (r, t.clone()));
+        t
+    }
+
+    fn error(&mut self, d: Diagnostic) -> Type {
+        self.diagnostics.push(d);
+        Type::Error
+    }
+
+    /// The type of a `let` constant, checking it on first use (and reporting cycles).
+    pub(crate) fn const_type(&mut self, name: &str) -> Type {
+        if let Some(t) = self.const_types.get(name) {
+            return t.clone();
+        }
+        let Some(info) = self.constants.get(name).cloned() else {
+            return Type::Error;
+        };
+        let file = self.file_of(info.unit);
+        if self.const_in_progress.iter().any(|n| n == name) {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::cycle",
+                    file,
+                    info.decl.name.span,
+                    format!("the constant `{name}` is defined in terms of itself"),
+                )
+                .with_label("part of a cycle")
+                .with_help("constants must not refer to each other in a loop"),
+            );
+            return Type::Error;
+        }
+        self.const_in_progress.push(name.to_string());
+        let mut cx = Ctx::new(info.unit, file, Scope::Const);
+        let t = self.expr(&mut cx, &info.decl.value);
+        self.const_in_progress.pop();
+        self.const_types.insert(name.to_string(), t.clone());
+        t
+    }
+
+    pub(crate) fn expr(&mut self, cx: &mut Ctx, e: &Expr) -> Type {
+        match &e.kind {
+            ExprKind::Bool(_) => Type::Bool,
+            ExprKind::Number(_) => Type::Number,
+            ExprKind::String(_) => Type::String,
+            ExprKind::Duration(_) => Type::Duration,
+            ExprKind::Name(name) => self.name(cx, name, e.span),
+            ExprKind::Current => match cx.scope {
+                Scope::History {
+                    current: Some(h), ..
+                } => {
+                    cx.bad_current.push(e.span);
+                    Type::Object(Table::Payload(h), String::new())
+                }
+                _ => self.error(
+                    Diagnostic::error(
+                        "check::misplaced_current",
+                        cx.file,
+                        e.span,
+                        "`$` only means something inside a history filter",
+                    )
+                    .with_label("no current event here")
+                    .with_help("`$` is the event being decided, as seen from inside count(…) or exists(…)"),
+                ),
+            },
+            ExprKind::Member(base, field) => {
+                // Qualified names: `org.rule` (Rego) and `taint.untrusted` (a used module).
+                if let ExprKind::Name(alias) = &base.kind {
+                    if !self.is_local(cx, alias) {
+                        if let Some(a) = self.aliases[cx.unit].get(alias).cloned() {
+                            return self.qualified(cx, alias, a, &field.name, field.span, e.span);
+                        }
+                    }
+                }
+                let bt = self.expr(cx, base);
+                self.member(cx, &bt, &field.name, field.span, e.span)
+            }
+            ExprKind::Index(base, index) => {
+                let bt = self.expr(cx, base);
+                let it = self.expr(cx, index);
+                match &bt {
+                    Type::List(t) => {
+                        if !it.is_numeric() {
+                            return self.error(mismatch(cx.file, index.span, "a list index", "number", &it));
+                        }
+                        (**t).clone()
+                    }
+                    Type::Object(table, prefix) => {
+                        let star = format!("{prefix}.*");
+                        match fields::lookup(table.fields(), &star) {
+                            Some(f) => value_type(*table, f),
+                            None => Type::Json,
+                        }
+                    }
+                    t if t.is_dynamic() => Type::Json,
+                    other => self.error(
+                        Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            e.span,
+                            format!("a {other} cannot be indexed"),
+                        )
+                        .with_label("not a list or object")
+                        .with_help("`[…]` reads a list element or an object member"),
+                    ),
+                }
+            }
+            ExprKind::Call(callee, args) => self.call(cx, callee, args, e.span),
+            ExprKind::Unary(op, x) => {
+                let t = self.expr(cx, x);
+                match op {
+                    UnaryOp::Not => {
+                        if !t.is_boolish() {
+                            return self.error(mismatch(cx.file, x.span, "`not`", "true or false", &t));
+                        }
+                        Type::Bool
+                    }
+                    UnaryOp::Neg => {
+                        if !t.is_numeric() {
+                            return self.error(mismatch(cx.file, x.span, "`-`", "number", &t));
+                        }
+                        Type::Number
+                    }
+                }
+            }
+            ExprKind::Binary(op, a, b) => self.binary(cx, *op, a, b, e.span),
+            ExprKind::Set(items) | ExprKind::List(items) => {
+                let mut elem: Option<Type> = None;
+                for item in items {
+                    let t = self.expr(cx, item);
+                    match &elem {
+                        None => elem = Some(t),
+                        Some(prev) if !prev.comparable(&t) => {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::type_mismatch",
+                                    cx.file,
+                                    item.span,
+                                    format!("this element is a {t}, the ones before are {prev}"),
+                                )
+                                .with_label("mixed element types")
+                                .with_help("keep a collection's elements of one type"),
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+                let elem = Box::new(elem.unwrap_or(Type::Json));
+                if matches!(e.kind, ExprKind::Set(_)) {
+                    Type::Set(elem)
+                } else {
+                    Type::List(elem)
+                }
+            }
+            ExprKind::Object(entries) => {
+                for (_, v) in entries {
+                    self.expr(cx, v);
+                }
+                Type::Json
+            }
+            ExprKind::Quantifier {
+                var, over, body, ..
+            } => {
+                let ot = self.expr(cx, over);
+                let elem = match &ot {
+                    Type::Object(table, prefix) => {
+                        let star = format!("{prefix}.*");
+                        match fields::lookup(table.fields(), &star) {
+                            Some(f) => value_type(*table, f),
+                            None => Type::Json,
+                        }
+                    }
+                    t => match t.element() {
+                        Some(t) => t,
+                        None => {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::type_mismatch",
+                                    cx.file,
+                                    over.span,
+                                    format!("`any`/`all` range over a collection, not a {t}"),
+                                )
+                                .with_label("not a collection")
+                                .with_help("range over a list, a set, `args`, or a list field like `outputs`"),
+                            );
+                            Type::Error
+                        }
+                    },
+                };
+                self.resolutions.insert(
+                    (cx.file, var.span),
+                    (Resolution::Variable(var.name.clone()), elem.clone()),
+                );
+                cx.vars.push((var.name.clone(), elem));
+                let bt = self.expr(cx, body);
+                cx.vars.pop();
+                if !bt.is_boolish() {
+                    self.diagnostics
+                        .push(mismatch(cx.file, body.span, "a quantifier's body", "true or false", &bt));
+                }
+                Type::Bool
+            }
+            ExprKind::History(h) => self.history(cx, h, e.span),
+        }
+    }
+
+    fn is_local(&self, cx: &Ctx, name: &str) -> bool {
+        cx.vars.iter().any(|(n, _)| n == name) || self.constants.contains_key(name)
+    }
+
+    fn name(&mut self, cx: &mut Ctx, name: &str, span: Span) -> Type {
+        if let Some((_, t)) = cx.vars.iter().rev().find(|(n, _)| n == name) {
+            let t = t.clone();
+            return self.resolved(cx, span, Resolution::Variable(name.into()), t);
+        }
+        if self.constants.contains_key(name) {
+            self.mark_used(name);
+            let t = self.const_type(name);
+            return self.resolved(cx, span, Resolution::Constant(name.into()), t);
+        }
+        if self.labels.contains_key(name) {
+            self.mark_used(name);
+            return self.resolved(cx, span, Resolution::Label(name.into()), Type::Label);
+        }
+        if let Some(alias) = self.aliases[cx.unit].get(name) {
+            let what = match alias {
+                Alias::Rego | Alias::RegoData => "a Rego import",
+                Alias::Module(_) => "a module",
+            };
+            return self.error(
+                Diagnostic::error(
+                    "check::not_a_value",
+                    cx.file,
+                    span,
+                    format!("`{name}` is {what}, not a value"),
+                )
+                .with_label("needs a member")
+                .with_help(format!("name one of its rules: `{name}.NAME`")),
+            );
+        }
+        // Event roots.
+        let table = match cx.scope {
+            Scope::Const => None,
+            Scope::Label => Some(Table::Provenance),
+            Scope::Rule(h) => Some(Table::Payload(h)),
+            Scope::History { past, .. } => Some(Table::Payload(past)),
+        };
+        if let Some(table) = table {
+            if let Some(t) = self.root(cx, table, name, span) {
+                return t;
+            }
+        }
+        if let Some(b) = builtin(name) {
+            return self.error(
+                Diagnostic::error(
+                    "check::not_a_value",
+                    cx.file,
+                    span,
+                    format!("`{name}` is a function"),
+                )
+                .with_label("call it")
+                .with_help(format!("`{name}(…)` takes {} argument(s): {}", b.1, b.2)),
+            );
+        }
+        // Unknown: suggest among everything this scope can see.
+        let mut candidates: Vec<String> = cx.vars.iter().map(|(n, _)| n.clone()).collect();
+        candidates.extend(self.constants.keys().map(|s| s.to_string()));
+        candidates.extend(self.labels.keys().map(|s| s.to_string()));
+        if let Some(table) = table {
+            candidates.extend(fields::children(table.fields(), "").map(|f| f.path.to_string()));
+            if matches!(table, Table::Payload(_)) {
+                candidates.extend(RULE_ROOTS.iter().map(|s| s.to_string()));
+            }
+            if matches!(table, Table::Provenance) {
+                candidates.push("source".into());
+            }
+        }
+        let mut d = Diagnostic::error(
+            "check::unknown_name",
+            cx.file,
+            span,
+            format!("unknown name `{name}`"),
+        )
+        .with_label("not defined");
+        match did_you_mean(name, candidates.iter().map(String::as_str)) {
+            Some(s) => {
+                d = d
+                    .with_help(format!("did you mean `{s}`?"))
+                    .with_fix(span, s.to_string());
+            }
+            None => {
+                if let Some(other) = hook_with_field(name) {
+                    let here = match cx.scope {
+                        Scope::Rule(h) | Scope::History { past: h, .. } => h.name,
+                        _ => "this context",
+                    };
+                    d = d.with_help(format!(
+                        "`{name}` is a field of {other}, not of {here}"
+                    ));
+                } else {
+                    d = d.with_help("define it with `let`, or check the spelling");
+                }
+            }
+        }
+        self.error(d)
+    }
+
+    /// A bare name that starts a path into the event: `tool`, `args`, `metadata`, `origin`…
+    fn root(&mut self, cx: &mut Ctx, table: Table, name: &str, span: Span) -> Option<Type> {
+        if let Table::Payload(h) = table {
+            match name {
+                "args" => {
+                    let t = if fields::lookup(h.fields, "arguments").is_some() {
+                        Type::Object(table, "arguments".into())
+                    } else if fields::lookup(h.fields, "params.arguments").is_some() {
+                        Type::Object(table, "params.arguments".into())
+                    } else {
+                        return Some(self.error(
+                            Diagnostic::error(
+                                "check::field_not_on_hook",
+                                cx.file,
+                                span,
+                                format!("{} has no tool arguments", h.name),
+                            )
+                            .with_label("no `args` on this hook")
+                            .with_help("`args` exists on toolCallRequest and protocols/MCP/tools/call"),
+                        ));
+                    };
+                    return Some(self.resolved(
+                        cx,
+                        span,
+                        Resolution::Field {
+                            table,
+                            path: "arguments".into(),
+                        },
+                        t,
+                    ));
+                }
+                "metadata" => {
+                    return Some(self.resolved(
+                        cx,
+                        span,
+                        Resolution::Field {
+                            table: Table::Metadata,
+                            path: String::new(),
+                        },
+                        Type::Object(Table::Metadata, String::new()),
+                    ))
+                }
+                "payload" => {
+                    return Some(self.resolved(
+                        cx,
+                        span,
+                        Resolution::Field {
+                            table,
+                            path: String::new(),
+                        },
+                        Type::Object(table, String::new()),
+                    ))
+                }
+                "intent" if fields::lookup(h.fields, "intent").is_none() => {
+                    return Some(self.resolved(
+                        cx,
+                        span,
+                        Resolution::Builtin("intent"),
+                        Type::Intent,
+                    ))
+                }
+                _ => {}
+            }
+        }
+        let path = if table == Table::Provenance && name == "source" {
+            "source_id"
+        } else {
+            name
+        };
+        let f = fields::lookup(table.fields(), path)?;
+        let t = Type::of_field(table, f);
+        Some(self.resolved(
+            cx,
+            span,
+            Resolution::Field {
+                table,
+                path: path.to_string(),
+            },
+            t,
+        ))
+    }
+
+    fn qualified(
+        &mut self,
+        cx: &mut Ctx,
+        alias: &str,
+        a: Alias,
+        member: &str,
+        member_span: Span,
+        whole: Span,
+    ) -> Type {
+        match a {
+            Alias::Rego | Alias::RegoData => {
+                // Rego rules are typed as JSON until the Rego bridge reads the module.
+                self.resolved(
+                    cx,
+                    whole,
+                    Resolution::Rego {
+                        alias: alias.into(),
+                        rule: member.into(),
+                    },
+                    Type::Json,
+                )
+            }
+            Alias::Module(module) => {
+                let defined_there = self
+                    .loaded
+                    .units
+                    .iter()
+                    .position(|u| u.name == module)
+                    .map(|u| {
+                        self.loaded.units[u].module.items.iter().any(|i| match i {
+                            crate::syntax::ast::Item::Let(l) => l.name.name == member,
+                            crate::syntax::ast::Item::Label(l) => l.name.name == member,
+                            _ => false,
+                        })
+                    })
+                    .unwrap_or(false);
+                if !defined_there {
+                    return self.error(
+                        Diagnostic::error(
+                            "check::unknown_name",
+                            cx.file,
+                            member_span,
+                            format!("module `{module}` has no constant or label `{member}`"),
+                        )
+                        .with_label("not in that module")
+                        .with_help("check the module's file for the names it defines"),
+                    );
+                }
+                self.name(cx, member, whole)
+            }
+        }
+    }
+
+    fn member(&mut self, cx: &mut Ctx, base: &Type, name: &str, span: Span, whole: Span) -> Type {
+        match base {
+            Type::Error => Type::Error,
+            Type::Json => Type::Json,
+            Type::Arg => match name {
+                "value" => Type::Json,
+                "provenance" => Type::Object(Table::Provenance, String::new()),
+                _ => Type::Json,
+            },
+            Type::Intent => match name {
+                "raw" | "scope_mode" => Type::String,
+                "declared" => Type::Bool,
+                "parsed" => Type::List(Box::new(Type::Object(Table::Intent, "parsed[]".into()))),
+                "permits" => self.error(
+                    Diagnostic::error(
+                        "check::not_a_value",
+                        cx.file,
+                        span,
+                        "`intent.permits` is a function",
+                    )
+                    .with_label("call it")
+                    .with_help("write `intent.permits(tool)` or `intent.permits(tool, resource: args.path)`"),
+                ),
+                _ => self.error(
+                    Diagnostic::error(
+                        "check::unknown_field",
+                        cx.file,
+                        span,
+                        format!("the intent has no `{name}`"),
+                    )
+                    .with_label("unknown")
+                    .with_help("the intent offers `raw`, `parsed`, `scope_mode`, `declared` and `permits(…)`"),
+                ),
+            },
+            Type::Object(table, prefix) => {
+                let path = join(prefix, name);
+                if let Some(f) = fields::lookup(table.fields(), &path) {
+                    let t = Type::of_field(*table, f);
+                    return self.resolved(
+                        cx,
+                        whole,
+                        Resolution::Field {
+                            table: *table,
+                            path,
+                        },
+                        t,
+                    );
+                }
+                let star = format!("{prefix}.*");
+                if let Some(f) = fields::lookup(table.fields(), &star) {
+                    let t = value_type(*table, f);
+                    let r = if t == Type::Arg {
+                        Resolution::Argument(name.to_string())
+                    } else {
+                        Resolution::Field {
+                            table: *table,
+                            path: star,
+                        }
+                    };
+                    return self.resolved(cx, whole, r, t);
+                }
+                // Misspelt, or on another hook?
+                let children: Vec<&'static str> = fields::children(table.fields(), prefix)
+                    .map(|f| super::last_segment(f.path))
+                    .collect();
+                let mut d = Diagnostic::error(
+                    "check::unknown_field",
+                    cx.file,
+                    span,
+                    format!("{} has no field `{path}`", table.describe()),
+                )
+                .with_label("unknown field");
+                if let Some(s) = did_you_mean(name, children.iter().copied()) {
+                    d = d
+                        .with_help(format!("did you mean `{}`?", join(prefix, s)))
+                        .with_fix(span, s.to_string());
+                } else if let (Table::Payload(here), Some(other)) = (table, hook_with_field(&path)) {
+                    d.code = "check::field_not_on_hook";
+                    d = d.with_help(format!(
+                        "`{path}` is a field of {other}, not of {}",
+                        here.name
+                    ));
+                } else if children.is_empty() {
+                    d = d.with_help("this object has no typed fields");
+                } else {
+                    d = d.with_help(format!("its fields are {}", children.join(", ")));
+                }
+                self.error(d)
+            }
+            other => self.error(
+                Diagnostic::error(
+                    "check::type_mismatch",
+                    cx.file,
+                    span,
+                    format!("a {other} has no fields"),
+                )
+                .with_label(format!("`.{name}` on a {other}"))
+                .with_help("only objects have fields"),
+            ),
+        }
+    }
+
+    fn call(&mut self, cx: &mut Ctx, callee: &Expr, args: &[crate::syntax::ast::Arg], span: Span) -> Type {
+        // intent.permits(tool[, resource: …])
+        if let ExprKind::Member(base, m) = &callee.kind {
+            if let ExprKind::Name(root) = &base.kind {
+                if root == "intent" && m.name == "permits" && !self.is_local(cx, root) {
+                    if !matches!(cx.scope, Scope::Rule(_)) {
+                        return self.error(
+                            Diagnostic::error(
+                                "check::misplaced",
+                                cx.file,
+                                span,
+                                "`intent.permits` is only available in rule conditions",
+                            )
+                            .with_label("no intent here")
+                            .with_help("move the check into a rule"),
+                        );
+                    }
+                    if args.is_empty() || args.len() > 2 {
+                        return self.error(arity(cx.file, span, "intent.permits", "1 or 2"));
+                    }
+                    for a in args {
+                        if let Some(n) = &a.name {
+                            if n.name != "resource" && n.name != "operation" {
+                                self.diagnostics.push(
+                                    Diagnostic::error(
+                                        "check::bad_argument",
+                                        cx.file,
+                                        n.span,
+                                        format!("`intent.permits` has no argument `{}`", n.name),
+                                    )
+                                    .with_label("unknown argument")
+                                    .with_help("use `resource:` or `operation:`"),
+                                );
+                            }
+                        }
+                        self.expr(cx, &a.value);
+                    }
+                    self.resolutions.insert(
+                        (cx.file, callee.span),
+                        (Resolution::Builtin("intent.permits"), Type::Bool),
+                    );
+                    return Type::Bool;
+                }
+                if let Some(Alias::Rego | Alias::RegoData) = self.aliases[cx.unit].get(root.as_str()) {
+                    if !self.is_local(cx, root) {
+                        for a in args {
+                            self.expr(cx, &a.value);
+                        }
+                        self.resolutions.insert(
+                            (cx.file, callee.span),
+                            (
+                                Resolution::Rego {
+                                    alias: root.clone(),
+                                    rule: m.name.clone(),
+                                },
+                                Type::Json,
+                            ),
+                        );
+                        return Type::Json;
+                    }
+                }
+            }
+        }
+        let ExprKind::Name(name) = &callee.kind else {
+            return self.error(
+                Diagnostic::error("check::not_callable", cx.file, callee.span, "this cannot be called")
+                    .with_label("not a function")
+                    .with_help("functions are builtins (turns_since, len, …), `intent.permits` and Rego functions"),
+            );
+        };
+        let Some(&(bname, n, _)) = builtin(name) else {
+            let names = BUILTINS.iter().map(|b| b.0);
+            let mut d = Diagnostic::error(
+                "check::unknown_function",
+                cx.file,
+                callee.span,
+                format!("unknown function `{name}`"),
+            )
+            .with_label("not a function");
+            d = match did_you_mean(name, names) {
+                Some(s) => d
+                    .with_help(format!("did you mean `{s}`?"))
+                    .with_fix(callee.span, s.to_string()),
+                None => d.with_help("see docs/language.md for the builtin functions"),
+            };
+            for a in args {
+                self.expr(cx, &a.value);
+            }
+            return self.error(d);
+        };
+        self.resolutions
+            .insert((cx.file, callee.span), (Resolution::Builtin(bname), Type::Error));
+        if args.len() != n {
+            return self.error(arity(cx.file, span, bname, &n.to_string()));
+        }
+        let in_event = !matches!(cx.scope, Scope::Const);
+        match bname {
+            "turns_since" => {
+                self.label_arg(cx, &args[0].value);
+                if !matches!(cx.scope, Scope::Rule(_)) {
+                    return self.error(
+                        Diagnostic::error(
+                            "check::misplaced",
+                            cx.file,
+                            span,
+                            "`turns_since` is only available in rule conditions",
+                        )
+                        .with_label("not here")
+                        .with_help("history is read by rules; move this into a rule's `when`"),
+                    );
+                }
+                Type::Number
+            }
+            "derived_from" => {
+                let t = self.expr(cx, &args[0].value);
+                if !t.carries_provenance() {
+                    self.diagnostics.push(no_provenance(cx.file, args[0].value.span, &t));
+                }
+                self.origin_arg(cx, &args[1].value);
+                Type::Bool
+            }
+            "lineage_depth" => {
+                let t = self.expr(cx, &args[0].value);
+                if !t.carries_provenance() {
+                    self.diagnostics.push(no_provenance(cx.file, args[0].value.span, &t));
+                }
+                Type::Number
+            }
+            "present" => {
+                if !in_event {
+                    self.diagnostics.push(
+                        Diagnostic::warning("check::constant_test", cx.file, span, "`present` of a constant is always true")
+                            .with_label("constant")
+                            .with_help("`present(x)` tests a payload field"),
+                    );
+                }
+                self.expr(cx, &args[0].value);
+                Type::Bool
+            }
+            _ => {
+                let types: Vec<Type> = args.iter().map(|a| self.expr(cx, &a.value)).collect();
+                match bname {
+                    "len" => {
+                        if !matches!(
+                            types[0],
+                            Type::String | Type::List(_) | Type::Set(_) | Type::Object(..)
+                        ) && !types[0].is_dynamic()
+                        {
+                            self.diagnostics
+                                .push(mismatch(cx.file, args[0].value.span, "len", "string or collection", &types[0]));
+                        }
+                        Type::Number
+                    }
+                    "contains" => Type::Bool,
+                    "starts_with" | "ends_with" => {
+                        for (a, t) in args.iter().zip(&types) {
+                            if !t.is_stringish() {
+                                self.diagnostics.push(mismatch(cx.file, a.value.span, bname, "string", t));
+                            }
+                        }
+                        Type::Bool
+                    }
+                    _ => {
+                        if bname != "string" && !types[0].is_stringish() {
+                            self.diagnostics
+                                .push(mismatch(cx.file, args[0].value.span, bname, "string", &types[0]));
+                        }
+                        Type::String
+                    }
+                }
+            }
+        }
+    }
+
+    /// An argument that must name a label.
+    fn label_arg(&mut self, cx: &mut Ctx, e: &Expr) {
+        if let ExprKind::Name(name) = &e.kind {
+            if self.labels.contains_key(name.as_str()) {
+                self.mark_used(name);
+                self.resolutions.insert(
+                    (cx.file, e.span),
+                    (Resolution::Label(name.clone()), Type::Label),
+                );
+                return;
+            }
+            let names: Vec<&str> = self.labels.keys().copied().collect();
+            let mut d = Diagnostic::error(
+                "check::unknown_label",
+                cx.file,
+                e.span,
+                format!("unknown label `{name}`"),
+            )
+            .with_label("not a label");
+            d = match did_you_mean(name, names.iter().copied()) {
+                Some(s) => d
+                    .with_help(format!("did you mean `{s}`?"))
+                    .with_fix(e.span, s.to_string()),
+                None if names.is_empty() => {
+                    d.with_help("declare it with `label NAME when …`, or `use std.taint` for `untrusted` and `trusted`")
+                }
+                None => d.with_help(format!("the labels are {}", sorted(names).join(", "))),
+            };
+            self.diagnostics.push(d);
+            return;
+        }
+        let t = self.expr(cx, e);
+        if t != Type::Label && !t.is_error() {
+            self.diagnostics.push(mismatch(cx.file, e.span, "this argument", "label", &t));
+        }
+    }
+
+    /// An argument that must name an ACS origin (`tool_output`, …).
+    fn origin_arg(&mut self, cx: &mut Ctx, e: &Expr) {
+        let word = match &e.kind {
+            ExprKind::Name(n) => n.as_str(),
+            ExprKind::String(s) => s.as_str(),
+            _ => {
+                self.expr(cx, e);
+                return;
+            }
+        };
+        if fields::ORIGINS.contains(&word) {
+            self.resolutions.insert(
+                (cx.file, e.span),
+                (Resolution::EnumValue(word.to_string()), Type::Enum(fields::ORIGINS)),
+            );
+            return;
+        }
+        self.diagnostics.push(unknown_enum(cx.file, e.span, word, fields::ORIGINS, "origin"));
+    }
+
+    fn binary(&mut self, cx: &mut Ctx, op: BinaryOp, a: &Expr, b: &Expr, span: Span) -> Type {
+        match op {
+            BinaryOp::And | BinaryOp::Or => {
+                let history_join = cx.in_history && op == BinaryOp::And;
+                let ta = self.expr(cx, a);
+                let tb = self.expr(cx, b);
+                let _ = history_join;
+                for (e, t) in [(a, &ta), (b, &tb)] {
+                    if !t.is_boolish() {
+                        self.diagnostics.push(mismatch(cx.file, e.span, op.as_str(), "true or false", t));
+                    }
+                }
+                Type::Bool
+            }
+            BinaryOp::Has => {
+                let ta = self.expr(cx, a);
+                if !ta.carries_provenance() {
+                    self.diagnostics.push(no_provenance(cx.file, a.span, &ta));
+                }
+                self.label_arg(cx, b);
+                Type::Bool
+            }
+            BinaryOp::Eq | BinaryOp::Ne => {
+                let ta = self.expr(cx, a);
+                let tb = self.enum_aware(cx, b, &ta);
+                let ta = if matches!(a.kind, ExprKind::Name(_)) && ta.is_error() {
+                    ta
+                } else {
+                    ta
+                };
+                if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &b.kind) {
+                    if !values.contains(&s.as_str()) {
+                        self.diagnostics.push(unknown_enum(cx.file, b.span, s, values, "value"));
+                    }
+                }
+                if let (Type::Enum(values), ExprKind::String(s)) = (&tb, &a.kind) {
+                    if !values.contains(&s.as_str()) {
+                        self.diagnostics.push(unknown_enum(cx.file, a.span, s, values, "value"));
+                    }
+                }
+                if !ta.comparable(&tb) {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            span,
+                            format!("cannot compare a {ta} with a {tb}"),
+                        )
+                        .with_label("these are never equal")
+                        .with_help("compare values of the same type"),
+                    );
+                }
+                Type::Bool
+            }
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
+                let ta = self.expr(cx, a);
+                let tb = self.expr(cx, b);
+                let ok = (ta.is_numeric() && tb.is_numeric())
+                    || (ta == Type::Duration && tb == Type::Duration)
+                    || (ta.is_dynamic() || tb.is_dynamic());
+                if !ok {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            span,
+                            format!("`{}` orders numbers, not a {ta} and a {tb}", op.as_str()),
+                        )
+                        .with_label("not numbers")
+                        .with_help("compare numbers (or durations with durations)"),
+                    );
+                }
+                Type::Bool
+            }
+            BinaryOp::In | BinaryOp::NotIn => {
+                let ta = self.expr(cx, a);
+                let tb = match &b.kind {
+                    ExprKind::Set(items) | ExprKind::List(items) if matches!(ta, Type::Enum(_)) => {
+                        for item in items {
+                            self.enum_aware(cx, item, &ta);
+                            if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &item.kind) {
+                                if !values.contains(&s.as_str()) {
+                                    self.diagnostics.push(unknown_enum(cx.file, item.span, s, values, "value"));
+                                }
+                            }
+                        }
+                        Type::Set(Box::new(ta.clone()))
+                    }
+                    _ => self.expr(cx, b),
+                };
+                match tb.element() {
+                    Some(elem) if elem.comparable(&ta) => {}
+                    Some(elem) => self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            span,
+                            format!("a {ta} is never in a collection of {elem}"),
+                        )
+                        .with_label("element types differ")
+                        .with_help("compare with a collection of the same type"),
+                    ),
+                    None => {
+                        let mut d = Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            b.span,
+                            format!("`in` needs a collection on its right, not a {tb}"),
+                        )
+                        .with_label("not a collection");
+                        d = if tb == Type::String {
+                            d.with_help("for text inside a string, write `contains(text, part)`")
+                        } else {
+                            d.with_help("write a set `{…}`, a list `[…]`, or a constant holding one")
+                        };
+                        self.diagnostics.push(d);
+                    }
+                }
+                Type::Bool
+            }
+            BinaryOp::Matches => {
+                let ta = self.expr(cx, a);
+                let tb = self.expr(cx, b);
+                for (e, t) in [(a, &ta), (b, &tb)] {
+                    if !t.is_stringish() {
+                        self.diagnostics.push(mismatch(cx.file, e.span, "`matches`", "string", t));
+                    }
+                }
+                Type::Bool
+            }
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
+                let ta = self.expr(cx, a);
+                let tb = self.expr(cx, b);
+                if op == BinaryOp::Add && ta == Type::String && tb == Type::String {
+                    return Type::String;
+                }
+                if op == BinaryOp::Add && ta == Type::Duration && tb == Type::Duration {
+                    return Type::Duration;
+                }
+                for (e, t) in [(a, &ta), (b, &tb)] {
+                    if !t.is_numeric() {
+                        self.diagnostics.push(mismatch(cx.file, e.span, op.as_str(), "number", t));
+                    }
+                }
+                Type::Number
+            }
+        }
+    }
+
+    /// Types `e`, treating a bare unknown word as a value of `other`'s enum (`== tool_output`).
+    fn enum_aware(&mut self, cx: &mut Ctx, e: &Expr, other: &Type) -> Type {
+        if let (ExprKind::Name(word), Type::Enum(values)) = (&e.kind, other) {
+            let shadowed = self.is_local(cx, word) || self.labels.contains_key(word.as_str());
+            if !shadowed {
+                if values.contains(&word.as_str()) {
+                    return self.resolved(cx, e.span, Resolution::EnumValue(word.clone()), other.clone());
+                }
+                let is_field = match cx.scope {
+                    Scope::Rule(h) | Scope::History { past: h, .. } => {
+                        fields::lookup(h.fields, word).is_some() || RULE_ROOTS.contains(&word.as_str())
+                    }
+                    Scope::Label => fields::lookup(fields::PROVENANCE, word).is_some() || word == "source",
+                    Scope::Const => false,
+                };
+                if !is_field {
+                    return self.error(unknown_enum(cx.file, e.span, word, values, "value"));
+                }
+            }
+        }
+        self.expr(cx, e)
+    }
+
+    fn history(&mut self, cx: &mut Ctx, h: &History, span: Span) -> Type {
+        let current = match cx.scope {
+            Scope::Rule(h) => Some(h),
+            _ => {
+                return self.error(
+                    Diagnostic::error(
+                        "check::misplaced",
+                        cx.file,
+                        span,
+                        "history (`count`, `exists`) is only available in rule conditions",
+                    )
+                    .with_label("not here")
+                    .with_help("move this into a rule's `when`"),
+                )
+            }
+        };
+        if cx.in_history {
+            return self.error(
+                Diagnostic::error(
+                    "check::nested_history",
+                    cx.file,
+                    span,
+                    "history expressions cannot be nested",
+                )
+                .with_label("inside another count/exists")
+                .with_help("each count/exists is kept as one O(1) counter; a nested one would need the whole history"),
+            );
+        }
+        let Some(past) = self.resolve_hook(cx.file, &h.hook) else {
+            return Type::Error;
+        };
+        if let Some(w) = &h.window {
+            if let WindowKind::LastTurns(n) = w.kind {
+                if n == 0 || n > MAX_WINDOW_TURNS {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::bad_window",
+                            cx.file,
+                            w.span,
+                            format!("a window spans 1 to {MAX_WINDOW_TURNS} turns, not {n}"),
+                        )
+                        .with_label("out of range")
+                        .with_help("use `session` for the whole session"),
+                    );
+                }
+            }
+        }
+        let mut hcx = Ctx::new(cx.unit, cx.file, Scope::History { past, current });
+        hcx.in_history = true;
+        if let Some(filter) = &h.filter {
+            let t = self.expr(&mut hcx, filter);
+            if !t.is_boolish() {
+                self.diagnostics.push(mismatch(cx.file, filter.span, "a history filter", "true or false", &t));
+            }
+            // `$` may appear only as one side of a top-level `past == $.field` conjunct.
+            let mut allowed = Vec::new();
+            key_equalities(filter, &mut allowed);
+            for bad in hcx.bad_current.iter().filter(|s| !allowed.contains(s)) {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "check::history_join",
+                        cx.file,
+                        *bad,
+                        "this history filter depends on the current event in a way that cannot be kept in O(1)",
+                    )
+                    .with_label("`$` used outside a key equality")
+                    .with_help(
+                        "a filter may compare a past field with the current event only as a top-level `FIELD == $.FIELD` (a key); anything else would need to rescan the whole history on every decision. Move the condition out of the filter, or use `by FIELD`",
+                    ),
+                );
+            }
+        }
+        if let Some(key) = &h.by {
+            let t = self.expr(&mut hcx, key);
+            if !(t.is_stringish() || t.is_numeric() || t == Type::Bool) {
+                self.diagnostics.push(mismatch(cx.file, key.span, "a `by` key", "string or number", &t));
+            }
+            // The same path must exist on the current event, to read the key now.
+            let mut ccx = Ctx::new(cx.unit, cx.file, Scope::Rule(current.expect("rule scope")));
+            let before = self.diagnostics.len();
+            self.expr(&mut ccx, key);
+            if self.diagnostics.len() > before {
+                self.diagnostics.truncate(before);
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "check::history_join",
+                        cx.file,
+                        key.span,
+                        format!(
+                            "`by` reads this key from the current {} too, but it has no such field",
+                            current.map_or("event", |c| c.name)
+                        ),
+                    )
+                    .with_label("not on the current hook")
+                    .with_help("for keys named differently on the two hooks, write `FIELD == $.OTHER` in the filter"),
+                );
+            }
+        }
+        match h.kind {
+            HistoryKind::Count => Type::Number,
+            HistoryKind::Exists => Type::Bool,
+        }
+    }
+}
+
+/// Spans of the `$…` sides of top-level `a == $.b` conjuncts (the allowed key joins).
+fn key_equalities(e: &Expr, out: &mut Vec<Span>) {
+    match &e.kind {
+        ExprKind::Binary(BinaryOp::And, a, b) => {
+            key_equalities(a, out);
+            key_equalities(b, out);
+        }
+        ExprKind::Binary(BinaryOp::Eq, a, b) => {
+            for (x, y) in [(a, b), (b, a)] {
+                if let Some(root) = current_root(y) {
+                    if current_root(x).is_none() {
+                        out.push(root);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// If `e` is a path starting at `$`, the span of the `$`.
+fn current_root(e: &Expr) -> Option<Span> {
+    match &e.kind {
+        ExprKind::Current => Some(e.span),
+        ExprKind::Member(base, _) => current_root(base),
+        _ => None,
+    }
+}
+
+/// The type of a map's values: tool arguments become `Type::Arg`.
+fn value_type(table: Table, star: &fields::Field) -> Type {
+    let value = format!("{}.value", star.path);
+    let prov = format!("{}.provenance", star.path);
+    if fields::lookup(table.fields(), &value).is_some() && fields::lookup(table.fields(), &prov).is_some() {
+        return Type::Arg;
+    }
+    Type::of_field(table, star)
+}
+
+fn hook_with_field(path: &str) -> Option<&'static str> {
+    fields::HOOKS
+        .iter()
+        .find(|h| fields::lookup(h.fields, path).is_some())
+        .map(|h| h.name)
+}
+
+fn sorted(mut v: Vec<&str>) -> Vec<&str> {
+    v.sort_unstable();
+    v
+}
+
+fn mismatch(file: FileId, span: Span, what: &str, wanted: &str, got: &Type) -> Diagnostic {
+    Diagnostic::error(
+        "check::type_mismatch",
+        file,
+        span,
+        format!("{what} needs a {wanted}, but this is a {got}"),
+    )
+    .with_label(format!("this is a {got}"))
+    .with_help(format!("give {what} a {wanted}"))
+}
+
+fn arity(file: FileId, span: Span, name: &str, n: &str) -> Diagnostic {
+    Diagnostic::error(
+        "check::arity",
+        file,
+        span,
+        format!("`{name}` takes {n} argument(s)"),
+    )
+    .with_label("wrong number of arguments")
+    .with_help(match builtin(name) {
+        Some(b) => format!("`{name}`: {}", b.2),
+        None => "see docs/language.md".into(),
+    })
+}
+
+fn no_provenance(file: FileId, span: Span, t: &Type) -> Diagnostic {
+    Diagnostic::error(
+        "check::no_provenance",
+        file,
+        span,
+        format!("a {t} carries no provenance"),
+    )
+    .with_label("no labels here")
+    .with_help("labels live on content: tool arguments (`args.x`), outputs, message content, summaries")
+}
+
+fn unknown_enum(file: FileId, span: Span, word: &str, values: &[&str], what: &str) -> Diagnostic {
+    let mut d = Diagnostic::error(
+        "check::unknown_enum",
+        file,
+        span,
+        format!("`{word}` is not a possible {what} here"),
+    )
+    .with_label("never matches");
+    d = match did_you_mean(word, values.iter().copied()) {
+        Some(s) => d
+            .with_help(format!("did you mean `{s}`?"))
+            .with_fix(span, s.to_string()),
+        None => d.with_help(format!("the possible values are {}", values.join(", "))),
+    };
+    d
+}

@@ -1,0 +1,274 @@
+//! Loading a policy: read the root file, parse it, and follow its `use`s to the stdlib (embedded
+//! in the binary) and to sibling modules on disk. Every file becomes a [`Unit`].
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use crate::diagnostics::{did_you_mean, Diagnostic, FileId, SourceFile, SourceMap, Span};
+use crate::syntax::{self, ast};
+
+/// The stdlib, compiled into the binary so `warden` needs no files beside it.
+pub const STDLIB: &[(&str, &str)] = &[
+    ("std.taint", include_str!("../../stdlib/taint.ward")),
+    ("std.aarm", include_str!("../../stdlib/aarm.ward")),
+    ("std.camel", include_str!("../../stdlib/camel.ward")),
+    ("std.ibac", include_str!("../../stdlib/ibac.ward")),
+    ("std.rate", include_str!("../../stdlib/rate.ward")),
+    ("std.skills", include_str!("../../stdlib/skills.ward")),
+    ("std.agbom", include_str!("../../stdlib/agbom.ward")),
+    ("std.compaction", include_str!("../../stdlib/compaction.ward")),
+    ("std.defaults", include_str!("../../stdlib/defaults.ward")),
+];
+
+/// The embedded default policy (`stdlib/defaults.ward`).
+pub const DEFAULT_POLICY: &str = include_str!("../../stdlib/defaults.ward");
+
+/// One parsed file of a policy.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    pub file: FileId,
+    /// `std.taint` for stdlib modules, the package name or file path otherwise.
+    pub name: String,
+    pub module: ast::Module,
+    pub is_std: bool,
+    /// The file the user asked for (warnings about unused names apply to it).
+    pub is_root: bool,
+    /// Directory that relative paths (`use rego "…"`, fixtures) resolve against.
+    pub dir: Option<PathBuf>,
+}
+
+/// A policy's files, parsed, with the problems found while loading them.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    pub sources: SourceMap,
+    pub units: Vec<Unit>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads a file as a source; a file that is not UTF-8 is reported at its first bad byte.
+pub fn read_source(path: &Path) -> Result<(SourceFile, Option<Diagnostic>), std::io::Error> {
+    let bytes = std::fs::read(path)?;
+    let name = path.display().to_string();
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => (SourceFile::new(name, text), None),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let diag = Diagnostic::error(
+                "syntax::not_utf8",
+                FileId(0),
+                Span::new(at, at + 1),
+                "file is not valid UTF-8",
+            )
+            .with_label("this byte does not start a UTF-8 character")
+            .with_help("save the file as UTF-8");
+            (SourceFile::new(name, text), Some(diag))
+        }
+    })
+}
+
+impl Loaded {
+    /// Loads a policy rooted at a file on disk.
+    pub fn from_path(path: &Path) -> Result<Loaded, std::io::Error> {
+        let (source, bad_utf8) = read_source(path)?;
+        let mut loaded = Loaded::default();
+        let dir = path.parent().map(Path::to_path_buf);
+        let file = loaded.sources.add(source);
+        if let Some(mut d) = bad_utf8 {
+            d.file = file;
+            loaded.diagnostics.push(d);
+            return Ok(loaded);
+        }
+        loaded.add_unit(file, path.display().to_string(), false, true, dir);
+        Ok(loaded)
+    }
+
+    /// Loads a policy from text; `name` is what diagnostics call the file. Relative `use`s
+    /// resolve against `dir` when given.
+    pub fn from_source(name: &str, text: &str, dir: Option<PathBuf>) -> Loaded {
+        let mut loaded = Loaded::default();
+        let file = loaded.sources.add(SourceFile::new(name, text));
+        loaded.add_unit(file, name.to_string(), false, true, dir);
+        loaded
+    }
+
+    fn add_unit(
+        &mut self,
+        file: FileId,
+        name: String,
+        is_std: bool,
+        is_root: bool,
+        dir: Option<PathBuf>,
+    ) {
+        let text = self.sources.get(file).text.clone();
+        let (module, diags) = syntax::parse(file, &text);
+        self.diagnostics.extend(diags);
+        let uses: Vec<ast::Use> = module
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                ast::Item::Use(u) => Some(u.clone()),
+                _ => None,
+            })
+            .collect();
+        self.units.push(Unit {
+            file,
+            name,
+            module,
+            is_std,
+            is_root,
+            dir: dir.clone(),
+        });
+        for u in uses {
+            self.resolve_use(file, &u, dir.as_deref());
+        }
+    }
+
+    fn loaded_names(&self) -> HashSet<String> {
+        self.units.iter().map(|u| u.name.clone()).collect()
+    }
+
+    fn resolve_use(&mut self, from: FileId, u: &ast::Use, dir: Option<&Path>) {
+        match &u.kind {
+            ast::UseKind::Module { path } => {
+                let name: Vec<&str> = path.iter().map(|i| i.name.as_str()).collect();
+                let name = name.join(".");
+                if self.loaded_names().contains(&name) {
+                    return;
+                }
+                if name == "std" || name.starts_with("std.") {
+                    match STDLIB.iter().find(|(n, _)| *n == name) {
+                        Some((n, text)) => {
+                            let file = self
+                                .sources
+                                .add(SourceFile::new(format!("<{n}>"), *text));
+                            self.add_unit(file, name, true, false, None);
+                        }
+                        None => {
+                            let known = STDLIB.iter().map(|(n, _)| *n);
+                            let mut d = Diagnostic::error(
+                                "check::unknown_module",
+                                from,
+                                u.span,
+                                format!("there is no stdlib module `{name}`"),
+                            )
+                            .with_label("unknown module");
+                            let names: Vec<&str> = STDLIB.iter().map(|(n, _)| *n).collect();
+                            d = match did_you_mean(&name, known) {
+                                Some(s) => d
+                                    .with_help(format!("did you mean `{s}`?"))
+                                    .with_fix(path_span(path), s.to_string()),
+                                None => d.with_help(format!(
+                                    "the stdlib modules are {}",
+                                    names.join(", ")
+                                )),
+                            };
+                            self.diagnostics.push(d);
+                        }
+                    }
+                    return;
+                }
+                let rel: PathBuf = path.iter().map(|i| i.name.as_str()).collect();
+                let rel = rel.with_extension("ward");
+                let candidate = dir.map(|d| d.join(&rel));
+                match candidate.filter(|p| p.is_file()) {
+                    Some(p) => match read_source(&p) {
+                        Ok((source, bad)) => {
+                            let file = self.sources.add(source);
+                            if let Some(mut d) = bad {
+                                d.file = file;
+                                self.diagnostics.push(d);
+                                return;
+                            }
+                            let dir = p.parent().map(Path::to_path_buf);
+                            self.add_unit(file, name, false, false, dir);
+                        }
+                        Err(e) => self.diagnostics.push(
+                            Diagnostic::error(
+                                "check::unreadable_module",
+                                from,
+                                u.span,
+                                format!("cannot read module `{name}`: {e}"),
+                            )
+                            .with_label("used here"),
+                        ),
+                    },
+                    None => self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::unknown_module",
+                            from,
+                            u.span,
+                            format!("cannot find module `{name}`"),
+                        )
+                        .with_label("not found")
+                        .with_help(format!(
+                            "a module `{name}` is the file `{}` next to this policy; stdlib modules start with `std.`",
+                            rel.display()
+                        )),
+                    ),
+                }
+            }
+            ast::UseKind::Rego { path } | ast::UseKind::RegoData { path } => {
+                let Some(dir) = dir else { return };
+                let full = dir.join(&path.value);
+                if !full.exists() {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::missing_rego",
+                            from,
+                            path.span,
+                            format!("cannot find `{}`", path.value),
+                        )
+                        .with_label("no such file or folder")
+                        .with_help(format!(
+                            "paths are relative to the policy's folder ({})",
+                            dir.display()
+                        )),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn path_span(path: &[ast::Ident]) -> Span {
+    match (path.first(), path.last()) {
+        (Some(a), Some(b)) => a.span.to(b.span),
+        _ => Span::default(),
+    }
+}
+
+/// Expands files and folders into the `.ward` files to check, sorted, without duplicates.
+pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            walk(p, &mut out).map_err(|e| format!("{}: {e}", p.display()))?;
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            return Err(format!("{}: no such file or folder", p.display()));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.path());
+    for e in entries {
+        let p = e.path();
+        let name = e.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "ward") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
