@@ -1467,3 +1467,12 @@ pub static HOOKS: &[HookSpec] = &[
         ],
     },
 ];
+
+/// Hooks are identified by their method.
+impl PartialEq for HookSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.method == other.method
+    }
+}
+
+impl Eq for HookSpec {}

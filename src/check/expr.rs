@@ -180,13 +180,7 @@ impl Checker<'_> {
                         }
                         (**t).clone()
                     }
-                    Type::Object(table, prefix) => {
-                        let star = format!("{prefix}.*");
-                        match fields::lookup(table.fields(), &star) {
-                            Some(f) => value_type(*table, f),
-                            None => Type::Json,
-                        }
-                    }
+                    Type::Object(table, prefix) => map_value_type(*table, prefix).unwrap_or(Type::Json),
                     t if t.is_dynamic() => Type::Json,
                     other => self.error(
                         Diagnostic::error(
@@ -258,13 +252,22 @@ impl Checker<'_> {
             } => {
                 let ot = self.expr(cx, over);
                 let elem = match &ot {
-                    Type::Object(table, prefix) => {
-                        let star = format!("{prefix}.*");
-                        match fields::lookup(table.fields(), &star) {
-                            Some(f) => value_type(*table, f),
-                            None => Type::Json,
+                    Type::Object(table, prefix) => match map_value_type(*table, prefix) {
+                        Some(t) => t,
+                        None => {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::type_mismatch",
+                                    cx.file,
+                                    over.span,
+                                    format!("`any`/`all` range over a collection, not a {ot}"),
+                                )
+                                .with_label("not a collection")
+                                .with_help("range over a list, a set, `args`, or a list field like `outputs`"),
+                            );
+                            Type::Error
                         }
-                    }
+                    },
                     t => match t.element() {
                         Some(t) => t,
                         None => {
@@ -296,6 +299,16 @@ impl Checker<'_> {
                 Type::Bool
             }
             ExprKind::History(h) => self.history(cx, h, e.span),
+        }
+    }
+
+    fn is_event_root(&self, cx: &Ctx, word: &str) -> bool {
+        match cx.scope {
+            Scope::Rule(h) | Scope::History { past: h, .. } => {
+                fields::lookup(h.fields, word).is_some() || RULE_ROOTS.contains(&word)
+            }
+            Scope::Label => fields::lookup(fields::PROVENANCE, word).is_some() || word == "source",
+            Scope::Const => false,
         }
     }
 
@@ -453,7 +466,9 @@ impl Checker<'_> {
                         Type::Object(table, String::new()),
                     ))
                 }
-                "intent" if fields::lookup(h.fields, "intent").is_none() => {
+                // The session's IBAC intent; toolCallRequest's free-text `intent` field stays
+                // reachable as `payload.intent`.
+                "intent" => {
                     return Some(self.resolved(
                         cx,
                         span,
@@ -583,15 +598,13 @@ impl Checker<'_> {
                         t,
                     );
                 }
-                let star = format!("{prefix}.*");
-                if let Some(f) = fields::lookup(table.fields(), &star) {
-                    let t = value_type(*table, f);
+                if let Some(t) = map_value_type(*table, prefix) {
                     let r = if t == Type::Arg {
                         Resolution::Argument(name.to_string())
                     } else {
                         Resolution::Field {
                             table: *table,
-                            path: star,
+                            path: format!("{prefix}.*"),
                         }
                     };
                     return self.resolved(cx, whole, r, t);
@@ -1019,20 +1032,19 @@ impl Checker<'_> {
 
     /// Types `e`, treating a bare unknown word as a value of `other`'s enum (`== tool_output`).
     fn enum_aware(&mut self, cx: &mut Ctx, e: &Expr, other: &Type) -> Type {
+        // The other side is already reported; a bare word here may be one of its enum values.
+        if let (ExprKind::Name(word), Type::Error) = (&e.kind, other) {
+            if !self.is_local(cx, word) && !self.labels.contains_key(word.as_str()) && !self.is_event_root(cx, word) {
+                return Type::Error;
+            }
+        }
         if let (ExprKind::Name(word), Type::Enum(values)) = (&e.kind, other) {
             let shadowed = self.is_local(cx, word) || self.labels.contains_key(word.as_str());
             if !shadowed {
                 if values.contains(&word.as_str()) {
                     return self.resolved(cx, e.span, Resolution::EnumValue(word.clone()), other.clone());
                 }
-                let is_field = match cx.scope {
-                    Scope::Rule(h) | Scope::History { past: h, .. } => {
-                        fields::lookup(h.fields, word).is_some() || RULE_ROOTS.contains(&word.as_str())
-                    }
-                    Scope::Label => fields::lookup(fields::PROVENANCE, word).is_some() || word == "source",
-                    Scope::Const => false,
-                };
-                if !is_field {
+                if !self.is_event_root(cx, word) {
                     return self.error(unknown_enum(cx.file, e.span, word, values, "value"));
                 }
             }
@@ -1174,14 +1186,28 @@ fn current_root(e: &Expr) -> Option<Span> {
     }
 }
 
-/// The type of a map's values: tool arguments become `Type::Arg`.
-fn value_type(table: Table, star: &fields::Field) -> Type {
-    let value = format!("{}.value", star.path);
-    let prov = format!("{}.provenance", star.path);
-    if fields::lookup(table.fields(), &value).is_some() && fields::lookup(table.fields(), &prov).is_some() {
-        return Type::Arg;
+/// The type of a map's values, if the object at `prefix` is a map; tool arguments (a value
+/// with its provenance) become `Type::Arg`.
+fn map_value_type(table: Table, prefix: &str) -> Option<Type> {
+    let field = fields::lookup(table.fields(), prefix)?;
+    if field.ty != fields::Ty::Map {
+        return None;
     }
-    Type::of_field(table, star)
+    let star = format!("{prefix}.*");
+    let value = format!("{star}.value");
+    let prov = format!("{star}.provenance");
+    if fields::lookup(table.fields(), &value).is_some() && fields::lookup(table.fields(), &prov).is_some() {
+        return Some(Type::Arg);
+    }
+    Some(match field.items {
+        Some(fields::Ty::Object) => Type::Object(table, star),
+        Some(fields::Ty::Provenance) => Type::Object(Table::Provenance, String::new()),
+        Some(fields::Ty::String) => Type::String,
+        Some(fields::Ty::Number | fields::Ty::Integer) => Type::Number,
+        Some(fields::Ty::Bool) => Type::Bool,
+        Some(fields::Ty::Enum(v)) => Type::Enum(v),
+        _ => Type::Json,
+    })
 }
 
 fn hook_with_field(path: &str) -> Option<&'static str> {

@@ -352,7 +352,7 @@ impl<'a> Checker<'a> {
             }
         }
         if any_rules_in_root && !any_default {
-            if let Some(root) = loaded.units.iter().find(|u| u.is_root) {
+            if let Some(root) = loaded.units.iter().find(|u| u.is_root && !is_library(u)) {
                 let span = root
                     .module
                     .items
@@ -821,7 +821,8 @@ impl<'a> Checker<'a> {
         let loaded = self.loaded;
         let mut unused = Vec::new();
         for (u, unit) in loaded.units.iter().enumerate() {
-            if !unit.is_root {
+            // Library modules export their names; only a policy's own unused names are noise.
+            if !unit.is_root || is_library(unit) {
                 continue;
             }
             for item in &unit.module.items {
@@ -830,7 +831,7 @@ impl<'a> Checker<'a> {
                     Item::Label(l) => (&l.name, "label"),
                     _ => continue,
                 };
-                if self.used.get(&name.name).copied().unwrap_or(0) == 0 {
+                if !name.name.starts_with('_') && self.used.get(&name.name).copied().unwrap_or(0) == 0 {
                     unused.push((u, name.clone(), kind));
                 }
             }
@@ -853,6 +854,14 @@ impl<'a> Checker<'a> {
     fn mark_used(&mut self, name: &str) {
         *self.used.entry(name.to_string()).or_default() += 1;
     }
+}
+
+/// A stdlib module (package `std.…`): it exports names and leaves the default to its users.
+fn is_library(unit: &Unit) -> bool {
+    unit.module
+        .package()
+        .is_some_and(|p| p.path.first().is_some_and(|i| i.name == "std"))
+        && unit.module.items.iter().all(|i| !matches!(i, Item::Default(_)))
 }
 
 fn last_segment(path: &str) -> &str {

@@ -1,5 +1,167 @@
-//! The `warden` command line.
+//! The `warden` command line: argument parsing and the subcommands, each a thin layer over the
+//! library (`check`, `fmt`, …). Exit codes: 0 success, 1 the input has problems, 2 usage or I/O.
 
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::check::{self, collect_files};
+use crate::diagnostics::{Diagnostic, Diagnostics, JsonDiagnostic, SourceFile, SourceMap};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "warden",
+    version,
+    about = "Policies for Agent Control Standard Guardians: check, format, test and run them"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check policies for errors (files or folders of .ward files)
+    Check {
+        /// Files or folders; each .ward file is checked as its own policy
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Output format
+        #[arg(long, value_enum, default_value_t = Format::Pretty)]
+        format: Format,
+    },
+    /// Format policies canonically (in place, or report with --check)
+    Fmt {
+        /// Files or folders
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Do not write; list the files that would change and exit 1 if any
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Pretty,
+    Json,
+}
+
+/// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match cli.command {
+        Command::Check { paths, format } => run_check(&paths, format),
+        Command::Fmt { paths, check } => run_fmt(&paths, check),
+    }
+}
+
+fn color_stderr() -> bool {
+    std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal()
+}
+
+fn usage_error(message: &str) -> i32 {
+    eprintln!("error: {message}");
+    2
+}
+
+fn run_check(paths: &[PathBuf], format: Format) -> i32 {
+    let files = match collect_files(paths) {
+        Ok(files) => files,
+        Err(e) => return usage_error(&e),
+    };
+    if files.is_empty() {
+        return usage_error("no .ward files found in the given paths");
+    }
+    let mut all_json: Vec<JsonDiagnostic> = Vec::new();
+    let (mut errors, mut warnings) = (0, 0);
+    let color = color_stderr();
+    for path in &files {
+        let checked = match check::check_path(path) {
+            Ok(c) => c,
+            Err(e) => return usage_error(&format!("{}: {e}", path.display())),
+        };
+        errors += checked.diagnostics.error_count();
+        warnings += checked.diagnostics.warning_count();
+        match format {
+            Format::Json => all_json.extend(checked.diagnostics.to_json()),
+            Format::Pretty => eprint!("{}", checked.diagnostics.render(color)),
+        }
+    }
+    match format {
+        Format::Json => {
+            let out = serde_json::to_string_pretty(&all_json).unwrap_or_else(|_| "[]".into());
+            println!("{out}");
+        }
+        Format::Pretty => {
+            let files_word = if files.len() == 1 { "file" } else { "files" };
+            eprintln!(
+                "checked {} {files_word}: {errors} error(s), {warnings} warning(s)",
+                files.len()
+            );
+        }
+    }
+    i32::from(errors > 0)
+}
+
+fn run_fmt(paths: &[PathBuf], check_only: bool) -> i32 {
+    let files = match collect_files(paths) {
+        Ok(files) => files,
+        Err(e) => return usage_error(&e),
+    };
+    let mut changed = Vec::new();
+    let mut failed = false;
+    let color = color_stderr();
+    for path in &files {
+        let (source, bad) = match check::load::read_source(path) {
+            Ok(s) => s,
+            Err(e) => return usage_error(&format!("{}: {e}", path.display())),
+        };
+        let mut sources = SourceMap::default();
+        let file = sources.add(SourceFile::new(source.name.clone(), source.text.clone()));
+        let result: Result<String, Vec<Diagnostic>> = match bad {
+            Some(mut d) => {
+                d.file = file;
+                Err(vec![d])
+            }
+            None => crate::fmt::format_source(file, &source.text),
+        };
+        match result {
+            Ok(formatted) => {
+                if formatted.as_str() != &*source.text {
+                    changed.push(path.clone());
+                    if !check_only {
+                        if let Err(e) = std::fs::write(path, formatted) {
+                            return usage_error(&format!("{}: {e}", path.display()));
+                        }
+                    }
+                }
+            }
+            Err(items) => {
+                failed = true;
+                let d = Diagnostics { sources, items };
+                eprint!("{}", d.render(color));
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    for p in &changed {
+        let _ = writeln!(out, "{}", p.display());
+    }
+    if failed {
+        eprintln!("some files could not be formatted: fix their syntax errors first");
+        return 1;
+    }
+    if check_only && !changed.is_empty() {
+        eprintln!("{} file(s) would be reformatted", changed.len());
+        return 1;
+    }
     0
 }

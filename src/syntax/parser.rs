@@ -238,9 +238,11 @@ struct Builder<'d> {
 }
 
 impl Builder<'_> {
+    /// A pair's span without the whitespace pest leaves at its end.
     fn span(&self, pair: &Pair<Rule>) -> Span {
         let s = pair.as_span();
-        Span::new(self.base + s.start(), self.base + s.end())
+        let trimmed = pair.as_str().trim_end_matches([' ', '\t', '\r', '\n']).len();
+        Span::new(self.base + s.start(), self.base + s.start() + trimmed)
     }
 
     fn ident(&self, pair: Pair<Rule>) -> Ident {
@@ -681,7 +683,9 @@ impl Builder<'_> {
                 let lhs = self.expr(parts.next().expect("cmp has an operand"), depth + 1);
                 match (parts.next(), parts.next()) {
                     (Some(op), Some(rhs)) => {
-                        let op = match op.into_inner().next().map(|o| (o.as_rule(), o.as_str())) {
+                        let text = op.as_str();
+                        let inner = op.into_inner().next().map(|o| o.as_rule());
+                        let op = match Some((inner.unwrap_or(Rule::cmp_op), text)) {
                             Some((Rule::not_in, _)) => BinaryOp::NotIn,
                             Some((Rule::in_op, _)) => BinaryOp::In,
                             Some((Rule::has_op, _)) => BinaryOp::Has,
