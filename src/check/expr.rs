@@ -584,6 +584,12 @@ impl Checker<'_> {
                     .with_help("the intent offers `raw`, `parsed`, `scope_mode`, `declared` and `permits(…)`"),
                 ),
             },
+            Type::Object(Table::Payload(h), prefix) if prefix.is_empty() && name == "args" => {
+                // `$.args` and `payload.args`: the same alias as a bare `args`.
+                let mut inner = Ctx::new(cx.unit, cx.file, Scope::Rule(h));
+                self.root(&mut inner, Table::Payload(h), name, whole)
+                    .unwrap_or(Type::Error)
+            }
             Type::Object(table, prefix) => {
                 let path = join(prefix, name);
                 if let Some(f) = fields::lookup(table.fields(), &path) {

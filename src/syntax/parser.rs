@@ -177,7 +177,7 @@ fn syntax_error(file: FileId, chunk: &str, base: usize, e: &pest::error::Error<R
     let found_text = if found.is_empty() {
         "end of input".to_string()
     } else {
-        format!("`{found}`")
+        format!("`{}`", found.escape_debug())
     };
     let start = base + pos;
     let end = start + found.len().max(usize::from(!found.is_empty()));
