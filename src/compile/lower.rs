@@ -1,0 +1,964 @@
+//! Lowering checked AST to bytecode.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::program::*;
+use crate::acs::fields::{self, HookSpec};
+use crate::check::{Checked, Resolution, Table, Type};
+use crate::diagnostics::{Diagnostic, FileId, Span};
+use crate::syntax::ast::{
+    self, BinaryOp, Expr, ExprKind, HistoryKind, Item, QuantifierKind, UnaryOp, WindowKind,
+};
+
+/// Default instruction budget for one decision (all rules, labels and history updates).
+pub const DEFAULT_BUDGET: u64 = 200_000;
+
+/// Compiles a checked policy. Fails with diagnostics if the checker reported errors or the
+/// policy uses something the evaluator cannot run.
+pub fn compile(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
+    if checked.has_errors() {
+        return Err(checked
+            .diagnostics
+            .items
+            .iter()
+            .filter(|d| d.is_error())
+            .cloned()
+            .collect());
+    }
+    let mut cx = Lower {
+        checked,
+        program: Program {
+            budget: DEFAULT_BUDGET,
+            ..Program::default()
+        },
+        consts: HashMap::new(),
+        paths: HashMap::new(),
+        const_values: HashMap::new(),
+        errors: Vec::new(),
+    };
+    cx.labels();
+    cx.items();
+    if cx.errors.is_empty() {
+        Ok(cx.program)
+    } else {
+        Err(cx.errors)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum ConstKey {
+    Num(u64),
+    Bool(bool),
+}
+
+struct Lower<'a> {
+    checked: &'a Checked,
+    program: Program,
+    consts: HashMap<String, u32>,
+    paths: HashMap<(u8, String), u32>,
+    const_values: HashMap<String, Const>,
+    errors: Vec<Diagnostic>,
+}
+
+/// Where the code being compiled runs.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// A rule on this hook (also: a history key read from the event being decided).
+    Rule(&'static HookSpec),
+    /// A label predicate, over one provenance object.
+    Label,
+    /// A history filter or key, over the recorded event.
+    Past(&'static HookSpec),
+}
+
+struct Frame {
+    file: FileId,
+    mode: Mode,
+    vars: Vec<(String, u16)>,
+    next_var: u16,
+}
+
+fn unit_module_name(unit: &crate::check::Unit) -> String {
+    match unit.module.package() {
+        Some(p) => p
+            .path
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>()
+            .join("."),
+        None => unit.name.clone(),
+    }
+}
+
+impl<'a> Lower<'a> {
+    fn error(&mut self, file: FileId, span: Span, message: String, help: &str) {
+        self.errors.push(
+            Diagnostic::error("compile::unsupported", file, span, message)
+                .with_label("cannot be compiled")
+                .with_help(help),
+        );
+    }
+
+    fn resolution(&self, file: FileId, span: Span) -> Option<&'a (Resolution, Type)> {
+        self.checked.resolutions.get(&(file, span))
+    }
+
+    fn konst(&mut self, c: Const) -> u32 {
+        let key = format!("{c:?}");
+        if let Some(&k) = self.consts.get(&key) {
+            return k;
+        }
+        let k = self.program.consts.len() as u32;
+        self.program.consts.push(c);
+        self.consts.insert(key, k);
+        k
+    }
+
+    fn str_const(&mut self, s: &str) -> u32 {
+        self.konst(Const::Str(Arc::from(s)))
+    }
+
+    fn path(&mut self, root: Root, dotted: &str) -> u32 {
+        let tag = match root {
+            Root::Payload => 0,
+            Root::Metadata => 1,
+            Root::Var(v) => 2 + v.min(250) as u8,
+        };
+        let key = (tag, dotted.to_string());
+        if let Some(&p) = self.paths.get(&key) {
+            return p;
+        }
+        let segs = if dotted.is_empty() {
+            Vec::new()
+        } else {
+            dotted.split('.').map(|s| Seg::Key(Arc::from(s))).collect()
+        };
+        let p = self.program.paths.len() as u32;
+        self.program.paths.push(PathSpec { root, segs });
+        self.paths.insert(key, p);
+        p
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Items
+
+    fn labels(&mut self) {
+        let checked = self.checked;
+        for unit in &checked.loaded.units {
+            for item in &unit.module.items {
+                let Item::Label(l) = item else { continue };
+                let bit = self.program.labels.len();
+                if bit >= 64 {
+                    self.error(
+                        unit.file,
+                        l.name.span,
+                        "a policy has at most 64 labels".into(),
+                        "labels are a 64-bit set; merge some labels",
+                    );
+                    return;
+                }
+                self.program.labels.push(LabelSpec {
+                    name: Arc::from(l.name.name.as_str()),
+                    bit: bit as u8,
+                    redact: l.redact,
+                    code: None,
+                });
+            }
+        }
+        // Code after all bits exist (a label condition may test other labels' constants).
+        let mut i = 0;
+        for unit in &checked.loaded.units {
+            for item in &unit.module.items {
+                let Item::Label(l) = item else { continue };
+                if let Some(when) = &l.when {
+                    let mut frame = Frame {
+                        file: unit.file,
+                        mode: Mode::Label,
+                        vars: Vec::new(),
+                        next_var: 0,
+                    };
+                    let code = self.code(&mut frame, when);
+                    if let Some(spec) = self.program.labels.get_mut(i) {
+                        spec.code = Some(code);
+                    }
+                }
+                i += 1;
+            }
+        }
+    }
+
+    fn items(&mut self) {
+        let checked = self.checked;
+        for unit in &checked.loaded.units {
+            let module: Arc<str> = Arc::from(unit_module_name(unit).as_str());
+            for item in &unit.module.items {
+                match item {
+                    Item::Rule(r) => self.rule(unit.file, &module, r),
+                    Item::Default(d) => {
+                        let hooks: Vec<&'static HookSpec> =
+                            d.hooks.iter().filter_map(|h| fields::hook(&h.name)).collect();
+                        let first_hook = hooks.first().copied();
+                        let mut frame = Frame {
+                            file: unit.file,
+                            mode: Mode::Rule(first_hook.unwrap_or(&fields::HOOKS[0])),
+                            vars: Vec::new(),
+                            next_var: 0,
+                        };
+                        let t = self.decision(&mut frame, &d.decision);
+                        if hooks.is_empty() {
+                            self.program.defaults.insert(None, t);
+                        }
+                        for h in hooks {
+                            self.program.defaults.insert(Some(h.method), t.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn rule(&mut self, file: FileId, module: &Arc<str>, r: &ast::RuleDecl) {
+        let hooks: Vec<&'static HookSpec> =
+            r.hooks.iter().filter_map(|h| fields::hook(&h.name)).collect();
+        let id = self.program.rules.len() as u32;
+        // One code body serves every hook: the checker typed the condition on each of them,
+        // and paths are looked up by name at run time.
+        let Some(&first) = hooks.first() else { return };
+        let mut frame = Frame {
+            file,
+            mode: Mode::Rule(first),
+            vars: Vec::new(),
+            next_var: 0,
+        };
+        let code = match &r.when {
+            Some(when) => self.code(&mut frame, when),
+            None => {
+                let k = self.konst(Const::Bool(true));
+                Code {
+                    ops: vec![Op::Const(k), Op::Return],
+                    spans: vec![r.span, r.span],
+                    vars: 0,
+                }
+            }
+        };
+        let decision = self.decision(&mut frame, &r.decision);
+        let tools = r.when.as_ref().and_then(|w| self.tool_filter(file, w));
+        for h in &hooks {
+            let ix = self.program.index.entry(h.method).or_default();
+            match &tools {
+                Some(names) => {
+                    for n in names {
+                        ix.by_tool.entry(n.clone()).or_default().push(id);
+                    }
+                }
+                None => ix.any_tool.push(id),
+            }
+        }
+        self.program.rules.push(CompiledRule {
+            name: Arc::from(r.name.name.as_str()),
+            module: module.clone(),
+            hooks,
+            code,
+            decision,
+            span: r.span,
+            file,
+        });
+    }
+
+    /// Tool names a condition requires, from a top-level `tool.name == "x"` or
+    /// `tool.name in CONST` conjunct, so the rule runs only for those tools.
+    fn tool_filter(&mut self, file: FileId, e: &Expr) -> Option<Vec<Arc<str>>> {
+        match &e.kind {
+            ExprKind::Binary(BinaryOp::And, a, b) => {
+                self.tool_filter(file, a).or_else(|| self.tool_filter(file, b))
+            }
+            ExprKind::Binary(op @ (BinaryOp::Eq | BinaryOp::In), lhs, rhs) => {
+                let is_tool_name = matches!(
+                    self.resolution(file, lhs.span),
+                    Some((Resolution::Field { table: Table::Payload(_), path }, _)) if path == "tool.name"
+                );
+                if !is_tool_name {
+                    return None;
+                }
+                match (op, self.fold(file, rhs)?) {
+                    (BinaryOp::Eq, Const::Str(s)) => Some(vec![s]),
+                    (BinaryOp::In, Const::StrSet(set, _)) => {
+                        let mut v: Vec<Arc<str>> = set.iter().cloned().collect();
+                        v.sort();
+                        Some(v)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    fn decision(&mut self, frame: &mut Frame, d: &ast::Decision) -> DecisionTemplate {
+        let mut modifications = Vec::new();
+        for m in &d.modifications {
+            match m {
+                ast::Modification::Redact {
+                    place, replacement, ..
+                } => modifications.push(ModTemplate::Redact {
+                    pointer: pointer(frame.mode, place),
+                    replacement: replacement
+                        .as_ref()
+                        .map_or_else(|| "[REDACTED]".to_string(), |r| r.value.clone()),
+                }),
+                ast::Modification::Set { place, value, .. } => {
+                    let argument = match place.segments.get(1) {
+                        Some(ast::PlaceSegment::Field(id)) => id.name.clone(),
+                        _ => String::new(),
+                    };
+                    let value = self.value_code(frame, value);
+                    modifications.push(ModTemplate::Override { argument, value });
+                }
+                ast::Modification::Replace { content, .. } => {
+                    let content = self.value_code(frame, content);
+                    modifications.push(ModTemplate::Replace { content });
+                }
+            }
+        }
+        DecisionTemplate {
+            kind: d.kind,
+            code: d.reason.as_ref().map(|r| Arc::from(r.code.value.as_str())),
+            reasoning: d
+                .reason
+                .as_ref()
+                .and_then(|r| r.reasoning.as_ref())
+                .map(|s| Arc::from(s.value.as_str())),
+            approver: d
+                .approver
+                .as_ref()
+                .map(|a| (a.kind, Arc::from(a.id.value.as_str()))),
+            question: d.question.as_ref().map(|q| Arc::from(q.value.as_str())),
+            timeout_ms: d.timeout.map(|t| t.millis),
+            on_timeout: d.on_timeout.map(|(k, _)| k),
+            resolve: d.resolve.as_ref().map(|i| Arc::from(i.name.as_str())),
+            because: d.because.as_ref().map(|i| Arc::from(i.name.as_str())),
+            modifications,
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Constants
+
+    /// Folds a constant expression, if it is one.
+    fn fold(&mut self, file: FileId, e: &Expr) -> Option<Const> {
+        Some(match &e.kind {
+            ExprKind::Bool(b) => Const::Bool(*b),
+            ExprKind::Number(n) => Const::Num(*n),
+            ExprKind::Duration(d) => Const::Num(d.millis as f64),
+            ExprKind::String(s) => Const::Str(Arc::from(s.as_str())),
+            ExprKind::Name(_) => match self.resolution(file, e.span) {
+                Some((Resolution::Constant(name), _)) => self.constant(name)?,
+                Some((Resolution::EnumValue(v), _)) => Const::Str(Arc::from(v.as_str())),
+                _ => return None,
+            },
+            ExprKind::Set(items) | ExprKind::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for i in items {
+                    out.push(self.fold(file, i)?);
+                }
+                collection(out)
+            }
+            ExprKind::Object(entries) => {
+                let mut map = serde_json::Map::new();
+                for (k, v) in entries {
+                    let c = self.fold(file, v)?;
+                    map.insert(k.value.clone(), const_to_json(&c));
+                }
+                Const::Json(Arc::new(serde_json::Value::Object(map)))
+            }
+            ExprKind::Unary(UnaryOp::Neg, x) => match self.fold(file, x)? {
+                Const::Num(n) => Const::Num(-n),
+                _ => return None,
+            },
+            ExprKind::Unary(UnaryOp::Not, x) => match self.fold(file, x)? {
+                Const::Bool(b) => Const::Bool(!b),
+                _ => return None,
+            },
+            ExprKind::Binary(op, a, b) => {
+                let (a, b) = (self.fold(file, a)?, self.fold(file, b)?);
+                match (op, a, b) {
+                    (BinaryOp::Add, Const::Num(x), Const::Num(y)) => Const::Num(x + y),
+                    (BinaryOp::Sub, Const::Num(x), Const::Num(y)) => Const::Num(x - y),
+                    (BinaryOp::Mul, Const::Num(x), Const::Num(y)) => Const::Num(x * y),
+                    (BinaryOp::Div, Const::Num(x), Const::Num(y)) if y != 0.0 => Const::Num(x / y),
+                    (BinaryOp::Add, Const::Str(x), Const::Str(y)) => {
+                        Const::Str(Arc::from(format!("{x}{y}").as_str()))
+                    }
+                    (BinaryOp::And, Const::Bool(x), Const::Bool(y)) => Const::Bool(x && y),
+                    (BinaryOp::Or, Const::Bool(x), Const::Bool(y)) => Const::Bool(x || y),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// The value of a `let` constant.
+    fn constant(&mut self, name: &str) -> Option<Const> {
+        if let Some(c) = self.const_values.get(name) {
+            return Some(c.clone());
+        }
+        let checked = self.checked;
+        for unit in &checked.loaded.units {
+            for item in &unit.module.items {
+                if let Item::Let(l) = item {
+                    if l.name.name == name {
+                        let c = self.fold(unit.file, &l.value);
+                        match &c {
+                            Some(c) => {
+                                self.const_values.insert(name.to_string(), c.clone());
+                            }
+                            None => self.error(
+                                unit.file,
+                                l.value.span,
+                                format!("the constant `{name}` is not a constant value"),
+                                "a `let` holds literals, collections of literals, and arithmetic on them (Rego values arrive with the Rego bridge)",
+                            ),
+                        }
+                        return c;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Expressions
+
+    fn code(&mut self, frame: &mut Frame, e: &Expr) -> Code {
+        let mut code = Code::default();
+        self.expr(frame, e, &mut code);
+        code.ops.push(Op::Return);
+        code.spans.push(e.span);
+        code.vars = frame.next_var;
+        code
+    }
+
+    /// Code producing a plain value (tool arguments unwrapped).
+    fn value_code(&mut self, frame: &mut Frame, e: &Expr) -> Code {
+        let mut code = Code::default();
+        self.value(frame, e, &mut code);
+        code.ops.push(Op::Return);
+        code.spans.push(e.span);
+        code.vars = frame.next_var;
+        code
+    }
+
+    fn emit(code: &mut Code, op: Op, span: Span) -> usize {
+        code.ops.push(op);
+        code.spans.push(span);
+        code.ops.len() - 1
+    }
+
+    fn patch(code: &mut Code, at: usize) {
+        let target = code.ops.len() as u32;
+        code.ops[at] = match code.ops[at] {
+            Op::JumpIfFalse(_) => Op::JumpIfFalse(target),
+            Op::JumpIfTrue(_) => Op::JumpIfTrue(target),
+            other => other,
+        };
+    }
+
+    /// The static type of an expression, as the checker saw it (for arguments: carrier).
+    fn type_of(&self, frame: &Frame, e: &Expr) -> Option<Type> {
+        match &e.kind {
+            ExprKind::Name(n) => {
+                if let Some(t) = self.resolution(frame.file, e.span).map(|(_, t)| t.clone()) {
+                    return Some(t);
+                }
+                let _ = n;
+                None
+            }
+            ExprKind::Member(..) => self.resolution(frame.file, e.span).map(|(_, t)| t.clone()),
+            _ => None,
+        }
+    }
+
+    /// Compiles `e` as a plain value.
+    fn value(&mut self, frame: &mut Frame, e: &Expr, code: &mut Code) {
+        self.expr(frame, e, code);
+        if self.type_of(frame, e) == Some(Type::Arg) {
+            Self::emit(code, Op::Unwrap, e.span);
+        }
+    }
+
+    fn expr(&mut self, frame: &mut Frame, e: &Expr, code: &mut Code) {
+        if let Some(c) = self.fold(frame.file, e) {
+            let k = self.konst(c);
+            Self::emit(code, Op::Const(k), e.span);
+            return;
+        }
+        match &e.kind {
+            ExprKind::Bool(_) | ExprKind::Number(_) | ExprKind::String(_) | ExprKind::Duration(_) => {
+                unreachable!("literals fold")
+            }
+            ExprKind::Name(name) => self.name(frame, name, e.span, code),
+            ExprKind::Current => {
+                let p = self.path(Root::Payload, "");
+                Self::emit(code, Op::Path(p), e.span);
+            }
+            ExprKind::Member(base, field) => {
+                if self.static_path(frame, e, code) {
+                    return;
+                }
+                // The intent's members.
+                if let Some((Resolution::Builtin("intent"), _)) =
+                    self.resolution(frame.file, base.span)
+                {
+                    let op = match field.name.as_str() {
+                        "declared" => Op::IntentDeclared,
+                        "raw" => Op::IntentRaw,
+                        "scope_mode" => Op::IntentScopeMode,
+                        other => {
+                            self.error(
+                                frame.file,
+                                field.span,
+                                format!("`intent.{other}` cannot be evaluated yet"),
+                                "use intent.declared, intent.raw, intent.scope_mode or intent.permits(…)",
+                            );
+                            Op::IntentRaw
+                        }
+                    };
+                    Self::emit(code, op, e.span);
+                    return;
+                }
+                self.expr(frame, base, code);
+                let k = self.str_const(&field.name);
+                Self::emit(code, Op::Member(k), e.span);
+            }
+            ExprKind::Index(base, index) => {
+                self.expr(frame, base, code);
+                self.value(frame, index, code);
+                Self::emit(code, Op::Index, e.span);
+            }
+            ExprKind::Call(callee, args) => self.call(frame, callee, args, e.span, code),
+            ExprKind::Unary(op, x) => {
+                self.value(frame, x, code);
+                let op = match op {
+                    UnaryOp::Not => Op::Not,
+                    UnaryOp::Neg => Op::Neg,
+                };
+                Self::emit(code, op, e.span);
+            }
+            ExprKind::Binary(op, a, b) => self.binary(frame, *op, a, b, e.span, code),
+            ExprKind::Set(items) | ExprKind::List(items) => {
+                for i in items {
+                    self.value(frame, i, code);
+                }
+                Self::emit(code, Op::MakeList(items.len().min(u16::MAX as usize) as u16), e.span);
+            }
+            ExprKind::Object(_) => self.error(
+                frame.file,
+                e.span,
+                "an object literal here must be constant".into(),
+                "build objects from literals and constants only",
+            ),
+            ExprKind::Quantifier {
+                kind,
+                var,
+                over,
+                body,
+            } => {
+                self.expr(frame, over, code);
+                let slot = frame.next_var;
+                frame.next_var += 1;
+                frame.vars.push((var.name.clone(), slot));
+                Self::emit(code, Op::IterStart(slot), e.span);
+                let next = Self::emit(code, Op::IterNext(slot, 0), e.span);
+                self.expr(frame, body, code);
+                let step = Self::emit(code, Op::Return, e.span);
+                let end = Self::emit(code, Op::IterEnd(*kind == QuantifierKind::Any), e.span);
+                let done = code.ops.len() as u32;
+                code.ops[next] = Op::IterNext(slot, end as u32);
+                code.ops[step] = match kind {
+                    QuantifierKind::Any => Op::AnyStep(next as u32, done),
+                    QuantifierKind::All => Op::AllStep(next as u32, done),
+                };
+                frame.vars.pop();
+            }
+            ExprKind::History(h) => self.history(frame, h, e.span, code),
+        }
+    }
+
+    /// Emits one `Path` for a member chain the checker resolved, link by link, to a static
+    /// field path from a root name (`tool.name`, `metadata.environment`, `args.to`).
+    fn static_path(&mut self, frame: &Frame, e: &Expr, code: &mut Code) -> bool {
+        if !self.is_static_chain(frame, e) {
+            return false;
+        }
+        let Some((r, _)) = self.resolution(frame.file, e.span) else {
+            return false;
+        };
+        let (root, dotted) = match r {
+            Resolution::Field { table, path } => {
+                let root = match table {
+                    Table::Metadata => Root::Metadata,
+                    _ => Root::Payload,
+                };
+                (root, path.clone())
+            }
+            Resolution::Argument(name) => (Root::Payload, format!("arguments.{name}")),
+            _ => return false,
+        };
+        let p = self.path(root, &dotted);
+        Self::emit(code, Op::Path(p), e.span);
+        true
+    }
+
+    fn is_static_chain(&self, frame: &Frame, e: &Expr) -> bool {
+        let resolved = |span| match self.resolution(frame.file, span) {
+            Some((Resolution::Field { path, .. }, _)) => !path.contains(['[', '*']),
+            Some((Resolution::Argument(_), _)) => true,
+            _ => false,
+        };
+        match &e.kind {
+            ExprKind::Name(n) => !frame.vars.iter().any(|(v, _)| v == n) && resolved(e.span),
+            ExprKind::Member(base, _) => resolved(e.span) && self.is_static_chain(frame, base),
+            _ => false,
+        }
+    }
+
+    fn name(&mut self, frame: &mut Frame, name: &str, span: Span, code: &mut Code) {
+        if let Some(&(_, slot)) = frame.vars.iter().rev().find(|(v, _)| v == name) {
+            let p = self.path(Root::Var(slot), "");
+            Self::emit(code, Op::Path(p), span);
+            return;
+        }
+        match self.resolution(frame.file, span).map(|(r, _)| r.clone()) {
+            Some(Resolution::Field { table, path }) => {
+                let root = if table == Table::Metadata {
+                    Root::Metadata
+                } else {
+                    Root::Payload
+                };
+                let p = self.path(root, &path);
+                Self::emit(code, Op::Path(p), span);
+            }
+            Some(Resolution::Label(l)) => self.error(
+                frame.file,
+                span,
+                format!("the label `{l}` is not a value"),
+                "use a label after `has` or in `turns_since(…)`",
+            ),
+            Some(Resolution::Rego { .. }) => self.rego_unsupported(frame.file, span),
+            _ => self.error(
+                frame.file,
+                span,
+                format!("`{name}` cannot be evaluated here"),
+                "please report this policy",
+            ),
+        }
+    }
+
+    fn rego_unsupported(&mut self, file: FileId, span: Span) {
+        self.error(
+            file,
+            span,
+            "Rego rules cannot be evaluated yet".into(),
+            "the checker accepts `use rego`, but the Rego bridge (regorus) is not part of this build yet",
+        );
+    }
+
+    fn label_bit(&mut self, frame: &Frame, e: &Expr) -> u8 {
+        if let ExprKind::Name(n) = &e.kind {
+            if let Some(bit) = self.program.label_bit(n) {
+                return bit;
+            }
+        }
+        self.error(frame.file, e.span, "expected a label".into(), "name a declared label");
+        0
+    }
+
+    fn call(&mut self, frame: &mut Frame, callee: &Expr, args: &[ast::Arg], span: Span, code: &mut Code) {
+        match self.resolution(frame.file, callee.span).map(|(r, _)| r.clone()) {
+            Some(Resolution::Builtin("intent.permits")) => {
+                let mut flags = 0u8;
+                let tool = args.iter().find(|a| a.name.is_none());
+                match tool {
+                    Some(a) => self.expr(frame, &a.value, code),
+                    None => {
+                        let p = self.path(Root::Payload, "tool");
+                        Self::emit(code, Op::Path(p), span);
+                    }
+                }
+                for (name, bit) in [("operation", 1u8), ("resource", 2u8)] {
+                    if let Some(a) = args.iter().find(|a| a.name.as_ref().is_some_and(|n| n.name == name)) {
+                        self.value(frame, &a.value, code);
+                        flags |= bit;
+                    }
+                }
+                Self::emit(code, Op::IntentPermits(flags), span);
+            }
+            Some(Resolution::Builtin(name)) => match name {
+                "turns_since" => {
+                    let bit = self.label_bit(frame, &args[0].value);
+                    Self::emit(code, Op::TurnsSince(bit), span);
+                }
+                "derived_from" => {
+                    self.expr(frame, &args[0].value, code);
+                    let origin = match &args[1].value.kind {
+                        ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
+                        _ => String::new(),
+                    };
+                    let k = self.str_const(&origin);
+                    Self::emit(code, Op::DerivedFrom(k), span);
+                }
+                "lineage_depth" => {
+                    self.expr(frame, &args[0].value, code);
+                    Self::emit(code, Op::LineageDepth, span);
+                }
+                "present" => {
+                    self.expr(frame, &args[0].value, code);
+                    Self::emit(code, Op::Present, span);
+                }
+                other => {
+                    let b = match other {
+                        "len" => Builtin::Len,
+                        "lower" => Builtin::Lower,
+                        "upper" => Builtin::Upper,
+                        "starts_with" => Builtin::StartsWith,
+                        "ends_with" => Builtin::EndsWith,
+                        "contains" => Builtin::Contains,
+                        "domain" => Builtin::Domain,
+                        _ => Builtin::ToString,
+                    };
+                    for a in args {
+                        self.value(frame, &a.value, code);
+                    }
+                    Self::emit(code, Op::Call(b, args.len() as u8), span);
+                }
+            },
+            Some(Resolution::Rego { .. }) => self.rego_unsupported(frame.file, span),
+            _ => self.error(frame.file, span, "this call cannot be compiled".into(), "please report this policy"),
+        }
+    }
+
+    fn binary(&mut self, frame: &mut Frame, op: BinaryOp, a: &Expr, b: &Expr, span: Span, code: &mut Code) {
+        match op {
+            BinaryOp::And | BinaryOp::Or => {
+                self.value(frame, a, code);
+                let jump = if op == BinaryOp::And {
+                    Self::emit(code, Op::JumpIfFalse(0), span)
+                } else {
+                    Self::emit(code, Op::JumpIfTrue(0), span)
+                };
+                self.value(frame, b, code);
+                Self::emit(code, if op == BinaryOp::And { Op::AndJoin } else { Op::OrJoin }, span);
+                Self::patch(code, jump);
+            }
+            BinaryOp::Has => {
+                self.expr(frame, a, code);
+                let bit = self.label_bit(frame, b);
+                Self::emit(code, Op::Has(bit), span);
+            }
+            _ => {
+                self.value(frame, a, code);
+                self.value(frame, b, code);
+                let op = match op {
+                    BinaryOp::Eq => Op::Eq,
+                    BinaryOp::Ne => Op::Ne,
+                    BinaryOp::Lt => Op::Lt,
+                    BinaryOp::Le => Op::Le,
+                    BinaryOp::Gt => Op::Gt,
+                    BinaryOp::Ge => Op::Ge,
+                    BinaryOp::In => Op::In,
+                    BinaryOp::NotIn => Op::NotIn,
+                    BinaryOp::Matches => Op::Matches,
+                    BinaryOp::Add => Op::Add,
+                    BinaryOp::Sub => Op::Sub,
+                    BinaryOp::Mul => Op::Mul,
+                    BinaryOp::Div => Op::Div,
+                    _ => Op::Rem,
+                };
+                Self::emit(code, op, span);
+            }
+        }
+    }
+
+    fn history(&mut self, frame: &mut Frame, h: &ast::History, span: Span, code: &mut Code) {
+        let Some(past) = fields::hook(&h.hook.name) else { return };
+        let current = match frame.mode {
+            Mode::Rule(c) => c,
+            _ => return,
+        };
+        // Split the filter into key equalities (`past == $.cur`) and the rest.
+        let mut rest: Vec<&Expr> = Vec::new();
+        let mut key_pairs: Vec<(&Expr, &Expr)> = Vec::new();
+        if let Some(f) = &h.filter {
+            split_keys(f, &mut rest, &mut key_pairs);
+        }
+        let mut past_frame = Frame {
+            file: frame.file,
+            mode: Mode::Past(past),
+            vars: Vec::new(),
+            next_var: 0,
+        };
+        let filter = if rest.is_empty() {
+            None
+        } else {
+            let mut c = Code::default();
+            for (i, e) in rest.iter().enumerate() {
+                self.value(&mut past_frame, e, &mut c);
+                if i > 0 {
+                    // Conjuncts of a filter: both must hold (Kleene and, no short-circuit).
+                    Self::emit(&mut c, Op::AndJoin, e.span);
+                }
+            }
+            Self::emit(&mut c, Op::Return, span);
+            c.vars = past_frame.next_var;
+            Some(c)
+        };
+        let mut key_past = Vec::new();
+        let mut key_current = Vec::new();
+        for (p, cur) in &key_pairs {
+            key_past.push(self.value_code(&mut past_frame, p));
+            let mut cur_frame = Frame {
+                file: frame.file,
+                mode: Mode::Rule(current),
+                vars: Vec::new(),
+                next_var: 0,
+            };
+            key_current.push(self.value_code(&mut cur_frame, cur));
+        }
+        if let Some(by) = &h.by {
+            key_past.push(self.value_code(&mut past_frame, by));
+            let mut cur_frame = Frame {
+                file: frame.file,
+                mode: Mode::Rule(current),
+                vars: Vec::new(),
+                next_var: 0,
+            };
+            key_current.push(self.value_code(&mut cur_frame, by));
+        }
+        let window = match h.window.as_ref().map(|w| &w.kind) {
+            None | Some(WindowKind::Session) => WindowSpec::Session,
+            Some(WindowKind::ThisTurn) => WindowSpec::ThisTurn,
+            Some(WindowKind::LastTurns(n)) => WindowSpec::LastTurns(*n),
+            Some(WindowKind::LastTime(d)) => WindowSpec::LastMillis(d.millis.max(1)),
+        };
+        let keyed = !key_current.is_empty();
+        let slot = HistorySlot {
+            hook: past,
+            filter,
+            key_past,
+            key_current: key_current.clone(),
+            window,
+        };
+        let id = match self.program.history.iter().position(|s| *s == slot) {
+            Some(i) => i as u32,
+            None => {
+                self.program.history.push(slot);
+                let id = self.program.history.len() as u32 - 1;
+                self.program.history_by_hook.entry(past.method).or_default().push(id);
+                id
+            }
+        };
+        if keyed {
+            // Evaluate the current key parts inline, then look the counter up.
+            let mut cur_frame = Frame {
+                file: frame.file,
+                mode: Mode::Rule(current),
+                vars: Vec::new(),
+                next_var: frame.next_var,
+            };
+            let parts: Vec<&Expr> = key_pairs.iter().map(|(_, c)| *c).chain(h.by.as_ref()).collect();
+            for p in &parts {
+                self.value(&mut cur_frame, p, code);
+            }
+            if parts.len() > 1 {
+                Self::emit(code, Op::MakeList(parts.len() as u16), span);
+            }
+            Self::emit(code, Op::HistoryKeyed(id), span);
+        } else {
+            Self::emit(code, Op::History(id), span);
+        }
+        if h.kind == HistoryKind::Exists {
+            let zero = self.konst(Const::Num(0.0));
+            Self::emit(code, Op::Const(zero), span);
+            Self::emit(code, Op::Gt, span);
+        }
+    }
+}
+
+fn split_keys<'e>(e: &'e Expr, rest: &mut Vec<&'e Expr>, keys: &mut Vec<(&'e Expr, &'e Expr)>) {
+    match &e.kind {
+        ExprKind::Binary(BinaryOp::And, a, b) => {
+            split_keys(a, rest, keys);
+            split_keys(b, rest, keys);
+        }
+        ExprKind::Binary(BinaryOp::Eq, a, b) if is_current(b) && !is_current(a) => keys.push((a, b)),
+        ExprKind::Binary(BinaryOp::Eq, a, b) if is_current(a) && !is_current(b) => keys.push((b, a)),
+        _ => rest.push(e),
+    }
+}
+
+fn is_current(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Current => true,
+        ExprKind::Member(b, _) => is_current(b),
+        _ => false,
+    }
+}
+
+fn collection(items: Vec<Const>) -> Const {
+    if items.iter().all(|c| matches!(c, Const::Str(_))) {
+        let set: HashSet<Arc<str>> = items
+            .iter()
+            .filter_map(|c| match c {
+                Const::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect();
+        Const::StrSet(Arc::new(set), Arc::new(items))
+    } else {
+        Const::List(Arc::new(items))
+    }
+}
+
+pub fn const_to_json(c: &Const) -> serde_json::Value {
+    match c {
+        Const::Bool(b) => serde_json::Value::Bool(*b),
+        Const::Num(n) => serde_json::Number::from_f64(*n)
+            .map(|n| {
+                if n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 9e15) {
+                    serde_json::Value::from(n.as_f64().unwrap_or(0.0) as i64)
+                } else {
+                    serde_json::Value::Number(n)
+                }
+            })
+            .unwrap_or(serde_json::Value::Null),
+        Const::Str(s) => serde_json::Value::String(s.to_string()),
+        Const::StrSet(_, items) | Const::List(items) => {
+            serde_json::Value::Array(items.iter().map(const_to_json).collect())
+        }
+        Const::Json(v) => (**v).clone(),
+    }
+}
+
+/// The JSON Pointer (relative to the payload) a modification place denotes.
+fn pointer(mode: Mode, place: &ast::Place) -> String {
+    let mut out = String::new();
+    for (i, seg) in place.segments.iter().enumerate() {
+        out.push('/');
+        match seg {
+            ast::PlaceSegment::Field(id) if i == 0 && id.name == "args" => out.push_str("arguments"),
+            ast::PlaceSegment::Field(id) => out.push_str(&id.name.replace('~', "~0").replace('/', "~1")),
+            ast::PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
+        }
+    }
+    // `args.x` addresses the argument's value, not its provenance.
+    let is_arg = matches!(place.segments.first(), Some(ast::PlaceSegment::Field(id)) if id.name == "args");
+    if is_arg && place.segments.len() == 2 {
+        out.push_str("/value");
+    }
+    let _ = mode;
+    out
+}

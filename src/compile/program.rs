@@ -1,0 +1,269 @@
+//! The compiled form of a policy: what the VM runs and the state keeps. Immutable once built;
+//! shared between threads behind an `Arc`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::acs::fields::HookSpec;
+use crate::diagnostics::Span;
+use crate::syntax::ast::{ApproverKind, DecisionKind};
+
+/// A constant in the pool. Sets are pre-hashed so membership is O(1).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Const {
+    Bool(bool),
+    Num(f64),
+    Str(Arc<str>),
+    /// A set or list whose elements are all strings: membership by hash.
+    StrSet(Arc<HashSet<Arc<str>>>, Arc<Vec<Const>>),
+    /// Any other collection, kept in order.
+    List(Arc<Vec<Const>>),
+    /// An object literal, as JSON.
+    Json(Arc<serde_json::Value>),
+}
+
+/// Where a path starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    Payload,
+    Metadata,
+    /// A quantifier variable.
+    Var(u16),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    Key(Arc<str>),
+    Index(usize),
+}
+
+/// A path into the event: `payload.tool.name` is `Payload, [tool, name]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathSpec {
+    pub root: Root,
+    pub segs: Vec<Seg>,
+}
+
+/// The builtin functions the VM implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    Len,
+    Lower,
+    Upper,
+    StartsWith,
+    EndsWith,
+    Contains,
+    Domain,
+    ToString,
+}
+
+/// One instruction. Stack-based, with jump targets as absolute instruction indices.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Op {
+    /// Push constant `k`.
+    Const(u32),
+    /// Push the value at path `p` (undefined if absent).
+    Path(u32),
+    /// Replace a tool argument `{value, provenance}` on top by its value.
+    Unwrap,
+    /// Read member `k` (a string constant) of the JSON value on top.
+    Member(u32),
+    /// Pop index and base; push `base[index]`.
+    Index,
+    Not,
+    Neg,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    In,
+    NotIn,
+    /// Glob match (`*` and `?`).
+    Matches,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    /// If the top is false, jump (keeping it); else continue (keeping it).
+    JumpIfFalse(u32),
+    /// If the top is true, jump (keeping it); else continue (keeping it).
+    JumpIfTrue(u32),
+    /// Pop b and a; push Kleene `a and b` (a is true or undefined here).
+    AndJoin,
+    /// Pop b and a; push Kleene `a or b` (a is false or undefined here).
+    OrJoin,
+    /// Pop a carrier; push whether its provenance carries label bit `n`.
+    Has(u8),
+    /// Pop a carrier; push whether its lineage includes origin constant `k`.
+    DerivedFrom(u32),
+    /// Pop a carrier; push its lineage depth.
+    LineageDepth,
+    /// Push the number of turns since label bit `n` last entered the context.
+    TurnsSince(u8),
+    /// Push the count of history slot `n` (session-wide or windowed).
+    History(u32),
+    /// Pop a key; push the count of history slot `n` for that key.
+    HistoryKeyed(u32),
+    /// Pop `argc` values; push the builtin's result.
+    Call(Builtin, u8),
+    /// Pop tool [operation] [resource]; push whether the intent permits them. Flags: bit 0
+    /// operation present, bit 1 resource present.
+    IntentPermits(u8),
+    /// Push whether an intent was declared; its raw text; its scope mode.
+    IntentDeclared,
+    IntentRaw,
+    IntentScopeMode,
+    /// Pop a value; push whether it is defined.
+    Present,
+    /// Pop `n` values; push a list of them.
+    MakeList(u16),
+    /// Pop a collection; begin iterating it into variable `v`.
+    IterStart(u16),
+    /// Bind the next element to variable `v`, or jump to `exit` when done.
+    IterNext(u16, u32),
+    /// Pop the body's result. `any`: true → finish with true, jump to `done`; else loop.
+    AnyStep(u32, u32),
+    /// Pop the body's result. `all`: false → finish with false, jump to `done`; else loop.
+    AllStep(u32, u32),
+    /// The loop ran out: push false (`any`) / true (`all`), or undefined if a body was.
+    IterEnd(bool),
+    Return,
+}
+
+/// Compiled code with the source span of every instruction (for explain traces).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Code {
+    pub ops: Vec<Op>,
+    pub spans: Vec<Span>,
+    /// Quantifier variables used.
+    pub vars: u16,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModTemplate {
+    Redact {
+        /// JSON Pointer relative to the payload.
+        pointer: String,
+        replacement: String,
+    },
+    Override {
+        argument: String,
+        value: Code,
+    },
+    Replace {
+        content: Code,
+    },
+}
+
+/// What a rule (or default) answers when it fires.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionTemplate {
+    pub kind: DecisionKind,
+    pub code: Option<Arc<str>>,
+    pub reasoning: Option<Arc<str>>,
+    pub approver: Option<(ApproverKind, Arc<str>)>,
+    pub question: Option<Arc<str>>,
+    pub timeout_ms: Option<u64>,
+    pub on_timeout: Option<DecisionKind>,
+    pub resolve: Option<Arc<str>>,
+    pub because: Option<Arc<str>>,
+    pub modifications: Vec<ModTemplate>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompiledRule {
+    pub name: Arc<str>,
+    /// The module it came from (`std.taint`, or the policy's package / file).
+    pub module: Arc<str>,
+    pub hooks: Vec<&'static HookSpec>,
+    pub code: Code,
+    pub decision: DecisionTemplate,
+    pub span: Span,
+    pub file: crate::diagnostics::FileId,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelSpec {
+    pub name: Arc<str>,
+    pub bit: u8,
+    pub redact: bool,
+    /// Runs against a Provenance object as the payload; `None`: never attached directly.
+    pub code: Option<Code>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSpec {
+    Session,
+    ThisTurn,
+    LastTurns(u32),
+    LastMillis(u64),
+}
+
+/// A `count(...)`/`exists(...)`, kept as a counter updated when a matching event commits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySlot {
+    pub hook: &'static HookSpec,
+    /// The filter minus its key equalities, run against the recorded event.
+    pub filter: Option<Code>,
+    /// Key parts read from the recorded event, and from the event being decided.
+    pub key_past: Vec<Code>,
+    pub key_current: Vec<Code>,
+    pub window: WindowSpec,
+}
+
+/// Rules that can fire for one hook, split by the tool name they test (if any).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HookIndex {
+    pub by_tool: HashMap<Arc<str>, Vec<u32>>,
+    pub any_tool: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Program {
+    pub consts: Vec<Const>,
+    pub paths: Vec<PathSpec>,
+    pub rules: Vec<CompiledRule>,
+    pub labels: Vec<LabelSpec>,
+    /// Label bits given to content whose provenance is unknown (a dangling `derived_from`):
+    /// the labels an `external` origin would get. Unknown is never clean.
+    pub unknown_labels: u64,
+    pub history: Vec<HistorySlot>,
+    /// Per method, the rules to run.
+    pub index: HashMap<&'static str, HookIndex>,
+    /// Per method, and for every hook (`None`).
+    pub defaults: HashMap<Option<&'static str>, DecisionTemplate>,
+    /// History slots to update, per method.
+    pub history_by_hook: HashMap<&'static str, Vec<u32>>,
+    /// Instruction budget per decision.
+    pub budget: u64,
+}
+
+impl Program {
+    /// The rule indices to run for a method and tool name, in declaration order.
+    pub fn rules_for(&self, method: &str, tool: Option<&str>) -> Vec<u32> {
+        let Some(ix) = self.index.get(method) else {
+            return Vec::new();
+        };
+        let mut out = ix.any_tool.clone();
+        if let Some(t) = tool.and_then(|t| ix.by_tool.get(t)) {
+            out.extend_from_slice(t);
+            out.sort_unstable();
+        }
+        out
+    }
+
+    pub fn label_bit(&self, name: &str) -> Option<u8> {
+        self.labels.iter().find(|l| &*l.name == name).map(|l| l.bit)
+    }
+
+    pub fn label_names(&self, bits: u64) -> Vec<&str> {
+        self.labels
+            .iter()
+            .filter(|l| bits & (1u64 << l.bit) != 0)
+            .map(|l| &*l.name)
+            .collect()
+    }
+}

@@ -1,0 +1,333 @@
+//! The VM: runs one compiled [`Code`] against an event and a session state, under an
+//! instruction budget. It never panics on input: a field absent from the payload, or a value of
+//! an unexpected type, evaluates to *undefined*, which propagates by Kleene logic
+//! (docs/language.md, "Absent fields"). A rule fires only when its condition is `true`.
+
+mod builtins;
+mod value;
+
+use std::borrow::Cow;
+use std::rc::Rc;
+
+use serde_json::Value;
+
+pub use value::Val;
+
+use crate::compile::{Code, Const, Op, Program, Root, Seg};
+use crate::state::SessionState;
+
+/// Why an evaluation stopped without a result. Every one is a decision failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VmError {
+    #[error("the instruction budget of {0} was exhausted")]
+    Budget(u64),
+    #[error("malformed bytecode at instruction {0} (a compiler bug)")]
+    Malformed(usize),
+}
+
+/// What one evaluation can see.
+pub struct Env<'a> {
+    pub program: &'a Program,
+    pub payload: &'a Value,
+    pub metadata: &'a Value,
+    pub state: &'a SessionState,
+}
+
+/// Instructions left for the whole decision.
+pub struct Budget {
+    pub left: u64,
+    pub limit: u64,
+}
+
+impl Budget {
+    pub fn new(limit: u64) -> Self {
+        Budget { left: limit, limit }
+    }
+}
+
+/// One recorded comparison, for explain traces and coverage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub span: crate::diagnostics::Span,
+    pub result: Option<bool>,
+    pub operands: Vec<String>,
+}
+
+struct Iter<'a> {
+    items: Vec<Val<'a>>,
+    pos: usize,
+    saw_undef: bool,
+}
+
+/// Runs `code` and returns its result value.
+pub fn run<'a>(
+    env: &Env<'a>,
+    code: &'a Code,
+    budget: &mut Budget,
+    mut trace: Option<&mut Vec<Observation>>,
+) -> Result<Val<'a>, VmError> {
+    let program: &'a Program = env.program;
+    let mut stack: Vec<Val<'a>> = Vec::with_capacity(16);
+    let mut vars: Vec<Val<'a>> = vec![Val::Undef; code.vars as usize];
+    let mut iters: Vec<Iter<'a>> = Vec::new();
+    let mut pc = 0usize;
+    macro_rules! pop {
+        () => {
+            match stack.pop() {
+                Some(v) => v,
+                None => return Err(VmError::Malformed(pc)),
+            }
+        };
+    }
+    loop {
+        if budget.left == 0 {
+            return Err(VmError::Budget(budget.limit));
+        }
+        budget.left -= 1;
+        let Some(op) = code.ops.get(pc) else {
+            return Err(VmError::Malformed(pc));
+        };
+        pc += 1;
+        match *op {
+            Op::Const(k) => match program.consts.get(k as usize) {
+                Some(c) => stack.push(Val::from_const(c)),
+                None => return Err(VmError::Malformed(pc)),
+            },
+            Op::Path(p) => {
+                let Some(spec) = program.paths.get(p as usize) else {
+                    return Err(VmError::Malformed(pc));
+                };
+                let mut v: Val<'a> = match spec.root {
+                    Root::Payload => Val::from_json(env.payload),
+                    Root::Metadata => Val::from_json(env.metadata),
+                    Root::Var(i) => vars.get(i as usize).cloned().unwrap_or(Val::Undef),
+                };
+                for seg in &spec.segs {
+                    v = match seg {
+                        Seg::Key(k) => v.member(k),
+                        Seg::Index(i) => v.index(&Val::Num(*i as f64)),
+                    };
+                }
+                stack.push(v);
+            }
+            Op::Unwrap => {
+                let v = pop!();
+                stack.push(v.unwrap_argument());
+            }
+            Op::Member(k) => {
+                let v = pop!();
+                let key = match program.consts.get(k as usize) {
+                    Some(Const::Str(s)) => s,
+                    _ => return Err(VmError::Malformed(pc)),
+                };
+                stack.push(v.member(key));
+            }
+            Op::Index => {
+                let i = pop!();
+                let v = pop!();
+                stack.push(v.index(&i));
+            }
+            Op::Not => {
+                let v = pop!();
+                stack.push(match v.truth() {
+                    Some(b) => Val::Bool(!b),
+                    None => Val::Undef,
+                });
+            }
+            Op::Neg => {
+                let v = pop!();
+                stack.push(match v {
+                    Val::Num(n) => Val::Num(-n),
+                    _ => Val::Undef,
+                });
+            }
+            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::In | Op::NotIn | Op::Matches => {
+                let b = pop!();
+                let a = pop!();
+                let r = value::compare(op, &a, &b);
+                if let Some(t) = trace.as_deref_mut() {
+                    t.push(Observation {
+                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
+                        result: r,
+                        operands: vec![a.describe(), b.describe()],
+                    });
+                }
+                stack.push(r.map_or(Val::Undef, Val::Bool));
+            }
+            Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Rem => {
+                let b = pop!();
+                let a = pop!();
+                stack.push(value::arith(op, a, b));
+            }
+            Op::JumpIfFalse(t) => {
+                if matches!(stack.last(), Some(Val::Bool(false))) {
+                    pc = t as usize;
+                }
+            }
+            Op::JumpIfTrue(t) => {
+                if matches!(stack.last(), Some(Val::Bool(true))) {
+                    pc = t as usize;
+                }
+            }
+            Op::AndJoin => {
+                let b = pop!().truth();
+                let a = pop!().truth();
+                stack.push(match (a, b) {
+                    (Some(false), _) | (_, Some(false)) => Val::Bool(false),
+                    (Some(true), Some(true)) => Val::Bool(true),
+                    _ => Val::Undef,
+                });
+            }
+            Op::OrJoin => {
+                let b = pop!().truth();
+                let a = pop!().truth();
+                stack.push(match (a, b) {
+                    (Some(true), _) | (_, Some(true)) => Val::Bool(true),
+                    (Some(false), Some(false)) => Val::Bool(false),
+                    _ => Val::Undef,
+                });
+            }
+            Op::Has(bit) => {
+                let v = pop!();
+                let r = env.state.labels_of(program, &v).map(|l| l & (1u64 << bit) != 0);
+                if let Some(t) = trace.as_deref_mut() {
+                    t.push(Observation {
+                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
+                        result: r,
+                        operands: vec![v.describe()],
+                    });
+                }
+                stack.push(r.map_or(Val::Undef, Val::Bool));
+            }
+            Op::DerivedFrom(k) => {
+                let v = pop!();
+                let origin = match program.consts.get(k as usize) {
+                    Some(Const::Str(s)) => s,
+                    _ => return Err(VmError::Malformed(pc)),
+                };
+                let r = env
+                    .state
+                    .node_of(program, &v)
+                    .map(|n| n.origins & crate::state::origin_bit(origin) != 0);
+                stack.push(r.map_or(Val::Undef, Val::Bool));
+            }
+            Op::LineageDepth => {
+                let v = pop!();
+                let r = env.state.node_of(program, &v).map(|n| n.depth as f64);
+                stack.push(r.map_or(Val::Undef, Val::Num));
+            }
+            Op::TurnsSince(bit) => stack.push(Val::Num(env.state.turns_since(bit))),
+            Op::History(slot) => stack.push(Val::Num(env.state.history_count(program, slot, None) as f64)),
+            Op::HistoryKeyed(slot) => {
+                let key = pop!();
+                stack.push(match key.key_string() {
+                    Some(k) => Val::Num(env.state.history_count(program, slot, Some(&k)) as f64),
+                    None => Val::Undef,
+                });
+            }
+            Op::Call(b, n) => {
+                let n = n as usize;
+                if stack.len() < n {
+                    return Err(VmError::Malformed(pc));
+                }
+                let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
+                stack.push(builtins::call(b, &args));
+            }
+            Op::IntentPermits(flags) => {
+                let resource = if flags & 2 != 0 { Some(pop!()) } else { None };
+                let operation = if flags & 1 != 0 { Some(pop!()) } else { None };
+                let tool = pop!();
+                let tool_name = match &tool {
+                    Val::Str(s) => Some(s.clone()),
+                    other => match other.member("name") {
+                        Val::Str(s) => Some(s),
+                        _ => None,
+                    },
+                };
+                let r = tool_name.map(|t| {
+                    env.state.intent_permits(
+                        &t,
+                        operation.as_ref().and_then(Val::as_str),
+                        resource.as_ref().and_then(Val::as_str),
+                    )
+                });
+                stack.push(r.map_or(Val::Undef, Val::Bool));
+            }
+            Op::IntentDeclared => stack.push(Val::Bool(env.state.intent.is_some())),
+            Op::IntentRaw => stack.push(match env.state.intent.as_ref().and_then(|i| i.raw.clone()) {
+                Some(s) => Val::Str(Cow::Owned(s.to_string())),
+                None => Val::Undef,
+            }),
+            Op::IntentScopeMode => stack.push(
+                match env.state.intent.as_ref().and_then(|i| i.scope_mode.clone()) {
+                    Some(s) => Val::Str(Cow::Owned(s.to_string())),
+                    None => Val::Undef,
+                },
+            ),
+            Op::Present => {
+                let v = pop!();
+                stack.push(Val::Bool(!matches!(v, Val::Undef)));
+            }
+            Op::MakeList(n) => {
+                let n = n as usize;
+                if stack.len() < n {
+                    return Err(VmError::Malformed(pc));
+                }
+                let items = stack.split_off(stack.len() - n);
+                stack.push(Val::List(Rc::new(items)));
+            }
+            Op::IterStart(_) => {
+                let v = pop!();
+                iters.push(Iter {
+                    items: v.elements(),
+                    pos: 0,
+                    saw_undef: false,
+                });
+            }
+            Op::IterNext(var, exit) => {
+                let Some(it) = iters.last_mut() else {
+                    return Err(VmError::Malformed(pc));
+                };
+                if it.pos < it.items.len() {
+                    let item = it.items[it.pos].clone();
+                    it.pos += 1;
+                    if let Some(slot) = vars.get_mut(var as usize) {
+                        *slot = item;
+                    }
+                } else {
+                    pc = exit as usize;
+                }
+            }
+            Op::AnyStep(lp, done) | Op::AllStep(lp, done) => {
+                let is_any = matches!(op, Op::AnyStep(..));
+                let r = pop!().truth();
+                let Some(it) = iters.last_mut() else {
+                    return Err(VmError::Malformed(pc));
+                };
+                match r {
+                    Some(b) if b == is_any => {
+                        iters.pop();
+                        stack.push(Val::Bool(is_any));
+                        pc = done as usize;
+                    }
+                    None => {
+                        it.saw_undef = true;
+                        pc = lp as usize;
+                    }
+                    _ => pc = lp as usize,
+                }
+            }
+            Op::IterEnd(is_any) => {
+                let Some(it) = iters.pop() else {
+                    return Err(VmError::Malformed(pc));
+                };
+                stack.push(if it.saw_undef {
+                    Val::Undef
+                } else {
+                    Val::Bool(!is_any)
+                });
+            }
+            Op::Return => return Ok(stack.pop().unwrap_or(Val::Undef)),
+        }
+    }
+}
