@@ -573,3 +573,28 @@ proptest! {
         let _ = decode_request(&bytes);
     }
 }
+
+#[test]
+fn non_integers_where_integers_belong_are_errors_not_panics() {
+    let base = Response::result(Id::from(RID), AcsResult::ask(RID, "r", ask_details())).to_value();
+    for bad in [
+        json!(1.5),
+        json!(-1),
+        json!(1e300),
+        json!("300"),
+        json!(u64::MAX as f64),
+    ] {
+        let mut v = base.clone();
+        v["result"]["ask_details"]["timeout_seconds"] = bad.clone();
+        assert!(
+            serde_json::from_value::<Response>(v).is_err(),
+            "timeout_seconds {bad} was accepted"
+        );
+    }
+    let mut v = base.clone();
+    v["result"]["metadata"] = json!({"evaluation_duration_ms": 2.5});
+    assert!(serde_json::from_value::<Response>(v).is_err());
+    let parsed = strict::parse_strict(br#"{"n":1.0,"m":18446744073709551616}"#).unwrap();
+    assert!(parsed["n"].as_u64().is_none() && parsed["n"].as_f64() == Some(1.0));
+    assert!(parsed["m"].as_u64().is_none());
+}
