@@ -1,1 +1,1612 @@
-//! (in progress)
+//! ACS request and response envelopes (JSON-RPC 2.0 with ACS members), their error codes, and
+//! the decoding entry point that turns untrusted bytes into a [`Request`] or into the error
+//! [`Response`] to send back.
+//!
+//! Decoding checks the envelope the way `request-envelope.json` does, by hand, so that each
+//! failure maps onto the right JSON-RPC code and names the offending field:
+//!
+//! | failure | code |
+//! |---|---|
+//! | bytes are not strict JSON ([`crate::acs::json`]) | `-32700` |
+//! | an array (we do not batch), not an object, bad/missing `id`, `jsonrpc` not `"2.0"`, `method` not a string, unknown top-level member | `-32600` |
+//! | `method` outside the ACS namespaces, or rejected by the caller's method list | `-32601` |
+//! | `params` missing or violating `AcsParams` | `-32602` |
+//!
+//! Method knowledge is the caller's: [`decode_request`] checks only the namespace pattern, and
+//! [`decode_request_with`] also asks [`DecodeOptions::known_method`].
+//!
+//! Signatures, replay and skew checks happen after decoding, on the raw value (see
+//! [`crate::acs::crypto`]); [`decode_request_with`] returns it alongside the typed request.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Number, Value};
+use std::fmt;
+
+use crate::acs::json::{self, Limits};
+
+/// The JSON-RPC version every envelope carries.
+pub const JSONRPC_VERSION: &str = "2.0";
+
+/// The ACS wire version this crate speaks.
+pub const ACS_VERSION: &str = "0.1.0";
+
+/// The method namespaces allowed by `request-envelope.json`.
+pub const METHOD_PREFIXES: [&str; 7] = [
+    "steps/",
+    "protocols/",
+    "agbom/",
+    "trace/",
+    "system/",
+    "handshake/",
+    "wrapped:",
+];
+
+/// The `Signature.algorithm` values allowed by the schema.
+pub const SIGNATURE_ALGORITHMS: [&str; 10] = [
+    "HMAC-SHA256",
+    "ECDSA-P256",
+    "RSA-PSS-SHA256",
+    "ML-DSA-65",
+    "ML-DSA-44",
+    "ML-DSA-87",
+    "SLH-DSA-128s",
+    "SLH-DSA-128f",
+    "ML-DSA-65+ECDSA-P256",
+    "ML-DSA-65+RSA-PSS-SHA256",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+/// A JSON-RPC correlation id. Requests carry a string or a number; responses may carry null
+/// when the request's id could not be read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    /// A string id.
+    Str(String),
+    /// A numeric id, kept as written.
+    Num(Number),
+    /// No usable id (error responses only).
+    Null,
+}
+
+impl Id {
+    /// Reads an id from a JSON value: strings and numbers only.
+    pub fn from_value(v: &Value) -> Option<Id> {
+        match v {
+            Value::String(s) => Some(Id::Str(s.clone())),
+            Value::Number(n) => Some(Id::Num(n.clone())),
+            _ => None,
+        }
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Self {
+        Id::Str(s.to_owned())
+    }
+}
+
+impl From<String> for Id {
+    fn from(s: String) -> Self {
+        Id::Str(s)
+    }
+}
+
+impl From<i64> for Id {
+    fn from(n: i64) -> Self {
+        Id::Num(n.into())
+    }
+}
+
+/// A signature block: `params.signature` on requests, `result.signature` (and, as agt-go
+/// does, `error.signature`) on responses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signature {
+    /// One of [`SIGNATURE_ALGORITHMS`].
+    pub algorithm: String,
+    /// Base64 signature value.
+    pub value: String,
+    /// Which key verifies it.
+    pub key_id: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+/// A decoded ACS request envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Always `"2.0"`.
+    pub jsonrpc: String,
+    /// The hook or wrapped-protocol method, e.g. `steps/toolCallRequest`.
+    pub method: String,
+    /// JSON-RPC correlation id (never [`Id::Null`] on a decoded request).
+    pub id: Id,
+    /// The ACS parameters.
+    pub params: Params,
+}
+
+/// `AcsParams`: the common ACS members of every request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Semver of the sender's ACS version (major 0).
+    pub acs_version: String,
+    /// UUID of this hook invocation; the replay key.
+    pub request_id: String,
+    /// RFC 3339 time the hook fired.
+    pub timestamp: String,
+    /// Optional replay nonce, 16 to 64 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    /// Reserved tenant identifier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    /// Agent, session and turn identity.
+    pub metadata: Metadata,
+    /// Method-specific payload (always a JSON object).
+    pub payload: Value,
+    /// The request signature (mandatory under ACS-Core; checked after decoding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
+    /// Members this version does not define, kept as received.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `Metadata`: who is asking, in which session and turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    /// The Observed Agent's identifier.
+    pub agent_id: String,
+    /// UUID of the session (also the HKDF `info` for the session key).
+    pub session_id: String,
+    /// The turn this step belongs to, between `turnStart` and `turnEnd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The enclosing turn when turns nest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_turn_id: Option<String>,
+    /// Human-readable agent name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<String>,
+    /// The agent framework or host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// The framework's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform_version: Option<String>,
+    /// Deployment environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Environment>,
+    /// The end user on whose behalf the agent acts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_context: Option<UserContext>,
+    /// The client's view of the session (hints only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_state: Option<SessionState>,
+    /// Members this version does not define, kept as received.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `metadata.environment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    /// `development`
+    Development,
+    /// `staging`
+    Staging,
+    /// `production`
+    Production,
+}
+
+/// `metadata.user_context`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UserContext {
+    /// The user's identifier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// The user's roles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<String>>,
+    /// How the user authenticated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication_method: Option<String>,
+    /// Members this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `metadata.session_state`: the client's view of the chain head.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SessionState {
+    /// The chain head the client last saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_hash: Option<String>,
+    /// Members this version does not define.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+/// An ACS response envelope: a result or an error, never both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// Always `"2.0"`.
+    pub jsonrpc: String,
+    /// The request's id, or null when it could not be read.
+    pub id: Id,
+    /// `result` or `error`.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// The body of a [`Response`]; serialises as a `result` or an `error` member.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// A decision.
+    Result(Box<AcsResult>),
+    /// A JSON-RPC error.
+    Error(RpcError),
+}
+
+impl Response {
+    /// A decision response.
+    pub fn result(id: Id, result: AcsResult) -> Response {
+        Response {
+            jsonrpc: JSONRPC_VERSION.to_owned(),
+            id,
+            outcome: Outcome::Result(Box::new(result)),
+        }
+    }
+
+    /// An error response.
+    pub fn error(id: Id, error: RpcError) -> Response {
+        Response {
+            jsonrpc: JSONRPC_VERSION.to_owned(),
+            id,
+            outcome: Outcome::Error(error),
+        }
+    }
+
+    /// The decision, if this is a result response.
+    pub fn as_result(&self) -> Option<&AcsResult> {
+        match &self.outcome {
+            Outcome::Result(r) => Some(r),
+            Outcome::Error(_) => None,
+        }
+    }
+
+    /// The error, if this is an error response.
+    pub fn as_error(&self) -> Option<&RpcError> {
+        match &self.outcome {
+            Outcome::Error(e) => Some(e),
+            Outcome::Result(_) => None,
+        }
+    }
+
+    /// The response as a JSON value (for signing or hashing).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("a Response always serialises")
+    }
+
+    /// The response as compact JSON bytes, ready to send.
+    pub fn to_vec(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a Response always serialises")
+    }
+}
+
+/// `result.type`: only `final` exists in v0.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultType {
+    /// `final`
+    #[default]
+    Final,
+}
+
+/// The five dispositions, lowercase on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Let the step proceed.
+    Allow,
+    /// Block the step.
+    Deny,
+    /// Let it proceed with [`Modifications`].
+    Modify,
+    /// Route to an approver ([`AskDetails`]).
+    Ask,
+    /// Postpone ([`DeferDetails`]).
+    Defer,
+}
+
+impl Decision {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::Modify => "modify",
+            Decision::Ask => "ask",
+            Decision::Defer => "defer",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `AcsResult`: a Guardian's decision on one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcsResult {
+    /// Always [`ResultType::Final`].
+    #[serde(rename = "type")]
+    pub kind: ResultType,
+    /// The ACS version answered with.
+    pub acs_version: String,
+    /// Echo of the request's `request_id`.
+    pub request_id: String,
+    /// The disposition.
+    pub decision: Decision,
+    /// Explanation; required for every decision but allow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Machine-readable reasons (unique).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reason_codes: Vec<String>,
+    /// The policies and rules that fired.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_references: Vec<PolicyReference>,
+    /// Policy facts, conventionally keyed by paradigm.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub policy_data: Map<String, Value>,
+    /// The `provenance_id`s that drove the decision (unique).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cited_provenance_ids: Vec<String>,
+    /// Required when the decision is modify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modifications: Option<Modifications>,
+    /// Required when the decision is ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_details: Option<AskDetails>,
+    /// Required when the decision is defer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defer_details: Option<DeferDetails>,
+    /// Method-specific response data (e.g. `system/ping`, ServerHello).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Map<String, Value>>,
+    /// The audit-chain head after this step's entry (64 lowercase hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_hash: Option<String>,
+    /// The response signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
+    /// Evaluator facts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<ResultMetadata>,
+}
+
+/// One entry of `policy_references`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PolicyReference {
+    /// Policy identifier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_id: Option<String>,
+    /// Deployment-defined policy version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_version: Option<String>,
+    /// Human-readable policy name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_name: Option<String>,
+    /// The rule within the policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+}
+
+/// `result.metadata`: how the decision was reached (not policy facts).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ResultMetadata {
+    /// Which layer decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluator: Option<Evaluator>,
+    /// Evaluator version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluator_version: Option<String>,
+    /// Evaluation time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation_duration_ms: Option<u64>,
+    /// Model used; required for the agent and composite evaluators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    /// Confidence in 0..=1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+}
+
+/// `result.metadata.evaluator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Evaluator {
+    /// The deterministic policy layer.
+    Deterministic,
+    /// The LLM agent layer.
+    Agent,
+    /// Both.
+    Composite,
+}
+
+/// Why an [`AcsResult`] must not be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResultError {
+    /// A member required for this decision is absent.
+    #[error("decision {decision} requires {member}")]
+    MissingCompanion {
+        /// The decision.
+        decision: Decision,
+        /// The missing member.
+        member: &'static str,
+    },
+    /// `modifications` breaks the MODIFY rules.
+    #[error("invalid modifications: {0}")]
+    Modifications(#[from] ModificationsError),
+    /// A member has the wrong shape.
+    #[error("{member}: {why}")]
+    Invalid {
+        /// The member.
+        member: &'static str,
+        /// What is wrong.
+        why: &'static str,
+    },
+}
+
+impl AcsResult {
+    /// A bare result for `request_id` (version [`ACS_VERSION`], no companions).
+    pub fn new(request_id: impl Into<String>, decision: Decision) -> AcsResult {
+        AcsResult {
+            kind: ResultType::Final,
+            acs_version: ACS_VERSION.to_owned(),
+            request_id: request_id.into(),
+            decision,
+            reasoning: None,
+            reason_codes: Vec::new(),
+            policy_references: Vec::new(),
+            policy_data: Map::new(),
+            cited_provenance_ids: Vec::new(),
+            modifications: None,
+            ask_details: None,
+            defer_details: None,
+            payload: None,
+            chain_hash: None,
+            signature: None,
+            metadata: None,
+        }
+    }
+
+    /// An allow decision.
+    pub fn allow(request_id: impl Into<String>) -> AcsResult {
+        AcsResult::new(request_id, Decision::Allow)
+    }
+
+    /// A deny decision with its reasoning.
+    pub fn deny(request_id: impl Into<String>, reasoning: impl Into<String>) -> AcsResult {
+        AcsResult::new(request_id, Decision::Deny).with_reasoning(reasoning)
+    }
+
+    /// A modify decision with its reasoning and modifications.
+    pub fn modify(
+        request_id: impl Into<String>,
+        reasoning: impl Into<String>,
+        modifications: Modifications,
+    ) -> AcsResult {
+        let mut r = AcsResult::new(request_id, Decision::Modify).with_reasoning(reasoning);
+        r.modifications = Some(modifications);
+        r
+    }
+
+    /// An ask decision with its reasoning and approver details.
+    pub fn ask(
+        request_id: impl Into<String>,
+        reasoning: impl Into<String>,
+        details: AskDetails,
+    ) -> AcsResult {
+        let mut r = AcsResult::new(request_id, Decision::Ask).with_reasoning(reasoning);
+        r.ask_details = Some(details);
+        r
+    }
+
+    /// A defer decision with its reasoning and resolution details.
+    pub fn defer(
+        request_id: impl Into<String>,
+        reasoning: impl Into<String>,
+        details: DeferDetails,
+    ) -> AcsResult {
+        let mut r = AcsResult::new(request_id, Decision::Defer).with_reasoning(reasoning);
+        r.defer_details = Some(details);
+        r
+    }
+
+    /// Sets `reasoning`.
+    pub fn with_reasoning(mut self, reasoning: impl Into<String>) -> AcsResult {
+        self.reasoning = Some(reasoning.into());
+        self
+    }
+
+    /// Adds a reason code unless it is already present.
+    pub fn with_reason_code(mut self, code: impl Into<String>) -> AcsResult {
+        let code = code.into();
+        if !self.reason_codes.contains(&code) {
+            self.reason_codes.push(code);
+        }
+        self
+    }
+
+    /// Sets `chain_hash`.
+    pub fn with_chain_hash(mut self, chain_hash: impl Into<String>) -> AcsResult {
+        self.chain_hash = Some(chain_hash.into());
+        self
+    }
+
+    /// Checks what the schema and spec require of a result before it is sent: the
+    /// per-decision companions, the MODIFY rules, uniqueness of `reason_codes` and
+    /// `cited_provenance_ids`, and the shapes of `request_id`, `acs_version`, `chain_hash`
+    /// and `metadata`.
+    pub fn validate(&self) -> Result<(), ResultError> {
+        let need = |present: bool, member: &'static str| {
+            if present {
+                Ok(())
+            } else {
+                Err(ResultError::MissingCompanion {
+                    decision: self.decision,
+                    member,
+                })
+            }
+        };
+        if self.decision != Decision::Allow {
+            need(self.reasoning.is_some(), "reasoning")?;
+        }
+        match self.decision {
+            Decision::Modify => need(self.modifications.is_some(), "modifications")?,
+            Decision::Ask => need(self.ask_details.is_some(), "ask_details")?,
+            Decision::Defer => need(self.defer_details.is_some(), "defer_details")?,
+            Decision::Allow | Decision::Deny => {}
+        }
+        if let Some(m) = &self.modifications {
+            m.validate()?;
+        }
+        let invalid = |member, why| Err(ResultError::Invalid { member, why });
+        if !is_uuid(&self.request_id) {
+            return invalid("request_id", "not a UUID");
+        }
+        if !is_semver(&self.acs_version) {
+            return invalid("acs_version", "not X.Y.Z");
+        }
+        if !all_unique(&self.reason_codes) {
+            return invalid("reason_codes", "items are not unique");
+        }
+        if !all_unique(&self.cited_provenance_ids) {
+            return invalid("cited_provenance_ids", "items are not unique");
+        }
+        if let Some(h) = &self.chain_hash {
+            if !is_sha256_hex(h) {
+                return invalid("chain_hash", "not 64 lowercase hex digits");
+            }
+        }
+        if let Some(md) = &self.metadata {
+            if matches!(md.evaluator, Some(Evaluator::Agent | Evaluator::Composite))
+                && md.model_id.is_none()
+            {
+                return invalid(
+                    "metadata.model_id",
+                    "required for agent/composite evaluators",
+                );
+            }
+            if let Some(c) = md.confidence {
+                if !(0.0..=1.0).contains(&c) {
+                    return invalid("metadata.confidence", "outside 0..=1");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn all_unique(items: &[String]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    items.iter().all(|i| seen.insert(i))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decision companions
+
+/// The text a redaction substitutes when it names none.
+pub const DEFAULT_REDACTION: &str = "[REDACTED]";
+
+/// The JSON Pointer under which `parameter_overrides` keys are taken to live when checking
+/// disjointness with `redactions` (relative to the payload, as redaction paths are).
+pub const OVERRIDE_ROOT: &str = "/arguments";
+
+/// `modifications`: what a MODIFY decision changes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Modifications {
+    /// Wholesale replacement of the payload; excludes the other two members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_content: Option<String>,
+    /// Targeted replacements addressed by JSON Pointer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<Redaction>,
+    /// Replacement values for tool-call arguments, by argument name.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub parameter_overrides: Map<String, Value>,
+}
+
+/// One redaction: replace the value at `path` with `replacement`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redaction {
+    /// JSON Pointer to the field.
+    pub path: String,
+    /// Replacement text; [`DEFAULT_REDACTION`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+}
+
+impl Redaction {
+    /// The text that replaces the field.
+    pub fn effective_replacement(&self) -> &str {
+        self.replacement.as_deref().unwrap_or(DEFAULT_REDACTION)
+    }
+}
+
+/// A `modifications` object that breaks the MODIFY rules (§6.3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModificationsError {
+    /// None of the three members is present (the schema wants at least one).
+    #[error("modifications is empty")]
+    Empty,
+    /// `modified_content` appears with `redactions` or `parameter_overrides`.
+    #[error("modified_content must not be combined with redactions or parameter_overrides")]
+    ContentNotExclusive,
+    /// A redaction path is not a JSON Pointer.
+    #[error("redaction path {0:?} is not a JSON Pointer")]
+    BadPointer(String),
+    /// A redaction and an override address the same field or nested fields.
+    #[error("redaction {redaction:?} overlaps parameter override {parameter:?}")]
+    Overlap {
+        /// The redaction path.
+        redaction: String,
+        /// The override key.
+        parameter: String,
+    },
+}
+
+/// Splits a JSON Pointer (RFC 6901) into unescaped reference tokens.
+pub fn pointer_tokens(pointer: &str) -> Option<Vec<String>> {
+    if pointer.is_empty() {
+        return Some(Vec::new());
+    }
+    let rest = pointer.strip_prefix('/')?;
+    rest.split('/')
+        .map(|tok| {
+            let mut out = String::with_capacity(tok.len());
+            let mut chars = tok.chars();
+            while let Some(c) = chars.next() {
+                if c == '~' {
+                    match chars.next() {
+                        Some('0') => out.push('~'),
+                        Some('1') => out.push('/'),
+                        _ => return None,
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            Some(out)
+        })
+        .collect()
+}
+
+impl Modifications {
+    /// Checks the MODIFY rules, with override keys addressed as `/arguments/<key>`.
+    pub fn validate(&self) -> Result<(), ModificationsError> {
+        self.validate_with_root(OVERRIDE_ROOT)
+    }
+
+    /// Checks the MODIFY rules: non-empty, `modified_content` exclusive, redaction paths are
+    /// JSON Pointers, and no redaction path equals, contains or lies inside the pointer
+    /// `override_root/<key>` of any parameter override.
+    pub fn validate_with_root(&self, override_root: &str) -> Result<(), ModificationsError> {
+        let has_redactions = !self.redactions.is_empty();
+        let has_overrides = !self.parameter_overrides.is_empty();
+        if self.modified_content.is_none() && !has_redactions && !has_overrides {
+            return Err(ModificationsError::Empty);
+        }
+        if self.modified_content.is_some() && (has_redactions || has_overrides) {
+            return Err(ModificationsError::ContentNotExclusive);
+        }
+        let root = pointer_tokens(override_root)
+            .ok_or_else(|| ModificationsError::BadPointer(override_root.to_owned()))?;
+        let mut paths = Vec::with_capacity(self.redactions.len());
+        for r in &self.redactions {
+            paths.push(
+                pointer_tokens(&r.path)
+                    .ok_or_else(|| ModificationsError::BadPointer(r.path.clone()))?,
+            );
+        }
+        for key in self.parameter_overrides.keys() {
+            let mut target = root.clone();
+            target.push(key.clone());
+            for (r, path) in self.redactions.iter().zip(&paths) {
+                let n = path.len().min(target.len());
+                if path[..n] == target[..n] {
+                    return Err(ModificationsError::Overlap {
+                        redaction: r.path.clone(),
+                        parameter: key.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `ask_details`: who must approve and how (rebuilt from agt-go; schema missing).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskDetails {
+    /// The approver to route to.
+    pub approver: Approver,
+    /// The question put to the approver.
+    pub question: String,
+    /// Extra context for the approver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Answer choices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// How long the approver has.
+    pub timeout_seconds: u64,
+    /// What happens on timeout; absent means deny.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_disposition: Option<TimeoutDisposition>,
+    /// Capabilities an approval would add to the session Intent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_extension: Option<IntentExtension>,
+}
+
+/// `ask_details.approver`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approver {
+    /// Kind of approver.
+    #[serde(rename = "type")]
+    pub kind: ApproverType,
+    /// Approver identifier.
+    pub id: String,
+    /// Where to reach it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// How it authenticates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ApproverAuth>,
+}
+
+/// `approver.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApproverType {
+    /// A person.
+    Human,
+    /// Another agent.
+    Agent,
+    /// A service.
+    Service,
+}
+
+/// `approver.auth`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ApproverAuth {
+    /// Authentication method name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+}
+
+/// `ask_details.timeout_disposition`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeoutDisposition {
+    /// Allow on timeout.
+    Allow,
+    /// Deny on timeout (the default).
+    Deny,
+}
+
+/// `ask_details.intent_extension`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntentExtension {
+    /// Capabilities to grant (agt-go shape `{tool, operation, resource}`; kept as JSON).
+    pub capabilities: Vec<Value>,
+    /// How long the grant lasts.
+    pub scope: ExtensionScope,
+    /// Provenance of the grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Value>,
+}
+
+/// `intent_extension.scope`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtensionScope {
+    /// `this_request`
+    ThisRequest,
+    /// `session`
+    Session,
+}
+
+/// `defer_details`: why and how a decision is postponed (rebuilt; schema missing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeferDetails {
+    /// Why no verdict was reached.
+    pub reason: DeferReason,
+    /// How resolution is expected.
+    pub resolution_method: ResolutionMethod,
+    /// How long resolution may take.
+    pub resolution_timeout_ms: u64,
+    /// What happens on timeout (defaults to deny when decoding).
+    #[serde(default)]
+    pub timeout_decision: TimeoutDecision,
+    /// Context that would resolve it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_context: Vec<String>,
+}
+
+/// `defer_details.reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeferReason {
+    /// `insufficient_context`
+    InsufficientContext,
+    /// `conflicting_policies`
+    ConflictingPolicies,
+    /// `low_confidence`
+    LowConfidence,
+    /// `pending_dependency`
+    PendingDependency,
+}
+
+/// `defer_details.resolution_method`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolutionMethod {
+    /// `additional_context`
+    AdditionalContext,
+    /// `human_approval`
+    HumanApproval,
+    /// `timeout`
+    Timeout,
+}
+
+/// `defer_details.timeout_decision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeoutDecision {
+    /// Deny on timeout (the default).
+    #[default]
+    Deny,
+    /// Ask on timeout.
+    Ask,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// JSON-RPC and ACS error codes.
+pub mod codes {
+    /// The bytes are not valid JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// Not a JSON-RPC request object (also: a batch array, which we do not support).
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Unknown method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// `params` violates the schema.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// The Guardian failed internally.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// Policy refuses the session.
+    pub const SESSION_REFUSED: i64 = -32000;
+    /// No common `acs_version`.
+    pub const UNSUPPORTED_VERSION: i64 = -32001;
+    /// Provenance is required but the client produces none.
+    pub const PROVENANCE_REQUIRED: i64 = -32002;
+    /// A method or profile was used without being negotiated.
+    pub const CAPABILITY_NOT_NEGOTIATED: i64 = -32003;
+    /// Signature missing, malformed or wrong.
+    pub const SIGNATURE_INVALID: i64 = -32004;
+    /// Duplicate `request_id` or nonce.
+    pub const REPLAY_DETECTED: i64 = -32005;
+    /// `timestamp` outside the skew window.
+    pub const TIMESTAMP_OUT_OF_WINDOW: i64 = -32006;
+    /// The client's chain head differs and the Guardian cannot proceed.
+    pub const CHAIN_MISMATCH: i64 = -32007;
+}
+
+/// A JSON-RPC error object. `data` carries `reason` (machine-readable) and `message`
+/// (human-readable) plus per-code fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcError {
+    /// One of [`codes`].
+    pub code: i64,
+    /// Short description.
+    pub message: String,
+    /// Structured details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// Signature on an error answering an authenticated request (agt-go extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
+}
+
+impl RpcError {
+    /// An error whose `data` is `{reason, message}`.
+    pub fn new(code: i64, reason: &str, detail: impl Into<String>) -> RpcError {
+        let mut data = Map::new();
+        data.insert("reason".into(), Value::String(reason.to_owned()));
+        data.insert("message".into(), Value::String(detail.into()));
+        RpcError {
+            code,
+            message: Self::title(code).to_owned(),
+            data: Some(Value::Object(data)),
+            signature: None,
+        }
+    }
+
+    /// The standard short message for a code.
+    pub fn title(code: i64) -> &'static str {
+        match code {
+            codes::PARSE_ERROR => "Parse error",
+            codes::INVALID_REQUEST => "Invalid Request",
+            codes::METHOD_NOT_FOUND => "Method not found",
+            codes::INVALID_PARAMS => "Invalid params",
+            codes::INTERNAL_ERROR => "Internal error",
+            codes::SESSION_REFUSED => "Session refused",
+            codes::UNSUPPORTED_VERSION => "Unsupported version",
+            codes::PROVENANCE_REQUIRED => "Provenance required",
+            codes::CAPABILITY_NOT_NEGOTIATED => "Capability not negotiated",
+            codes::SIGNATURE_INVALID => "Signature invalid",
+            codes::REPLAY_DETECTED => "Replay detected",
+            codes::TIMESTAMP_OUT_OF_WINDOW => "Timestamp out of window",
+            codes::CHAIN_MISMATCH => "Chain mismatch",
+            _ => "Server error",
+        }
+    }
+
+    /// Adds a member to `data`.
+    pub fn with_data(mut self, key: &str, value: impl Into<Value>) -> RpcError {
+        if let Some(Value::Object(m)) = &mut self.data {
+            m.insert(key.to_owned(), value.into());
+        }
+        self
+    }
+
+    /// `data.reason`, if present.
+    pub fn reason(&self) -> Option<&str> {
+        self.data.as_ref()?.get("reason")?.as_str()
+    }
+
+    /// -32700, with `data.offset` when known.
+    pub fn parse_error(detail: impl Into<String>, offset: Option<usize>) -> RpcError {
+        let e = RpcError::new(codes::PARSE_ERROR, "parse_error", detail);
+        match offset {
+            Some(o) => e.with_data("offset", o),
+            None => e,
+        }
+    }
+
+    /// -32600.
+    pub fn invalid_request(detail: impl Into<String>) -> RpcError {
+        RpcError::new(codes::INVALID_REQUEST, "invalid_request", detail)
+    }
+
+    /// -32601, with `data.method`.
+    pub fn method_not_found(method: &str) -> RpcError {
+        RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            "method_not_found",
+            format!("method {method:?} is not supported"),
+        )
+        .with_data("method", method)
+    }
+
+    /// -32602, with `data.field` naming the offending member.
+    pub fn invalid_params(field: &str, detail: impl Into<String>) -> RpcError {
+        let detail = detail.into();
+        RpcError::new(
+            codes::INVALID_PARAMS,
+            "invalid_params",
+            format!("{field}: {detail}"),
+        )
+        .with_data("field", field)
+    }
+
+    /// -32603.
+    pub fn internal(detail: impl Into<String>) -> RpcError {
+        RpcError::new(codes::INTERNAL_ERROR, "internal_error", detail)
+    }
+
+    /// -32000.
+    pub fn session_refused(detail: impl Into<String>) -> RpcError {
+        RpcError::new(codes::SESSION_REFUSED, "session_refused", detail)
+    }
+
+    /// -32001, with `data.supported_versions`.
+    pub fn unsupported_version(detail: impl Into<String>, supported: &[&str]) -> RpcError {
+        RpcError::new(codes::UNSUPPORTED_VERSION, "unsupported_version", detail)
+            .with_data("supported_versions", supported.to_vec())
+    }
+
+    /// -32002.
+    pub fn provenance_required(detail: impl Into<String>) -> RpcError {
+        RpcError::new(codes::PROVENANCE_REQUIRED, "provenance_required", detail)
+    }
+
+    /// -32003, with `data.method`.
+    pub fn capability_not_negotiated(method: &str) -> RpcError {
+        RpcError::new(
+            codes::CAPABILITY_NOT_NEGOTIATED,
+            "capability_not_negotiated",
+            format!("method {method:?} was not negotiated at handshake"),
+        )
+        .with_data("method", method)
+    }
+
+    /// -32004.
+    pub fn signature_invalid(detail: impl Into<String>) -> RpcError {
+        RpcError::new(codes::SIGNATURE_INVALID, "signature_invalid", detail)
+    }
+
+    /// -32005.
+    pub fn replay_detected(detail: impl Into<String>) -> RpcError {
+        RpcError::new(codes::REPLAY_DETECTED, "replay_detected", detail)
+    }
+
+    /// -32006, with `data.skew_window_ms`.
+    pub fn timestamp_out_of_window(detail: impl Into<String>, skew_window_ms: u64) -> RpcError {
+        RpcError::new(
+            codes::TIMESTAMP_OUT_OF_WINDOW,
+            "timestamp_out_of_window",
+            detail,
+        )
+        .with_data("skew_window_ms", skew_window_ms)
+    }
+
+    /// -32007.
+    pub fn chain_mismatch(detail: impl Into<String>) -> RpcError {
+        RpcError::new(codes::CHAIN_MISMATCH, "chain_mismatch", detail)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Syntax checks
+
+/// `8-4-4-4-12` hexadecimal UUID syntax (either case); versions are not checked.
+pub fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// `^\d+\.\d+\.\d+$`.
+pub fn is_semver(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// 64 lowercase hex digits (a SHA-256 chain hash).
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The method namespace pattern `^(steps/|protocols/|agbom/|trace/|system/|handshake/|wrapped:).+`
+/// with JSON Schema (ECMA-262) semantics: a prefix followed by at least one character that is
+/// not a line terminator.
+pub fn is_namespaced_method(method: &str) -> bool {
+    METHOD_PREFIXES.iter().any(|p| {
+        method
+            .strip_prefix(p)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(|c| !matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}'))
+    })
+}
+
+fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses an RFC 3339 `date-time` (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, `T`/`Z` in either
+/// case) into milliseconds since the Unix epoch. A leap second (`:60`) counts as the
+/// following second. Returns `None` for anything else.
+pub fn rfc3339_unix_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<u32> {
+        let part = b.get(range)?;
+        if part.iter().all(u8::is_ascii_digit) {
+            std::str::from_utf8(part).ok()?.parse().ok()
+        } else {
+            None
+        }
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    if !matches!(b[10], b'T' | b't') {
+        return None;
+    }
+    let year = i64::from(num(0..4)?);
+    let month = num(5..7)?;
+    let day = num(8..10)?;
+    let hour = num(11..13)?;
+    let minute = num(14..16)?;
+    let second = num(17..19)?;
+    if !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut i = 19;
+    let mut millis = 0u32;
+    if b[i] == b'.' {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            if i - start < 3 {
+                millis = millis * 10 + u32::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        let n = i - start;
+        if n == 0 {
+            return None;
+        }
+        for _ in n..3 {
+            millis *= 10;
+        }
+    }
+    let offset_minutes: i64 = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let oh = num(i + 1..i + 3)?;
+            let om = num(i + 4..i + 6)?;
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let m = i64::from(oh * 60 + om);
+            if *sign == b'-' {
+                -m
+            } else {
+                m
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second)
+        - offset_minutes * 60;
+    Some(secs * 1000 + i64::from(millis))
+}
+
+/// RFC 3339 `date-time` syntax (see [`rfc3339_unix_ms`]).
+pub fn is_rfc3339(s: &str) -> bool {
+    rfc3339_unix_ms(s).is_some()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+/// Settings for [`decode_request_with`].
+#[derive(Clone, Copy, Default)]
+pub struct DecodeOptions<'a> {
+    /// Size and depth limits for the strict JSON parser.
+    pub limits: Limits,
+    /// Which namespaced methods the caller implements; `None` accepts every method that
+    /// matches the namespace pattern.
+    pub known_method: Option<&'a dyn Fn(&str) -> bool>,
+}
+
+impl fmt::Debug for DecodeOptions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecodeOptions")
+            .field("limits", &self.limits)
+            .field("known_method", &self.known_method.is_some())
+            .finish()
+    }
+}
+
+/// Decodes a request with default limits, checking only the method namespace pattern.
+pub fn decode_request(bytes: &[u8]) -> Result<Request, Box<Response>> {
+    decode_request_with(bytes, &DecodeOptions::default()).map(|(r, _)| r)
+}
+
+/// Decodes a request, returning it together with the raw JSON value (which signature
+/// verification and `request_hash` must use), or the error response to send.
+pub fn decode_request_with(
+    bytes: &[u8],
+    opts: &DecodeOptions<'_>,
+) -> Result<(Request, Value), Box<Response>> {
+    let v = json::parse_with_limits(bytes, opts.limits).map_err(|e| {
+        Box::new(Response::error(
+            Id::Null,
+            RpcError::parse_error(e.to_string(), Some(e.offset)),
+        ))
+    })?;
+    let req = validate_request(&v, opts)?;
+    Ok((req, v))
+}
+
+/// Checks an already-parsed value against the request envelope rules and converts it.
+pub fn validate_request(v: &Value, opts: &DecodeOptions<'_>) -> Result<Request, Box<Response>> {
+    let top = match v {
+        Value::Object(m) => m,
+        Value::Array(_) => {
+            return Err(err(
+                Id::Null,
+                RpcError::invalid_request("batch requests are not supported"),
+            ))
+        }
+        _ => {
+            return Err(err(
+                Id::Null,
+                RpcError::invalid_request("a request must be a JSON object"),
+            ))
+        }
+    };
+    let id = match top.get("id") {
+        None => {
+            return Err(err(
+                Id::Null,
+                RpcError::invalid_request("id is required (ACS has no notifications)"),
+            ))
+        }
+        Some(raw) => Id::from_value(raw).ok_or_else(|| {
+            err(
+                Id::Null,
+                RpcError::invalid_request("id must be a string or a number"),
+            )
+        })?,
+    };
+    let bad_request = |msg: String| err(id.clone(), RpcError::invalid_request(msg));
+    if top.get("jsonrpc").and_then(Value::as_str) != Some(JSONRPC_VERSION) {
+        return Err(bad_request("jsonrpc must be \"2.0\"".into()));
+    }
+    let method = match top.get("method") {
+        Some(Value::String(m)) => m.as_str(),
+        Some(_) => return Err(bad_request("method must be a string".into())),
+        None => return Err(bad_request("method is required".into())),
+    };
+    if let Some(k) = top
+        .keys()
+        .find(|k| !matches!(k.as_str(), "jsonrpc" | "method" | "id" | "params"))
+    {
+        return Err(bad_request(format!("unknown top-level member {k:?}")));
+    }
+    if !is_namespaced_method(method) || opts.known_method.is_some_and(|known| !known(method)) {
+        return Err(err(id, RpcError::method_not_found(method)));
+    }
+    let params = match top.get("params") {
+        None => return Err(err(id, RpcError::invalid_params("params", "is required"))),
+        Some(Value::Object(p)) => p,
+        Some(_) => {
+            return Err(err(
+                id,
+                RpcError::invalid_params("params", "must be an object"),
+            ))
+        }
+    };
+    check_params(params)
+        .map_err(|(field, why)| err(id.clone(), RpcError::invalid_params(&field, why)))?;
+    serde_json::from_value::<Request>(v.clone()).map_err(|e| {
+        err(
+            id.clone(),
+            RpcError::invalid_params("params", e.to_string()),
+        )
+    })
+}
+
+fn err(id: Id, e: RpcError) -> Box<Response> {
+    Box::new(Response::error(id, e))
+}
+
+type FieldError = (String, String);
+
+fn field_err(field: &str, why: &str) -> FieldError {
+    (field.to_owned(), why.to_owned())
+}
+
+fn required_str<'v>(
+    obj: &'v Map<String, Value>,
+    prefix: &str,
+    key: &str,
+) -> Result<&'v str, FieldError> {
+    let field = format!("{prefix}.{key}");
+    match obj.get(key) {
+        None => Err(field_err(&field, "is required")),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(field_err(&field, "must be a string")),
+    }
+}
+
+fn optional_str<'v>(
+    obj: &'v Map<String, Value>,
+    prefix: &str,
+    key: &str,
+) -> Result<Option<&'v str>, FieldError> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(field_err(&format!("{prefix}.{key}"), "must be a string")),
+    }
+}
+
+fn optional_object<'v>(
+    obj: &'v Map<String, Value>,
+    prefix: &str,
+    key: &str,
+) -> Result<Option<&'v Map<String, Value>>, FieldError> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(_) => Err(field_err(&format!("{prefix}.{key}"), "must be an object")),
+    }
+}
+
+fn check_params(p: &Map<String, Value>) -> Result<(), FieldError> {
+    const P: &str = "params";
+    let version = required_str(p, P, "acs_version")?;
+    if !is_semver(version) {
+        return Err(field_err(
+            "params.acs_version",
+            "must be a semantic version X.Y.Z",
+        ));
+    }
+    if version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok())
+        != Some(0)
+    {
+        return Err(field_err(
+            "params.acs_version",
+            "major version must be 0 (this Guardian speaks ACS 0.x)",
+        ));
+    }
+    if !is_uuid(required_str(p, P, "request_id")?) {
+        return Err(field_err("params.request_id", "must be a UUID"));
+    }
+    if !is_rfc3339(required_str(p, P, "timestamp")?) {
+        return Err(field_err(
+            "params.timestamp",
+            "must be an RFC 3339 date-time",
+        ));
+    }
+    if let Some(nonce) = optional_str(p, P, "nonce")? {
+        let n = nonce.chars().count();
+        if !(16..=64).contains(&n) {
+            return Err(field_err(
+                "params.nonce",
+                "must be 16 to 64 characters long",
+            ));
+        }
+    }
+    optional_str(p, P, "tenant_id")?;
+    let metadata = match p.get("metadata") {
+        None => return Err(field_err("params.metadata", "is required")),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(field_err("params.metadata", "must be an object")),
+    };
+    check_metadata(metadata)?;
+    match p.get("payload") {
+        None => return Err(field_err("params.payload", "is required")),
+        Some(Value::Object(_)) => {}
+        Some(_) => return Err(field_err("params.payload", "must be an object")),
+    }
+    if let Some(sig) = optional_object(p, P, "signature")? {
+        const S: &str = "params.signature";
+        let alg = required_str(sig, S, "algorithm")?;
+        if !SIGNATURE_ALGORITHMS.contains(&alg) {
+            return Err(field_err(
+                "params.signature.algorithm",
+                "is not a registered signature algorithm",
+            ));
+        }
+        required_str(sig, S, "value")?;
+        required_str(sig, S, "key_id")?;
+    }
+    Ok(())
+}
+
+fn check_metadata(m: &Map<String, Value>) -> Result<(), FieldError> {
+    const M: &str = "params.metadata";
+    required_str(m, M, "agent_id")?;
+    if !is_uuid(required_str(m, M, "session_id")?) {
+        return Err(field_err("params.metadata.session_id", "must be a UUID"));
+    }
+    for key in [
+        "agent_name",
+        "turn_id",
+        "parent_turn_id",
+        "platform",
+        "platform_version",
+    ] {
+        optional_str(m, M, key)?;
+    }
+    if let Some(env) = optional_str(m, M, "environment")? {
+        if !matches!(env, "development" | "staging" | "production") {
+            return Err(field_err(
+                "params.metadata.environment",
+                "must be development, staging or production",
+            ));
+        }
+    }
+    if let Some(state) = optional_object(m, M, "session_state")? {
+        optional_str(state, "params.metadata.session_state", "chain_hash")?;
+    }
+    if let Some(user) = optional_object(m, M, "user_context")? {
+        const U: &str = "params.metadata.user_context";
+        optional_str(user, U, "user_id")?;
+        optional_str(user, U, "authentication_method")?;
+        match user.get("roles") {
+            None => {}
+            Some(Value::Array(roles)) if roles.iter().all(Value::is_string) => {}
+            Some(_) => {
+                return Err(field_err(
+                    "params.metadata.user_context.roles",
+                    "must be an array of strings",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(rfc3339_unix_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(rfc3339_unix_ms("1970-01-01T01:00:00.5+01:00"), Some(500));
+        assert_eq!(
+            rfc3339_unix_ms("2026-09-19T10:00:00Z"),
+            Some(1_789_812_000_000)
+        );
+        assert!(is_rfc3339("2024-02-29t23:59:60.123456z"));
+        for bad in [
+            "2023-02-29T00:00:00Z",
+            "2026-09-19 10:00:00Z",
+            "2026-09-19T10:00:00",
+            "2026-09-19T10:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-09-19T24:00:00Z",
+            "2026-09-19T10:00:00.Z",
+            "2026-09-19T10:00:00+0100",
+            "2026-09-19T10:00:00+01:00x",
+            "yesterday",
+        ] {
+            assert!(!is_rfc3339(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn uuid_semver_method() {
+        assert!(is_uuid("8d0b6b0e-4d6b-4f7a-9d1c-1f1c7f0e2a10"));
+        assert!(is_uuid("8D0B6B0E-4D6B-4F7A-9D1C-1F1C7F0E2A10"));
+        assert!(!is_uuid("8d0b6b0e4d6b4f7a9d1c1f1c7f0e2a10"));
+        assert!(!is_uuid("8d0b6b0e-4d6b-4f7a-9d1c-1f1c7f0e2a1g"));
+        assert!(is_semver("0.1.0") && !is_semver("0.1") && !is_semver("v0.1.0"));
+        assert!(is_namespaced_method("steps/toolCallRequest"));
+        assert!(is_namespaced_method("wrapped:mcp-2025-06-18/tools/call"));
+        assert!(!is_namespaced_method("steps/"));
+        assert!(!is_namespaced_method("hooks/toolCallRequest"));
+        assert!(!is_namespaced_method("steps/\nx"));
+    }
+
+    #[test]
+    fn modifications_rules() {
+        let red = |p: &str| Redaction {
+            path: p.into(),
+            replacement: None,
+        };
+        let mut m = Modifications::default();
+        assert_eq!(m.validate(), Err(ModificationsError::Empty));
+        m.modified_content = Some("x".into());
+        assert_eq!(m.validate(), Ok(()));
+        m.redactions.push(red("/content/0/value"));
+        assert_eq!(m.validate(), Err(ModificationsError::ContentNotExclusive));
+        m.modified_content = None;
+        m.parameter_overrides.insert("path".into(), json!("/tmp"));
+        assert_eq!(m.validate(), Ok(()));
+        for overlapping in ["/arguments/path", "/arguments/path/value", "/arguments", ""] {
+            m.redactions = vec![red(overlapping)];
+            assert!(
+                matches!(m.validate(), Err(ModificationsError::Overlap { .. })),
+                "{overlapping}"
+            );
+        }
+        m.redactions = vec![red("/arguments/pathx"), red("/arguments/pa~1th")];
+        assert_eq!(m.validate(), Ok(()));
+        m.redactions = vec![red("arguments/path")];
+        assert!(matches!(
+            m.validate(),
+            Err(ModificationsError::BadPointer(_))
+        ));
+        m.redactions = vec![red("/a~2")];
+        assert!(matches!(
+            m.validate(),
+            Err(ModificationsError::BadPointer(_))
+        ));
+        assert_eq!(red("/x").effective_replacement(), DEFAULT_REDACTION);
+    }
+
+    #[test]
+    fn result_validation_and_serialisation() {
+        let rid = "8d0b6b0e-4d6b-4f7a-9d1c-1f1c7f0e2a10";
+        let mut r = AcsResult::new(rid, Decision::Deny);
+        assert!(matches!(
+            r.validate(),
+            Err(ResultError::MissingCompanion { .. })
+        ));
+        r = r
+            .with_reasoning("no")
+            .with_reason_code("a")
+            .with_reason_code("a");
+        assert_eq!(r.validate(), Ok(()));
+        assert_eq!(r.reason_codes, ["a"]);
+        let v = Response::result(Id::from(rid), r).to_value();
+        assert_eq!(
+            v,
+            json!({"jsonrpc":"2.0","id":rid,"result":{"type":"final","acs_version":"0.1.0",
+                "request_id":rid,"decision":"deny","reasoning":"no","reason_codes":["a"]}})
+        );
+        let back: Response = serde_json::from_value(v).unwrap();
+        assert_eq!(back.as_result().unwrap().decision, Decision::Deny);
+        let e = Response::error(Id::Null, RpcError::timestamp_out_of_window("late", 300_000));
+        assert_eq!(
+            e.to_value()["error"]["data"],
+            json!({"reason":"timestamp_out_of_window","message":"late","skew_window_ms":300000})
+        );
+        assert_eq!(e.to_value()["id"], Value::Null);
+    }
+}

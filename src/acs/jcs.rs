@@ -1,1 +1,317 @@
-//! (in progress)
+//! RFC 8785 JSON Canonicalization Scheme (JCS) for `serde_json::Value`.
+//!
+//! ACS signs and hashes the canonical form of envelopes and audit entries, so every byte here
+//! must match what other implementations produce:
+//! - object members sorted by their names as UTF-16 code-unit sequences,
+//! - no insignificant whitespace,
+//! - strings escaped minimally (only `"`, `\` and the C0 controls),
+//! - numbers printed the way ECMAScript's `Number.prototype.toString` prints an IEEE-754 double.
+//!
+//! Integers held as `u64`/`i64` are converted to `f64` first, as RFC 8785 requires; integers
+//! beyond 2^53 therefore lose precision exactly as they would in a JavaScript implementation.
+
+use serde_json::{Map, Number, Value};
+
+/// The canonical form of `v` as a string.
+pub fn canonicalize(v: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, v);
+    out
+}
+
+/// The canonical form of `v` as UTF-8 bytes (the input to signatures and hashes).
+pub fn to_vec(v: &Value) -> Vec<u8> {
+    canonicalize(v).into_bytes()
+}
+
+fn write_value(out: &mut String, v: &Value) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => write_object(out, map),
+    }
+}
+
+fn write_object(out: &mut String, map: &Map<String, Value>) {
+    let mut members: Vec<(&String, &Value)> = map.iter().collect();
+    members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    out.push('{');
+    for (i, (k, v)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, k);
+        out.push(':');
+        write_value(out, v);
+    }
+    out.push('}');
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn write_number(out: &mut String, n: &Number) {
+    // serde_json (without arbitrary_precision) holds a u64, an i64 or a finite f64.
+    let x = if let Some(u) = n.as_u64() {
+        u as f64
+    } else if let Some(i) = n.as_i64() {
+        i as f64
+    } else {
+        n.as_f64().unwrap_or(0.0)
+    };
+    out.push_str(&format_f64(x));
+}
+
+/// ECMAScript `Number::toString(x)` (ECMA-262 §6.1.6.1.20) for a finite double.
+///
+/// The shortest round-tripping digits come from Rust's `{:e}` formatting, which picks the
+/// shortest digit string that parses back to `x` (and the closest one when several exist),
+/// the same choice ECMAScript mandates. Non-finite input, which JSON cannot carry, prints as
+/// `null`.
+pub fn format_f64(x: f64) -> String {
+    if !x.is_finite() {
+        return "null".to_string();
+    }
+    if x == 0.0 {
+        return "0".to_string();
+    }
+    let mut out = String::new();
+    let x = if x < 0.0 {
+        out.push('-');
+        -x
+    } else {
+        x
+    };
+    let (digits, n) = shortest_digits(x);
+    let k = digits.len() as i32;
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        out.push_str(&digits[..n as usize]);
+        out.push('.');
+        out.push_str(&digits[n as usize..]);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        out.push_str(&digits[..1]);
+        if k > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        let e = n - 1;
+        out.push(if e < 0 { '-' } else { '+' });
+        out.push_str(&e.abs().to_string());
+    }
+    out
+}
+
+/// Splits `{:e}` output (`d.ddde±x`) into its digit string and its exponent.
+fn split_sci(sci: &str) -> (String, i32) {
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    (mantissa.chars().filter(|c| *c != '.').collect(), exp)
+}
+
+/// The shortest digits `s` and exponent `n` with `x = 0.s × 10^n` that round-trip to the
+/// positive finite `x`, choosing the even `s` when two candidates are equally close
+/// (ECMA-262's tie rule; Rust's shortest formatting may pick the other one).
+fn shortest_digits(x: f64) -> (String, i32) {
+    let (digits, exp) = split_sci(&format!("{x:e}"));
+    let k = digits.len();
+    // A tie needs the exact value of x to be `digits[..k]` followed by a single 5. The
+    // correctly rounded (k+1)-digit form ends in 5 in that case; only then look closer.
+    let (rounded, _) = split_sci(&format!("{x:.k$e}"));
+    if !rounded.ends_with('5') {
+        return (digits, exp + 1);
+    }
+    // 800 fractional digits hold the exact expansion of any double.
+    let (exact, exact_exp) = split_sci(&format!("{x:.800e}"));
+    if exact_exp != exp || exact.as_bytes()[k] != b'5' || exact[k + 1..].bytes().any(|c| c != b'0')
+    {
+        return (digits, exp + 1);
+    }
+    let lo = exact[..k].to_string();
+    if lo.as_bytes()[k - 1] % 2 == 0 {
+        // The even candidate is the truncation; use it if it round-trips.
+        let candidate = format!("0.{lo}e{}", exp + 1);
+        if candidate.parse::<f64>() == Ok(x) {
+            let trimmed = lo.trim_end_matches('0');
+            return (trimmed.to_string(), exp + 1);
+        }
+        return (digits, exp + 1);
+    }
+    // The even candidate is the truncation plus one unit in the last place.
+    let mut hi: Vec<u8> = lo.into_bytes();
+    let mut i = k;
+    let mut carry = true;
+    while carry && i > 0 {
+        i -= 1;
+        if hi[i] == b'9' {
+            hi[i] = b'0';
+        } else {
+            hi[i] += 1;
+            carry = false;
+        }
+    }
+    let mut hi_exp = exp + 1;
+    if carry {
+        hi.insert(0, b'1');
+        hi_exp += 1;
+    }
+    let hi = String::from_utf8(hi).unwrap_or_default();
+    let candidate = format!("0.{hi}e{hi_exp}");
+    if candidate.parse::<f64>() == Ok(x) {
+        (hi.trim_end_matches('0').to_string(), hi_exp)
+    } else {
+        (digits, exp + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rfc8785_number_samples() {
+        let cases: &[(u64, &str)] = &[
+            (0x0000000000000000, "0"),
+            (0x8000000000000000, "0"),
+            (0x0000000000000001, "5e-324"),
+            (0x8000000000000001, "-5e-324"),
+            (0x7fefffffffffffff, "1.7976931348623157e+308"),
+            (0xffefffffffffffff, "-1.7976931348623157e+308"),
+            (0x4340000000000000, "9007199254740992"),
+            (0xc340000000000000, "-9007199254740992"),
+            (0x4430000000000000, "295147905179352830000"),
+            (0x44b52d02c7e14af5, "9.999999999999997e+22"),
+            (0x44b52d02c7e14af6, "1e+23"),
+            (0x44b52d02c7e14af7, "1.0000000000000001e+23"),
+            (0x444b1ae4d6e2ef4e, "999999999999999700000"),
+            (0x444b1ae4d6e2ef4f, "999999999999999900000"),
+            (0x444b1ae4d6e2ef50, "1e+21"),
+            (0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"),
+            (0x3eb0c6f7a0b5ed8d, "0.000001"),
+            (0x41b3de4355555553, "333333333.3333332"),
+            (0x41b3de4355555554, "333333333.33333325"),
+            (0x41b3de4355555555, "333333333.3333333"),
+            (0x41b3de4355555556, "333333333.3333334"),
+            (0x41b3de4355555557, "333333333.33333343"),
+            (0xbecbf647612f3696, "-0.0000033333333333333333"),
+            (0x43143ff3c1cb0959, "1424953923781206.2"),
+        ];
+        for (bits, want) in cases {
+            assert_eq!(
+                format_f64(f64::from_bits(*bits)),
+                *want,
+                "bits {bits:#018x}"
+            );
+        }
+    }
+
+    #[test]
+    fn small_and_boundary_numbers() {
+        assert_eq!(format_f64(1e21), "1e+21");
+        assert_eq!(format_f64(1e20), "100000000000000000000");
+        assert_eq!(format_f64(1e-7), "1e-7");
+        assert_eq!(format_f64(0.000001), "0.000001");
+        assert_eq!(format_f64(-0.0), "0");
+        assert_eq!(format_f64(4.5), "4.5");
+        assert_eq!(format_f64(0.002), "0.002");
+        assert_eq!(format_f64(1e30), "1e+30");
+        assert_eq!(format_f64(123.0), "123");
+        assert_eq!(format_f64(1.5e-10), "1.5e-10");
+    }
+
+    #[test]
+    fn integers_print_without_exponent_or_fraction() {
+        assert_eq!(canonicalize(&json!(0)), "0");
+        assert_eq!(canonicalize(&json!(-1)), "-1");
+        assert_eq!(
+            canonicalize(&json!(9007199254740991u64)),
+            "9007199254740991"
+        );
+        assert_eq!(canonicalize(&json!(u64::MAX)), "18446744073709552000");
+        assert_eq!(canonicalize(&json!(i64::MIN)), "-9223372036854776000");
+    }
+
+    #[test]
+    fn rfc8785_string_and_literal_sample() {
+        let v: Value = serde_json::from_str(
+            r#"{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],
+                "string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+                "literals":[null,true,false]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            canonicalize(&v),
+            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
+        );
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_code_units() {
+        let v: Value = serde_json::from_str(
+            r#"{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh",
+                "1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control",
+                "\u00f6":"Latin Small Letter O With Diaeresis"}"#,
+        )
+        .unwrap();
+        let order: Vec<String> = match serde_json::from_str::<Value>(&canonicalize(&v)).unwrap() {
+            Value::Object(m) => m.values().map(|v| v.as_str().unwrap().to_owned()).collect(),
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            order,
+            [
+                "Carriage Return",
+                "One",
+                "Control",
+                "Latin Small Letter O With Diaeresis",
+                "Euro Sign",
+                "Emoji: Grinning Face",
+                "Hebrew Letter Dalet With Dagesh"
+            ]
+        );
+    }
+
+    #[test]
+    fn escapes_only_what_rfc8785_requires() {
+        let v = json!("\u{1}\u{1f}\u{7f}\u{2028}<>&/é");
+        assert_eq!(canonicalize(&v), "\"\\u0001\\u001f\u{7f}\u{2028}<>&/é\"");
+    }
+}
