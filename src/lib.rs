@@ -8,6 +8,10 @@
 pub mod acs;
 pub mod check;
 pub mod cli;
+pub mod compile;
 pub mod diagnostics;
 pub mod fmt;
+pub mod guardian;
+pub mod state;
 pub mod syntax;
+pub mod vm;

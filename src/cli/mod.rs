@@ -1,13 +1,14 @@
 //! The `warden` command line: argument parsing and the subcommands, each a thin layer over the
 //! library (`check`, `fmt`, …). Exit codes: 0 success, 1 the input has problems, 2 usage or I/O.
 
-use std::io::{IsTerminal, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::check::{self, collect_files};
 use crate::diagnostics::{Diagnostic, Diagnostics, JsonDiagnostic, SourceFile, SourceMap};
+use crate::guardian::{self, Guardian, Policy};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -30,6 +31,29 @@ enum Command {
         /// Output format
         #[arg(long, value_enum, default_value_t = Format::Pretty)]
         format: Format,
+    },
+    /// Replay a trace of ACS request envelopes (one JSON-RPC request per line) and print one
+    /// response per line
+    Replay {
+        /// The trace, or `-` for standard input
+        trace: PathBuf,
+        /// The policy (default: the embedded default policy)
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Attach the explain trace (rules run, checks and their values) to each result
+        #[arg(long)]
+        explain: bool,
+        /// Answer decision failures with a JSON-RPC error instead of a deny
+        #[arg(long)]
+        fail_with_error: bool,
+    },
+    /// Compile a policy and print its bytecode
+    Compile {
+        /// The policy file
+        path: PathBuf,
+        /// Print the compiled program
+        #[arg(long)]
+        dump: bool,
     },
     /// Format policies canonically (in place, or report with --check)
     Fmt {
@@ -60,6 +84,13 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Check { paths, format } => run_check(&paths, format),
         Command::Fmt { paths, check } => run_fmt(&paths, check),
+        Command::Replay {
+            trace,
+            policy,
+            explain,
+            fail_with_error,
+        } => run_replay(&trace, policy.as_deref(), explain, fail_with_error),
+        Command::Compile { path, dump } => run_compile(&path, dump),
     }
 }
 
@@ -162,6 +193,90 @@ fn run_fmt(paths: &[PathBuf], check_only: bool) -> i32 {
     if check_only && !changed.is_empty() {
         eprintln!("{} file(s) would be reformatted", changed.len());
         return 1;
+    }
+    0
+}
+
+fn load_policy(path: Option<&std::path::Path>) -> Result<Policy, i32> {
+    match path {
+        None => Ok(Policy::embedded_default()),
+        Some(p) => Policy::load(p).map_err(|d| {
+            eprint!("{}", d.render(color_stderr()));
+            eprintln!("the policy has errors; nothing was run");
+            2
+        }),
+    }
+}
+
+fn run_replay(trace: &std::path::Path, policy: Option<&std::path::Path>, explain: bool, fail_with_error: bool) -> i32 {
+    let policy = match load_policy(policy) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let options = guardian::Options {
+        explain,
+        on_decision_failure: if fail_with_error {
+            guardian::OnDecisionFailure::Error
+        } else {
+            guardian::OnDecisionFailure::Deny
+        },
+    };
+    let guardian = Guardian::with_options(policy, options);
+    let input: Box<dyn BufRead> = if trace.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        match std::fs::File::open(trace) {
+            Ok(f) => Box::new(std::io::BufReader::new(f)),
+            Err(e) => return usage_error(&format!("{}: {e}", trace.display())),
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (mut lines, mut errors) = (0u64, 0u64);
+    for line in input.split(b'\n') {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => return usage_error(&format!("{}: {e}", trace.display())),
+        };
+        // Blank lines separate nothing and carry no request: they are the only lines skipped.
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        lines += 1;
+        let response = guardian.handle_response(&line);
+        if response.as_error().is_some() {
+            errors += 1;
+        }
+        let mut bytes = response.to_vec();
+        bytes.push(b'\n');
+        if out.write_all(&bytes).is_err() {
+            return 2;
+        }
+    }
+    if out.flush().is_err() {
+        return 2;
+    }
+    if errors > 0 {
+        eprintln!("replayed {lines} request(s); {errors} answered with a JSON-RPC error");
+    }
+    0
+}
+
+fn run_compile(path: &std::path::Path, dump: bool) -> i32 {
+    let policy = match load_policy(Some(path)) {
+        Ok(p) => p,
+        Err(code) => return if code == 2 { 1 } else { code },
+    };
+    if dump {
+        print!("{}", crate::compile::dump(policy.program()));
+    } else {
+        let p = policy.program();
+        eprintln!(
+            "compiled {}: {} rules, {} labels, {} history slots",
+            path.display(),
+            p.rules.len(),
+            p.labels.len(),
+            p.history.len()
+        );
     }
     0
 }

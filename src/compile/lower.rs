@@ -207,7 +207,7 @@ impl<'a> Lower<'a> {
                         };
                         let t = self.decision(&mut frame, &d.decision);
                         if hooks.is_empty() {
-                            self.program.defaults.insert(None, t);
+                            self.program.defaults.insert(None, t.clone());
                         }
                         for h in hooks {
                             self.program.defaults.insert(Some(h.method), t.clone());
@@ -369,7 +369,7 @@ impl<'a> Lower<'a> {
                 let mut map = serde_json::Map::new();
                 for (k, v) in entries {
                     let c = self.fold(file, v)?;
-                    map.insert(k.value.clone(), const_to_json(&c));
+                    map.insert(k.value.clone(), super::program::const_json(&c));
                 }
                 Const::Json(Arc::new(serde_json::Value::Object(map)))
             }
@@ -920,26 +920,6 @@ fn collection(items: Vec<Const>) -> Const {
         Const::StrSet(Arc::new(set), Arc::new(items))
     } else {
         Const::List(Arc::new(items))
-    }
-}
-
-pub fn const_to_json(c: &Const) -> serde_json::Value {
-    match c {
-        Const::Bool(b) => serde_json::Value::Bool(*b),
-        Const::Num(n) => serde_json::Number::from_f64(*n)
-            .map(|n| {
-                if n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 9e15) {
-                    serde_json::Value::from(n.as_f64().unwrap_or(0.0) as i64)
-                } else {
-                    serde_json::Value::Number(n)
-                }
-            })
-            .unwrap_or(serde_json::Value::Null),
-        Const::Str(s) => serde_json::Value::String(s.to_string()),
-        Const::StrSet(_, items) | Const::List(items) => {
-            serde_json::Value::Array(items.iter().map(const_to_json).collect())
-        }
-        Const::Json(v) => (**v).clone(),
     }
 }
 

@@ -267,3 +267,25 @@ impl Program {
             .collect()
     }
 }
+
+/// A number as JSON: integral values print without a fraction.
+pub fn num_json(n: f64) -> serde_json::Value {
+    if n.is_finite() && n.fract() == 0.0 && n.abs() < 9.0e15 {
+        serde_json::Value::from(n as i64)
+    } else {
+        serde_json::Number::from_f64(n).map_or(serde_json::Value::Null, serde_json::Value::Number)
+    }
+}
+
+/// A constant as JSON.
+pub fn const_json(c: &Const) -> serde_json::Value {
+    match c {
+        Const::Bool(b) => serde_json::Value::Bool(*b),
+        Const::Num(n) => num_json(*n),
+        Const::Str(s) => serde_json::Value::String(s.to_string()),
+        Const::StrSet(_, items) | Const::List(items) => {
+            serde_json::Value::Array(items.iter().map(const_json).collect())
+        }
+        Const::Json(v) => (**v).clone(),
+    }
+}

@@ -332,51 +332,11 @@ fn flat_el(src: &str, el: &El) -> String {
     }
 }
 
-/// The operator of a binary expression as it must be printed.
-///
-/// Works around a parser bug: `==`, `!=`, `<`, `<=` and `>=` all reach the AST as
-/// [`BinaryOp::Gt`] (their `cmp_op` alternatives have no inner pair). For a `Gt` node the
-/// operator is read back from the source between the operands, so formatting never turns
-/// `a == b` into `a > b`.
-pub(super) fn op_text<'s>(src: &'s str, op: BinaryOp, l: &Expr, r: &Expr) -> &'s str {
-    if op != BinaryOp::Gt {
-        return op.as_str();
-    }
-    let between = src
-        .get(l.span.end as usize..r.span.start as usize)
-        .map(strip_comments)
-        .unwrap_or_default();
-    let op: String = between
-        .chars()
-        .filter(|c| !c.is_whitespace() && *c != '(' && *c != ')')
-        .collect();
-    match op.as_str() {
-        "==" => "==",
-        "!=" => "!=",
-        "<" => "<",
-        "<=" => "<=",
-        ">=" => ">=",
-        _ => ">",
-    }
+/// The operator of a binary expression as it is printed.
+pub(super) fn op_text<'s>(_src: &'s str, op: BinaryOp, _l: &Expr, _r: &Expr) -> &'s str {
+    op.as_str()
 }
 
-/// `text` with its `//`, `#` and `/* */` comments removed (it holds no strings).
-fn strip_comments(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        if rest.starts_with("//") || rest.starts_with('#') {
-            rest = rest.find('\n').map_or("", |i| &rest[i..]);
-        } else if let Some(body) = rest.strip_prefix("/*") {
-            rest = body.find("*/").map_or("", |i| &body[i + 2..]);
-        } else {
-            let c = rest.chars().next().unwrap_or(' ');
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    out
-}
 
 impl Printer<'_> {
     /// Whether `text` fits on the current line with `reserve` more columns after it.

@@ -129,7 +129,7 @@ impl Intent {
 }
 
 /// Everything Warden keeps about one session.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SessionState {
     /// Turn number: 0 before the first turn, then 1, 2, …
     pub turn: u64,
@@ -148,6 +148,23 @@ pub struct SessionState {
     pub events: u64,
     /// The latest event time seen, in Unix milliseconds.
     pub now_ms: i64,
+}
+
+impl Default for SessionState {
+    fn default() -> Self {
+        SessionState {
+            turn: 0,
+            turn_ids: imbl::HashMap::new(),
+            label_seen: [0; 64],
+            turn_labels: 0,
+            nodes: imbl::HashMap::new(),
+            step_labels: imbl::HashMap::new(),
+            slots: imbl::Vector::new(),
+            intent: None,
+            events: 0,
+            now_ms: 0,
+        }
+    }
 }
 
 /// The event being decided, as the state sees it.

@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-pub use value::Val;
+pub use value::{glob as glob_match, Val};
 
 use crate::compile::{Code, Const, Op, Program, Root, Seg};
 use crate::state::SessionState;

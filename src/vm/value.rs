@@ -116,7 +116,7 @@ impl<'a> Val<'a> {
             Val::Undef => return None,
             Val::Null => Value::Null,
             Val::Bool(b) => Value::Bool(*b),
-            Val::Num(n) => crate::compile::program_num_json(*n),
+            Val::Num(n) => crate::compile::num_json(*n),
             Val::Str(s) => Value::String(s.to_string()),
             Val::Json(v) => (*v).clone(),
             Val::Const(c) => crate::compile::const_json(c),
