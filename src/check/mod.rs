@@ -85,6 +85,10 @@ impl Checked {
 
 /// Checks a loaded policy.
 pub fn check(loaded: Loaded) -> Checked {
+    crate::syntax::on_deep_stack(move || check_here(loaded))
+}
+
+fn check_here(loaded: Loaded) -> Checked {
     let mut cx = Checker::new(&loaded);
     cx.collect_definitions();
     cx.check_items();

@@ -17,6 +17,10 @@ pub const DEFAULT_BUDGET: u64 = 200_000;
 /// Compiles a checked policy. Fails with diagnostics if the checker reported errors or the
 /// policy uses something the evaluator cannot run.
 pub fn compile(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
+    crate::syntax::on_deep_stack(|| compile_here(checked))
+}
+
+fn compile_here(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
     if checked.has_errors() {
         return Err(checked
             .diagnostics

@@ -22,11 +22,13 @@ use out::Out;
 
 /// Formats a whole file. Refuses (returns the syntax diagnostics) if the file does not parse.
 pub fn format_source(file: FileId, text: &str) -> Result<String, Vec<Diagnostic>> {
-    let (module, diagnostics) = syntax::parse(file, text);
-    if diagnostics.iter().any(Diagnostic::is_error) {
-        return Err(diagnostics);
-    }
-    Ok(format_module(&module, text))
+    syntax::on_deep_stack(|| {
+        let (module, diagnostics) = syntax::parse(file, text);
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            return Err(diagnostics);
+        }
+        Ok(format_module(&module, text))
+    })
 }
 
 /// Prints a module parsed from `text`, with the comments of `text`. The module must come from

@@ -22,6 +22,10 @@ const MAX_EXPR_DEPTH: usize = 512;
 
 /// Parses one file. Always returns a module (possibly partial) and every diagnostic found.
 pub fn parse(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
+    super::on_deep_stack(|| parse_here(file, text))
+}
+
+fn parse_here(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let scan = trivia::scan(text, MAX_NESTING);
     if let Some(at) = scan.too_deep {
@@ -633,13 +637,14 @@ impl Builder<'_> {
         let rule = pair.as_rule();
         match rule {
             Rule::expr | Rule::paren => {
+                let nested = depth + usize::from(rule == Rule::paren);
                 let inner = pair.into_inner().next().expect("expr has a body");
-                self.expr(inner, depth + 1)
+                self.expr(inner, nested)
             }
             Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr => {
                 let mut parts = pair.into_inner();
                 let first = parts.next().expect("binary chain has an operand");
-                let mut lhs = self.expr(first, depth + 1);
+                let mut lhs = self.expr(first, depth);
                 let mut chain = 0;
                 while let Some(op) = parts.next() {
                     let Some(rhs_pair) = parts.next() else { break };
@@ -675,12 +680,12 @@ impl Builder<'_> {
                         span,
                     }
                 } else {
-                    self.expr(first, depth + 1)
+                    self.expr(first, depth)
                 }
             }
             Rule::cmp_expr => {
                 let mut parts = pair.into_inner();
-                let lhs = self.expr(parts.next().expect("cmp has an operand"), depth + 1);
+                let lhs = self.expr(parts.next().expect("cmp has an operand"), depth);
                 match (parts.next(), parts.next()) {
                     (Some(op), Some(rhs)) => {
                         let text = op.as_str();
@@ -715,7 +720,7 @@ impl Builder<'_> {
                         _ => operand = Some(p),
                     }
                 }
-                let mut e = self.expr(operand.expect("unary has an operand"), depth + 1);
+                let mut e = self.expr(operand.expect("unary has an operand"), depth);
                 for s in negations.into_iter().rev() {
                     let whole = s.to(e.span);
                     e = match e.kind {
@@ -739,7 +744,7 @@ impl Builder<'_> {
             }
             Rule::postfix => {
                 let mut parts = pair.into_inner();
-                let mut e = self.expr(parts.next().expect("postfix has a primary"), depth + 1);
+                let mut e = self.expr(parts.next().expect("postfix has a primary"), depth);
                 for (n, p) in parts.enumerate() {
                     if depth + n > MAX_EXPR_DEPTH {
                         return self.too_deep(span);
