@@ -1,0 +1,208 @@
+//! Keeps docs/language.md honest: every ```ward block in it is checked by the real checker.
+//!
+//! - A block must check without errors (warnings are fine: blocks may be fragments).
+//! - A block whose fence is directly preceded by the line `<!-- fails: CODE -->` must produce
+//!   at least one error, and every error it produces must have that diagnostic code.
+//! - ```ward-nocheck blocks (and any other language) are skipped.
+//!
+//! Also: every diagnostic code the parser and checker can emit, every hook, and every builtin
+//! function is mentioned in the reference.
+
+use std::path::{Path, PathBuf};
+
+use warden::check::check_source;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn doc() -> String {
+    let path = root().join("docs/language.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// A ```ward block: the 1-based line of its opening fence, its text, and the code it must fail with.
+struct Block {
+    line: usize,
+    text: String,
+    fails: Option<String>,
+}
+
+fn blocks(doc: &str) -> Vec<Block> {
+    let lines: Vec<&str> = doc.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let fence = lines[i].trim_start();
+        if let Some(info) = fence.strip_prefix("```") {
+            let info = info.trim();
+            let start = i;
+            i += 1;
+            let mut text = String::new();
+            while i < lines.len() && !lines[i].trim_start().starts_with("```") {
+                text.push_str(lines[i]);
+                text.push('\n');
+                i += 1;
+            }
+            assert!(
+                i < lines.len(),
+                "docs/language.md:{}: unclosed code fence",
+                start + 1
+            );
+            if info == "ward" {
+                let fails = start
+                    .checked_sub(1)
+                    .map(|p| lines[p].trim())
+                    .and_then(|l| l.strip_prefix("<!-- fails:"))
+                    .and_then(|l| l.strip_suffix("-->"))
+                    .map(|code| code.trim().to_string());
+                out.push(Block {
+                    line: start + 1,
+                    text,
+                    fails,
+                });
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn every_ward_block_checks_as_documented() {
+    let doc = doc();
+    let blocks = blocks(&doc);
+    assert!(
+        blocks.len() >= 40,
+        "expected many ```ward blocks, found {}",
+        blocks.len()
+    );
+    assert!(
+        blocks.iter().filter(|b| b.fails.is_some()).count() >= 10,
+        "expected error examples marked <!-- fails: CODE -->"
+    );
+    let mut problems = Vec::new();
+    for b in &blocks {
+        let name = format!("docs/language.md:{}", b.line);
+        let checked = check_source(&name, &b.text);
+        let errors: Vec<_> = checked
+            .diagnostics
+            .items
+            .iter()
+            .filter(|d| d.is_error())
+            .collect();
+        let listing = || {
+            errors
+                .iter()
+                .map(|d| format!("    {}: {}", d.code, d.message))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        match &b.fails {
+            None if !errors.is_empty() => {
+                problems.push(format!(
+                    "{name}: block should check cleanly, but:\n{}",
+                    listing()
+                ));
+            }
+            Some(code) if errors.is_empty() => {
+                problems.push(format!(
+                    "{name}: block should fail with {code}, but it checks"
+                ));
+            }
+            Some(code) if errors.iter().any(|d| d.code != code) => {
+                problems.push(format!(
+                    "{name}: block should fail with {code} only, but:\n{}",
+                    listing()
+                ));
+            }
+            _ => {}
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// Every `"check::…"` / `"syntax::…"` code literal in `src/`.
+fn emitted_codes(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            emitted_codes(&path, out);
+            continue;
+        }
+        if path.extension().is_none_or(|x| x != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for prefix in ["\"check::", "\"syntax::"] {
+            for (at, _) in text.match_indices(prefix) {
+                let rest = &text[at + 1..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                    .unwrap_or(rest.len());
+                out.push(rest[..end].to_string());
+            }
+        }
+    }
+}
+
+#[test]
+fn every_diagnostic_code_is_documented() {
+    let doc = doc();
+    let mut codes = Vec::new();
+    emitted_codes(&root().join("src"), &mut codes);
+    codes.sort();
+    codes.dedup();
+    assert!(
+        codes.len() >= 30,
+        "found only {} codes in src/",
+        codes.len()
+    );
+    let missing: Vec<&String> = codes
+        .iter()
+        .filter(|c| !doc.contains(&format!("`{c}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "codes missing from docs/language.md: {missing:?}"
+    );
+}
+
+#[test]
+fn every_hook_is_documented() {
+    let doc = doc();
+    let missing: Vec<&str> = warden::acs::fields::HOOKS
+        .iter()
+        .map(|h| h.name)
+        .filter(|name| !doc.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "hooks missing from docs/language.md: {missing:?}"
+    );
+}
+
+#[test]
+fn every_builtin_is_documented() {
+    let doc = doc();
+    let src = std::fs::read_to_string(root().join("src/check/expr.rs")).unwrap();
+    let table = src
+        .split("pub const BUILTINS")
+        .nth(1)
+        .and_then(|s| s.split("];").next())
+        .expect("the BUILTINS table in src/check/expr.rs");
+    let names: Vec<&str> = table
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("(\""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert!(names.len() >= 10, "found only {} builtins", names.len());
+    let missing: Vec<&&str> = names
+        .iter()
+        .filter(|n| !doc.contains(&format!("`{n}(")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "builtins missing from docs/language.md: {missing:?}"
+    );
+}
