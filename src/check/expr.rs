@@ -388,7 +388,12 @@ impl Checker<'_> {
                     format!("`{name}` is {what}, not a value"),
                 )
                 .with_label("needs a member")
-                .with_help(format!("name one of its rules: `{name}.NAME`")),
+                .with_help(match alias {
+                    Alias::Module(_) => {
+                        format!("name one of its constants or labels: `{name}.NAME`")
+                    }
+                    _ => format!("name one of its rules: `{name}.NAME`"),
+                }),
             );
         }
         // Event roots.
@@ -598,6 +603,11 @@ impl Checker<'_> {
     }
 
     fn member(&mut self, cx: &mut Ctx, base: &Type, name: &str, span: Span, whole: Span) -> Type {
+        // `source` is short for `source_id` wherever a provenance is in hand.
+        let name = match base {
+            Type::Object(Table::Provenance, p) if p.is_empty() && name == "source" => "source_id",
+            _ => name,
+        };
         match base {
             Type::Error => Type::Error,
             Type::Json => Type::Json,
@@ -726,8 +736,8 @@ impl Checker<'_> {
                             .with_help("move the check into a rule"),
                         );
                     }
-                    if args.is_empty() || args.len() > 2 {
-                        return self.error(arity(cx.file, span, "intent.permits", "1 or 2"));
+                    if args.is_empty() || args.len() > 3 {
+                        return self.error(arity(cx.file, span, "intent.permits", "1 to 3"));
                     }
                     for a in args {
                         if let Some(n) = &a.name {
@@ -805,6 +815,18 @@ impl Checker<'_> {
             (cx.file, callee.span),
             (Resolution::Builtin(bname), Type::Error),
         );
+        if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::bad_argument",
+                    cx.file,
+                    named.span,
+                    format!("`{bname}` takes no named arguments"),
+                )
+                .with_label("named argument")
+                .with_help(format!("write `{bname}(…)` with plain arguments")),
+            );
+        }
         if args.len() != n {
             return self.error(arity(cx.file, span, bname, &n.to_string()));
         }
@@ -878,7 +900,20 @@ impl Checker<'_> {
                         }
                         Type::Number
                     }
-                    "contains" => Type::Bool,
+                    "contains" => {
+                        let ok = types[0].is_stringish()
+                            || matches!(types[0], Type::List(_) | Type::Set(_) | Type::Object(..));
+                        if !ok {
+                            self.diagnostics.push(mismatch(
+                                cx.file,
+                                args[0].value.span,
+                                "contains",
+                                "string or collection",
+                                &types[0],
+                            ));
+                        }
+                        Type::Bool
+                    }
                     "starts_with" | "ends_with" => {
                         for (a, t) in args.iter().zip(&types) {
                             if !t.is_stringish() {
@@ -1004,8 +1039,21 @@ impl Checker<'_> {
                 Type::Bool
             }
             BinaryOp::Eq | BinaryOp::Ne => {
-                let ta = self.expr(cx, a);
-                let tb = self.enum_aware(cx, b, &ta);
+                // A bare enum word may stand on either side: `success == exit_status`.
+                let bare = |this: &Self, e: &Expr| {
+                    matches!(&e.kind, ExprKind::Name(w) if !this.is_local(cx, w)
+                        && !this.labels.contains_key(w.as_str())
+                        && !this.is_event_root(cx, w))
+                };
+                let bare_left = bare(self, a) && !bare(self, b);
+                let (ta, tb) = if bare_left {
+                    let tb = self.expr(cx, b);
+                    (self.enum_aware(cx, a, &tb), tb)
+                } else {
+                    let ta = self.expr(cx, a);
+                    let tb = self.enum_aware(cx, b, &ta);
+                    (ta, tb)
+                };
                 if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &b.kind) {
                     if !values.contains(&s.as_str()) {
                         self.diagnostics
@@ -1163,6 +1211,18 @@ impl Checker<'_> {
     }
 
     fn history(&mut self, cx: &mut Ctx, h: &History, span: Span) -> Type {
+        if cx.in_history {
+            return self.error(
+                Diagnostic::error(
+                    "check::nested_history",
+                    cx.file,
+                    span,
+                    "history expressions cannot be nested",
+                )
+                .with_label("inside another count/exists")
+                .with_help("each count/exists is kept as one O(1) counter; a nested one would need the whole history"),
+            );
+        }
         let current = match cx.scope {
             Scope::Rule(h) => Some(h),
             _ => {
@@ -1178,18 +1238,6 @@ impl Checker<'_> {
                 )
             }
         };
-        if cx.in_history {
-            return self.error(
-                Diagnostic::error(
-                    "check::nested_history",
-                    cx.file,
-                    span,
-                    "history expressions cannot be nested",
-                )
-                .with_label("inside another count/exists")
-                .with_help("each count/exists is kept as one O(1) counter; a nested one would need the whole history"),
-            );
-        }
         let Some(past) = self.resolve_hook(cx.file, &h.hook) else {
             return Type::Error;
         };
@@ -1289,13 +1337,22 @@ fn key_equalities(e: &Expr, out: &mut Vec<Span>) {
         ExprKind::Binary(BinaryOp::Eq, a, b) => {
             for (x, y) in [(a, b), (b, a)] {
                 if let Some(root) = current_root(y) {
-                    if current_root(x).is_none() {
+                    if current_root(x).is_none() && is_path(x) {
                         out.push(root);
                     }
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// A field path of the recorded event (`tool.name`, `args.to`): the past side of a key.
+fn is_path(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Name(_) => true,
+        ExprKind::Member(base, _) => is_path(base),
+        _ => false,
     }
 }
 

@@ -15,6 +15,7 @@ use crate::acs::fields::{self, DecisionKind as AcsDecision, HookSpec};
 use crate::diagnostics::{did_you_mean, Diagnostic, Diagnostics, FileId, Span};
 use crate::syntax::ast::{self, DecisionKind, Item};
 
+pub use expr::{builtin, BUILTINS};
 pub use load::{collect_files, Loaded, Unit, DEFAULT_POLICY, STDLIB};
 pub use types::{Table, Type};
 
@@ -98,6 +99,7 @@ fn check_here(loaded: Loaded) -> Checked {
     let mut cx = Checker::new(&loaded);
     cx.collect_definitions();
     cx.check_items();
+    cx.check_expected_codes();
     cx.report_unused();
     let Checker {
         mut diagnostics,
@@ -161,6 +163,8 @@ pub(crate) struct Checker<'a> {
     /// Per unit: local alias → what it names.
     aliases: Vec<HashMap<String, Alias>>,
     used: HashMap<String, usize>,
+    /// Reason codes that tests expect, checked once every rule is known.
+    expected_codes: Vec<(FileId, ast::StringLit)>,
 }
 
 impl<'a> Checker<'a> {
@@ -177,6 +181,7 @@ impl<'a> Checker<'a> {
             labels: HashMap::new(),
             aliases: vec![HashMap::new(); loaded.units.len()],
             used: HashMap::new(),
+            expected_codes: Vec::new(),
         }
     }
 
@@ -193,10 +198,18 @@ impl<'a> Checker<'a> {
         detail: String,
     ) {
         let file = self.file_of(unit);
+        // Constants and labels share one namespace: a bare name must mean one thing.
+        let clashes = |d: &Definition| {
+            d.kind == kind
+                || matches!(
+                    (d.kind, kind),
+                    (DefKind::Constant, DefKind::Label) | (DefKind::Label, DefKind::Constant)
+                )
+        };
         if let Some(prev) = self
             .definitions
             .iter()
-            .find(|d| d.kind == kind && d.name == name.name)
+            .find(|d| clashes(d) && d.name == name.name)
         {
             let what = match kind {
                 DefKind::Rule => "rule",
@@ -346,6 +359,7 @@ impl<'a> Checker<'a> {
                         any_default = true;
                         let hooks = self.resolve_hooks(file, &d.hooks);
                         if d.hooks.is_empty() {
+                            self.check_catch_all_default(file, &d.decision);
                             self.check_decision(u, &d.decision, None, true);
                             if let Some((pf, ps)) = defaults.insert("*", (file, d.span)) {
                                 self.duplicate_default(file, d.span, pf, ps, "every hook");
@@ -388,6 +402,28 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+    }
+
+    fn check_catch_all_default(&mut self, file: FileId, d: &ast::Decision) {
+        if matches!(d.kind, DecisionKind::Allow | DecisionKind::Deny) {
+            return;
+        }
+        self.diagnostics.push(
+            Diagnostic::error(
+                "check::illegal_decision",
+                file,
+                d.span,
+                format!(
+                    "a default for every hook can only allow or deny, not `{}`",
+                    d.kind.as_str()
+                ),
+            )
+            .with_label("most hooks cannot answer this")
+            .with_help(format!(
+                "name the hooks it is for: `default on toolCallRequest {} …`",
+                d.kind.as_str()
+            )),
+        );
     }
 
     fn duplicate_default(&mut self, file: FileId, span: Span, pf: FileId, ps: Span, what: &str) {
@@ -676,6 +712,19 @@ impl<'a> Checker<'a> {
         for m in mods {
             match m {
                 ast::Modification::Replace { content, span } => {
+                    if let Some(first) = replace {
+                        self.diagnostics.push(
+                            Diagnostic::error(
+                                "check::conflicting_modifications",
+                                file,
+                                *span,
+                                "the payload is replaced twice",
+                            )
+                            .with_label("second replacement")
+                            .with_related(first, "first replacement")
+                            .with_help("keep one `replace with`"),
+                        );
+                    }
                     replace = Some(*span);
                     if let Some(h) = hook {
                         let mut ecx = expr::Ctx::new(u, file, expr::Scope::Rule(h));
@@ -753,7 +802,8 @@ impl<'a> Checker<'a> {
         let Some(ast::PlaceSegment::Field(first)) = place.segments.first() else {
             return;
         };
-        let has_args = fields::lookup(hook.fields, "arguments").is_some();
+        let has_args = fields::lookup(hook.fields, "arguments").is_some()
+            || fields::lookup(hook.fields, "params.arguments").is_some();
         if first.name == "args" {
             if !has_args {
                 self.diagnostics.push(
@@ -839,24 +889,98 @@ impl<'a> Checker<'a> {
     fn check_steps(&mut self, u: usize, steps: &'a [ast::Step]) {
         let file = self.file_of(u);
         for step in steps {
-            if let ast::StepKind::Send { hook, .. } = &step.kind {
-                self.resolve_hook(file, hook);
+            let mut values: Vec<&ast::Expr> = Vec::new();
+            let mut origins: Vec<&ast::Ident> = Vec::new();
+            let mut outputs: Vec<&ast::Output> = Vec::new();
+            match &step.kind {
+                ast::StepKind::Send { hook, payload } => {
+                    self.resolve_hook(file, hook);
+                    values.push(payload);
+                }
+                ast::StepKind::Subagent { steps, .. } => self.check_steps(u, steps),
+                ast::StepKind::Call { args, output, .. } => {
+                    for a in args {
+                        values.push(&a.value);
+                        origins.extend(a.from.as_ref().map(|f| &f.origin));
+                    }
+                    outputs.extend(output.iter());
+                }
+                ast::StepKind::Result { output, .. } | ast::StepKind::Retrieve { output, .. } => {
+                    outputs.push(output)
+                }
+                ast::StepKind::Memory { output, from, .. } => {
+                    outputs.extend(output.iter());
+                    origins.extend(from.as_ref().map(|f| &f.origin));
+                }
+                ast::StepKind::Agent { from, .. } => {
+                    origins.extend(from.as_ref().map(|f| &f.origin))
+                }
+                ast::StepKind::With { value, .. } => values.push(value),
+                _ => {}
             }
-            if let ast::StepKind::Subagent { steps, .. } = &step.kind {
-                self.check_steps(u, steps);
+            for out in &outputs {
+                values.push(&out.value);
+                origins.extend(out.origin.iter());
+            }
+            for v in values {
+                let mut ecx = expr::Ctx::new(u, file, expr::Scope::Const);
+                self.expr(&mut ecx, v);
+            }
+            for o in origins {
+                let words: Vec<&str> = fields::ORIGINS
+                    .iter()
+                    .copied()
+                    .chain(TEST_ORIGIN_WORDS.iter().copied())
+                    .collect();
+                if !words.contains(&o.name.as_str()) {
+                    let mut d = Diagnostic::error(
+                        "check::unknown_origin",
+                        file,
+                        o.span,
+                        format!("`{}` is not an origin", o.name),
+                    )
+                    .with_label("unknown origin");
+                    d = match did_you_mean(&o.name, words.iter().copied()) {
+                        Some(s) => d
+                            .with_help(format!("did you mean `{s}`?"))
+                            .with_fix(o.span, s.to_string()),
+                        None => d.with_help(format!("use one of {}", words.join(", "))),
+                    };
+                    self.diagnostics.push(d);
+                }
             }
             let mut expectations: Vec<&ast::Expectation> = step.expect.iter().collect();
-            if let ast::StepKind::Call {
-                output: Some(out), ..
-            } = &step.kind
-            {
+            for out in &outputs {
                 expectations.extend(out.expect.iter());
             }
             for e in expectations {
-                for code in &e.codes {
-                    self.used.entry(format!("code:{}", code.value)).or_default();
-                }
+                self.expected_codes
+                    .extend(e.codes.iter().map(|c| (file, c.clone())));
             }
+        }
+    }
+
+    /// A test that expects a reason code no rule can produce is almost certainly a typo.
+    fn check_expected_codes(&mut self) {
+        let expected = std::mem::take(&mut self.expected_codes);
+        for (file, code) in expected {
+            if code.value.starts_with("warden.") || self.reason_codes.contains(&code.value) {
+                continue;
+            }
+            let mut d = Diagnostic::warning(
+                "check::unknown_reason_code",
+                file,
+                code.span,
+                format!("no rule of this policy answers with `{}`", code.value),
+            )
+            .with_label("never produced");
+            d = match did_you_mean(&code.value, self.reason_codes.iter().map(String::as_str)) {
+                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                None => d.with_help(
+                    "reason codes come from the rules' decisions, e.g. `deny \"code\": …`",
+                ),
+            };
+            self.diagnostics.push(d);
         }
     }
 
@@ -900,6 +1024,9 @@ impl<'a> Checker<'a> {
         *self.used.entry(name.to_string()).or_default() += 1;
     }
 }
+
+/// Words a test may use for where content came from, besides the ACS origins.
+pub const TEST_ORIGIN_WORDS: &[&str] = &["user", "trusted", "untrusted"];
 
 /// A stdlib module (package `std.…`): it exports names and leaves the default to its users.
 fn is_library(unit: &Unit) -> bool {

@@ -954,13 +954,25 @@ fn split_keys<'e>(e: &'e Expr, rest: &mut Vec<&'e Expr>, keys: &mut Vec<(&'e Exp
             split_keys(a, rest, keys);
             split_keys(b, rest, keys);
         }
-        ExprKind::Binary(BinaryOp::Eq, a, b) if is_current(b) && !is_current(a) => {
+        ExprKind::Binary(BinaryOp::Eq, a, b)
+            if is_current(b) && !is_current(a) && is_past_path(a) =>
+        {
             keys.push((a, b))
         }
-        ExprKind::Binary(BinaryOp::Eq, a, b) if is_current(a) && !is_current(b) => {
+        ExprKind::Binary(BinaryOp::Eq, a, b)
+            if is_current(a) && !is_current(b) && is_past_path(b) =>
+        {
             keys.push((b, a))
         }
         _ => rest.push(e),
+    }
+}
+
+fn is_past_path(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Name(_) => true,
+        ExprKind::Member(base, _) => is_past_path(base),
+        _ => false,
     }
 }
 

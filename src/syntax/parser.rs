@@ -548,8 +548,26 @@ impl Builder<'_> {
             modifications: Vec::new(),
             span,
         };
+        let mut seen: Vec<Rule> = Vec::new();
         for p in inner.into_inner() {
-            match p.as_rule() {
+            let rule = p.as_rule();
+            if rule != Rule::modification && rule != Rule::reason {
+                if seen.contains(&rule) {
+                    let span = self.span(&p);
+                    self.error(
+                        "syntax::duplicate_part",
+                        span,
+                        format!(
+                            "`{}` is given twice",
+                            p.as_str().split_whitespace().next().unwrap_or("")
+                        ),
+                        "give each part of a decision once",
+                    );
+                    continue;
+                }
+                seen.push(rule);
+            }
+            match rule {
                 Rule::reason => {
                     let mut parts = p.into_inner();
                     let code = parts.next().map(|s| self.string(s));
@@ -910,6 +928,21 @@ impl Builder<'_> {
                     by: None,
                 };
                 for p in parts {
+                    let twice = match p.as_rule() {
+                        Rule::window => h.window.is_some(),
+                        Rule::by_key => h.by.is_some(),
+                        _ => false,
+                    };
+                    if twice {
+                        let s = self.span(&p);
+                        self.error(
+                            "syntax::duplicate_part",
+                            s,
+                            "a history expression takes one window and one key".into(),
+                            "remove the second one",
+                        );
+                        continue;
+                    }
                     match p.as_rule() {
                         Rule::window => h.window = Some(self.window(p)),
                         Rule::by_key => {
