@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
-use warden::guardian::{Guardian, Options, OnDecisionFailure, Policy};
+use warden::guardian::{Guardian, OnDecisionFailure, Options, Policy};
 
 const SESSION: &str = "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f";
 
@@ -40,19 +40,28 @@ impl Session {
                 "payload": payload,
             }
         });
-        let out: Value = serde_json::from_slice(&self.guardian.handle(&serde_json::to_vec(&req).unwrap())).unwrap();
+        let out: Value =
+            serde_json::from_slice(&self.guardian.handle(&serde_json::to_vec(&req).unwrap()))
+                .unwrap();
         common::schema::assert_valid_response(&out);
         out
     }
 
     fn call(&mut self, tool: &str, args: Value) -> (String, Vec<String>) {
-        let r = self.send("steps/toolCallRequest", json!({"tool": {"name": tool}, "arguments": args}));
+        let r = self.send(
+            "steps/toolCallRequest",
+            json!({"tool": {"name": tool}, "arguments": args}),
+        );
         let res = &r["result"];
         (
             res["decision"].as_str().unwrap_or("error").to_string(),
             res["reason_codes"]
                 .as_array()
-                .map(|a| a.iter().filter_map(|c| c.as_str().map(String::from)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|c| c.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default(),
         )
     }
@@ -85,11 +94,15 @@ fn an_exhausted_budget_is_a_decision_failure_never_an_allow() {
 rule quadratic on toolCallRequest when any a in args: any b in args: a == b and false => deny "never"
 default allow
 "#;
-    let args: serde_json::Map<String, Value> =
-        (0..800).map(|i| (format!("a{i}"), json!({"value": i}))).collect();
+    let args: serde_json::Map<String, Value> = (0..800)
+        .map(|i| (format!("a{i}"), json!({"value": i})))
+        .collect();
     let mut s = Session::new(policy);
     let (d, codes) = s.call("t", Value::Object(args.clone()));
-    assert_eq!((d.as_str(), codes), ("deny", vec!["warden.decision_failure".to_string()]));
+    assert_eq!(
+        (d.as_str(), codes),
+        ("deny", vec!["warden.decision_failure".to_string()])
+    );
 
     let mut s = Session::with(
         policy,
@@ -98,7 +111,10 @@ default allow
             ..Options::default()
         },
     );
-    let r = s.send("steps/toolCallRequest", json!({"tool": {"name": "t"}, "arguments": args}));
+    let r = s.send(
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "t"}, "arguments": args}),
+    );
     assert_eq!(r["error"]["code"], -32603);
 }
 
@@ -117,7 +133,10 @@ default allow
     assert_eq!(s.call("send_email", email("blocked@example.com")).0, "deny");
     assert_eq!(s.call("send_email", email("a@example.com")).0, "allow");
     assert_eq!(s.call("send_email", email("b@example.com")).0, "allow");
-    assert_eq!(s.call("send_email", email("c@example.com")).1, vec!["rate.email"]);
+    assert_eq!(
+        s.call("send_email", email("c@example.com")).1,
+        vec!["rate.email"]
+    );
 }
 
 #[test]
@@ -133,7 +152,10 @@ default allow
     let email = |to: &str| json!({"to": {"value": to}});
     assert_eq!(s.call("send_email", email("a@example.com")).0, "allow");
     assert_eq!(s.call("send_email", email("b@example.com")).0, "allow");
-    assert_eq!(s.call("send_email", email("a@example.com")).1, vec!["rate.repeat"]);
+    assert_eq!(
+        s.call("send_email", email("a@example.com")).1,
+        vec!["rate.repeat"]
+    );
 }
 
 #[test]
@@ -150,9 +172,7 @@ default allow
         json!({"tool": {"name": "web"}, "exit_status": "success",
                "outputs": [{"value": "x", "provenance": {"provenance_id": "w1", "origin": "tool_output"}}]}),
     );
-    let arg = |pid: &str, parents: Value| {
-        json!({"q": {"value": "v", "provenance": {"provenance_id": pid, "origin": "agent_generated", "derived_from": parents}}})
-    };
+    let arg = |pid: &str, parents: Value| json!({"q": {"value": "v", "provenance": {"provenance_id": pid, "origin": "agent_generated", "derived_from": parents}}});
     assert_eq!(s.call("search", arg("a1", json!(["w1"]))).0, "deny");
     assert_eq!(s.call("search", arg("a2", json!(["never-seen"]))).0, "deny");
     // A value derived only from the user is clean.

@@ -56,7 +56,12 @@ fn replayed_traces_match_golden_output() {
             .filter(|l| !l.trim().is_empty())
             .count();
         let rs = responses(&out);
-        assert_eq!(rs.len(), input_lines, "one response per request in {}", trace.display());
+        assert_eq!(
+            rs.len(),
+            input_lines,
+            "one response per request in {}",
+            trace.display()
+        );
         for r in &rs {
             common::schema::assert_valid_response(r);
         }
@@ -125,7 +130,11 @@ fn decisions_combine_deny_over_defer_over_ask_over_modify_over_allow() {
     );
     let rs = responses(&out);
     let d: Vec<(&str, Vec<&str>)> = rs.iter().map(decision).collect();
-    assert_eq!(d[1], ("allow", vec!["email.ok"]), "an allow rule cites its code");
+    assert_eq!(
+        d[1],
+        ("allow", vec!["email.ok"]),
+        "an allow rule cites its code"
+    );
     assert_eq!(d[2].0, "allow", "a small transfer falls to the default");
     assert_eq!(d[3], ("defer", vec!["transfer.check"]), "defer beats ask");
     let defer = &rs[3]["result"]["defer_details"];
@@ -139,7 +148,11 @@ fn decisions_combine_deny_over_defer_over_ask_over_modify_over_allow() {
         rs[6]["result"]["modifications"]["parameter_overrides"]["cmd"],
         "echo refused"
     );
-    assert_eq!(d[7], ("modify", vec!["vault.redact"]), "labels reach outputs");
+    assert_eq!(
+        d[7],
+        ("modify", vec!["vault.redact"]),
+        "labels reach outputs"
+    );
     assert_eq!(
         rs[7]["result"]["modifications"]["redactions"][0]["path"],
         "/outputs/0/value"
@@ -149,9 +162,20 @@ fn decisions_combine_deny_over_defer_over_ask_over_modify_over_allow() {
         ("deny", vec!["warden.conflicting_modifications"]),
         "two different overrides of one argument cannot be merged"
     );
-    assert_eq!(d[9], ("deny", vec!["warden.no_default"]), "no default: fail closed");
-    assert_eq!(d[10].0, "allow", "postCompact is never denied, even without a default");
-    assert_eq!(d[11], ("allow", vec!["turn.logged"]), "audit-only hooks record rules");
+    assert_eq!(
+        d[9],
+        ("deny", vec!["warden.no_default"]),
+        "no default: fail closed"
+    );
+    assert_eq!(
+        d[10].0, "allow",
+        "postCompact is never denied, even without a default"
+    );
+    assert_eq!(
+        d[11],
+        ("allow", vec!["turn.logged"]),
+        "audit-only hooks record rules"
+    );
     assert_eq!(d[12], ("deny", vec!["warden.no_default"]));
 }
 
@@ -183,11 +207,17 @@ fn explain_attaches_the_rules_and_values() {
     );
     let rs = responses(&out);
     let explain = &rs[5]["result"]["policy_data"]["warden"];
-    assert_eq!(explain["fired"][0], "std.defaults.defaults_untrusted_argument");
+    assert_eq!(
+        explain["fired"][0],
+        "std.defaults.defaults_untrusted_argument"
+    );
     let rules = explain["rules"].as_array().unwrap();
     let fired = rules.iter().find(|r| r["fired"] == true).unwrap();
     let checks = fired["checks"].as_array().unwrap();
-    assert!(checks.iter().any(|c| c["values"][0] == "\"send_money\""), "{checks:?}");
+    assert!(
+        checks.iter().any(|c| c["values"][0] == "\"send_money\""),
+        "{checks:?}"
+    );
     for r in &rs {
         common::schema::assert_valid_response(r);
     }
@@ -214,8 +244,16 @@ fn stdin_is_accepted_and_a_broken_policy_is_refused() {
     assert!(rs[0]["error"].is_object());
 
     let bad = std::env::temp_dir().join("warden-broken-policy.ward");
-    std::fs::write(&bad, "rule r on toolCallRequest when tool.nme == 1 => deny \"c\"\n").unwrap();
-    let (out, code) = replay(Some(&bad), &root().join("tests/traces/malformed.jsonl"), &[]);
+    std::fs::write(
+        &bad,
+        "rule r on toolCallRequest when tool.nme == 1 => deny \"c\"\n",
+    )
+    .unwrap();
+    let (out, code) = replay(
+        Some(&bad),
+        &root().join("tests/traces/malformed.jsonl"),
+        &[],
+    );
     assert_eq!(code, 2);
     assert!(out.is_empty(), "nothing is decided with a broken policy");
 }

@@ -103,7 +103,11 @@ impl<'a> Lower<'a> {
     }
 
     fn konst(&mut self, c: Const) -> u32 {
-        let key = format!("{c:?}");
+        // Keyed by content in written order (a HashSet's Debug order is not stable).
+        let key = match &c {
+            Const::StrSet(_, items) => format!("set{items:?}"),
+            other => format!("{other:?}"),
+        };
         if let Some(&k) = self.consts.get(&key) {
             return k;
         }
