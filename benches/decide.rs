@@ -15,8 +15,11 @@ use warden::guardian::{decide_event, Guardian, Policy};
 use warden::state::{Event, SessionState};
 
 fn policy() -> Policy {
-    Policy::load(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/policies/taint_window.ward"))
-        .unwrap_or_else(|d| panic!("{d}"))
+    Policy::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/policies/taint_window.ward"
+    ))
+    .unwrap_or_else(|d| panic!("{d}"))
 }
 
 fn event_parts(v: &serde_json::Value) -> (String, String, serde_json::Value, serde_json::Value) {
@@ -42,6 +45,7 @@ fn state_after(policy: &Policy, events: &[serde_json::Value]) -> SessionState {
             payload: &payload,
             metadata: &metadata,
             time_ms: None,
+            extra_labels: 0,
         };
         let (_, next, _) = decide_event(program, hook, &state, &ev, false).unwrap();
         if let Some(next) = next {
@@ -70,8 +74,10 @@ fn decide(c: &mut Criterion) {
                         payload: &payload,
                         metadata: &metadata,
                         time_ms: None,
+                        extra_labels: 0,
                     };
-                    let (d, _, _) = decide_event(&program, hook, black_box(&state), &ev, false).unwrap();
+                    let (d, _, _) =
+                        decide_event(&program, hook, black_box(&state), &ev, false).unwrap();
                     black_box(d.kind)
                 })
             });

@@ -53,14 +53,43 @@ pub fn history(h: u64, taint: Taint) -> Vec<Value> {
         };
         let kind = n % 5;
         let ev = match kind {
-            0 => envelope(n, "steps/turnStart", turn, json!({"turn_id": format!("t{turn}")})),
-            1 => envelope(n, "steps/userMessage", turn, json!({"content": [{"type": "text", "value": "look this up", "provenance": prov(base, "user_input", &[])}]})),
-            2 => envelope(n, "steps/toolCallRequest", turn, json!({"tool": {"name": "search"}, "arguments": {"q": {"value": "rates", "provenance": prov(base, "agent_generated", &[base - 1])}}})),
+            0 => envelope(
+                n,
+                "steps/turnStart",
+                turn,
+                json!({"turn_id": format!("t{turn}")}),
+            ),
+            1 => envelope(
+                n,
+                "steps/userMessage",
+                turn,
+                json!({"content": [{"type": "text", "value": "look this up", "provenance": prov(base, "user_input", &[])}]}),
+            ),
+            2 => envelope(
+                n,
+                "steps/toolCallRequest",
+                turn,
+                json!({"tool": {"name": "search"}, "arguments": {"q": {"value": "rates", "provenance": prov(base, "agent_generated", &[base - 1])}}}),
+            ),
             3 => {
-                let origin = if untrusted { "tool_output" } else { "user_input" };
-                envelope(n, "steps/toolCallResult", turn, json!({"tool": {"name": "search"}, "exit_status": "success", "outputs": [{"value": "result text", "provenance": prov(base, origin, &[base - 1])}]}))
+                let origin = if untrusted {
+                    "tool_output"
+                } else {
+                    "user_input"
+                };
+                envelope(
+                    n,
+                    "steps/toolCallResult",
+                    turn,
+                    json!({"tool": {"name": "search"}, "exit_status": "success", "outputs": [{"value": "result text", "provenance": prov(base, origin, &[base - 1])}]}),
+                )
             }
-            _ => envelope(n, "steps/agentResponse", turn, json!({"content": [{"type": "text", "value": "here you go", "provenance": prov(base, "agent_generated", &[base - 1])}]})),
+            _ => envelope(
+                n,
+                "steps/agentResponse",
+                turn,
+                json!({"content": [{"type": "text", "value": "here you go", "provenance": prov(base, "agent_generated", &[base - 1])}]}),
+            ),
         };
         out.push(ev);
         n += 1;
@@ -71,5 +100,10 @@ pub fn history(h: u64, taint: Taint) -> Vec<Value> {
 /// The decision being measured: a consequential call in a fresh turn after the history.
 pub fn probe(h: u64) -> Value {
     let turn = h / 5 + 2;
-    envelope(h + 1, "steps/toolCallRequest", turn, json!({"tool": {"name": "send_email"}, "arguments": {"to": {"value": "a@example.com", "provenance": prov(h + 1, "user_input", &[])}}}))
+    envelope(
+        h + 1,
+        "steps/toolCallRequest",
+        turn,
+        json!({"tool": {"name": "send_email"}, "arguments": {"to": {"value": "a@example.com", "provenance": prov(h + 1, "user_input", &[])}}}),
+    )
 }

@@ -147,6 +147,8 @@ pub struct RuleTrace {
 #[derive(Debug, Default)]
 struct Session {
     state: Option<SessionState>,
+    /// For a subagent's session: the session that spawned it.
+    parent: Option<String>,
 }
 
 /// Decides ACS requests for many sessions against one policy.
@@ -240,6 +242,16 @@ impl Guardian {
                 .or_default()
                 .clone()
         };
+        // A subagent's summary carries back everything that entered the subagent's context.
+        let extra_labels = if hook.method == "steps/subagentStop" {
+            p.payload
+                .get("subagent_session_id")
+                .and_then(Value::as_str)
+                .and_then(|child| self.session_labels(child))
+                .unwrap_or(program.unknown_labels)
+        } else {
+            0
+        };
         let mut session = session.lock().unwrap_or_else(|e| e.into_inner());
         let metadata = serde_json::to_value(&p.metadata).unwrap_or(Value::Null);
         let ev = Event {
@@ -248,6 +260,7 @@ impl Guardian {
             payload: &p.payload,
             metadata: &metadata,
             time_ms: envelope::rfc3339_unix_ms(&p.timestamp),
+            extra_labels,
         };
         let state = session
             .state
@@ -256,6 +269,9 @@ impl Guardian {
             Ok((decision, next, traces)) => {
                 if let Some(next) = next {
                     *state = next;
+                    if hook.method == "steps/subagentStart" {
+                        self.spawn_child(&p.metadata.session_id, state, &p.payload);
+                    }
                 }
                 let mut result = decision.to_result(&p.request_id);
                 if self.options.explain {
@@ -319,6 +335,57 @@ impl Guardian {
         r.reason_codes.clear();
         r.payload = hello.as_object().cloned();
         r
+    }
+
+    /// Creates the child session a `subagentStart` announced (if it is not known yet).
+    fn spawn_child(&self, parent_id: &str, parent: &SessionState, payload: &Value) {
+        let Some(child_id) = payload.get("subagent_session_id").and_then(Value::as_str) else {
+            return;
+        };
+        let child = parent.child(parent.child_intent(payload));
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.entry(child_id.to_string()).or_insert_with(|| {
+            Arc::new(Mutex::new(Session {
+                state: Some(child),
+                parent: Some(parent_id.to_string()),
+            }))
+        });
+    }
+
+    /// Labels of everything that entered a session's context; `None` for an unknown session.
+    fn session_labels(&self, id: &str) -> Option<u64> {
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()?;
+        let s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.state.as_ref().map(|st| st.session_labels)
+    }
+
+    /// The session that spawned a subagent session, if it is one.
+    pub fn parent_of(&self, id: &str) -> Option<String> {
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()?;
+        let s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.parent.clone()
+    }
+
+    /// A copy of a session's state (for tests, tools and inspection).
+    pub fn snapshot(&self, id: &str) -> Option<SessionState> {
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()?;
+        let s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.state.clone()
     }
 
     /// Number of sessions the Guardian holds.

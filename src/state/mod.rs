@@ -138,10 +138,14 @@ pub struct SessionState {
     label_seen: [u64; 64],
     /// Labels of everything that entered the context in the current turn.
     pub turn_labels: u64,
+    /// Labels of everything that ever entered the context (what a subagent's summary carries
+    /// back to its parent).
+    pub session_labels: u64,
     /// The provenance graph.
     pub nodes: imbl::HashMap<Arc<str>, Node>,
     /// Labels of the content of each committed step, by request id (for compaction).
-    step_labels: imbl::HashMap<Arc<str>, u64>,
+    /// Keyed by the request id (a uuid) as 128 bits: 16 bytes a step, no allocation.
+    step_labels: imbl::HashMap<u128, u64>,
     slots: imbl::Vector<slots::Slot>,
     pub intent: Option<Arc<Intent>>,
     /// Committed events.
@@ -157,6 +161,7 @@ impl Default for SessionState {
             turn_ids: imbl::HashMap::new(),
             label_seen: [0; 64],
             turn_labels: 0,
+            session_labels: 0,
             nodes: imbl::HashMap::new(),
             step_labels: imbl::HashMap::new(),
             slots: imbl::Vector::new(),
@@ -174,6 +179,9 @@ pub struct Event<'a> {
     pub payload: &'a Value,
     pub metadata: &'a Value,
     pub time_ms: Option<i64>,
+    /// Labels every piece of content in this event inherits besides its own lineage: for
+    /// `subagentStop`, everything that entered the subagent's context.
+    pub extra_labels: u64,
 }
 
 impl SessionState {
@@ -332,10 +340,14 @@ impl SessionState {
         let mut found: Vec<&Value> = Vec::new();
         collect_provenance(ev.payload, &mut found, 0);
         if found.is_empty() {
+            // A step with no content is known to carry nothing (compaction may name it).
+            if let Some(id) = uuid_bits(ev.request_id) {
+                self.step_labels.insert(id, 0);
+            }
             return Ok(());
         }
         // Compaction: the summary inherits the labels of the steps it replaces.
-        let compacted_labels = if ev.method == "steps/postCompact" {
+        let inherited = if ev.method == "steps/postCompact" {
             let mut l = 0u64;
             if let Some(entries) = ev
                 .payload
@@ -345,13 +357,14 @@ impl SessionState {
                 for e in entries {
                     l |= e
                         .as_str()
-                        .and_then(|id| self.step_labels.get(id).copied())
+                        .and_then(uuid_bits)
+                        .and_then(|id| self.step_labels.get(&id).copied())
                         .unwrap_or(program.unknown_labels);
                 }
             }
-            l
+            l | ev.extra_labels
         } else {
-            0
+            ev.extra_labels
         };
         // Parents inside the same event are inserted first: a few passes settle any order.
         let mut pending = found;
@@ -378,7 +391,7 @@ impl SessionState {
                     .iter()
                     .any(|p| !self.nodes.contains_key(*p) && later_ids(&later).all(|l| l != *p));
                 let _ = waits;
-                let node = self.make_node(program, prov, &parents, compacted_labels, budget)?;
+                let node = self.make_node(program, prov, &parents, inherited, budget)?;
                 self.nodes.insert(Arc::from(id), node);
                 self.entered(node.labels);
                 step |= node.labels;
@@ -389,7 +402,9 @@ impl SessionState {
             pending = std::mem::take(&mut later);
         }
         if !ev.request_id.is_empty() {
-            self.step_labels.insert(Arc::from(ev.request_id), step);
+            if let Some(id) = uuid_bits(ev.request_id) {
+                self.step_labels.insert(id, step);
+            }
         }
         Ok(())
     }
@@ -435,11 +450,39 @@ impl SessionState {
 
     fn entered(&mut self, labels: u64) {
         self.turn_labels |= labels;
+        self.session_labels |= labels;
         let mut bits = labels;
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
             self.label_seen[b] = self.turn + 1;
             bits &= bits - 1;
+        }
+    }
+
+    /// The starting state of a subagent spawned from this session: it sees the parent's
+    /// provenance graph and labels (its context starts as the parent's), and the intent the
+    /// spawn derives for it.
+    pub fn child(&self, intent: Option<Arc<Intent>>) -> SessionState {
+        let mut child = self.clone();
+        child.turn_ids = imbl::HashMap::new();
+        child.slots = imbl::Vector::new();
+        child.events = 0;
+        child.intent = intent;
+        child
+    }
+
+    /// The intent a `subagentStart` payload derives for the child.
+    pub fn child_intent(&self, payload: &Value) -> Option<Arc<Intent>> {
+        let own = payload
+            .get("subagent_intent")
+            .and_then(Intent::from_json)
+            .map(Arc::new);
+        match payload.get("intent_derivation").and_then(Value::as_str) {
+            Some("fresh") => own,
+            Some("inherit_full") | None => self.intent.clone(),
+            // A subset or a derivation may only narrow: without a stated child intent, the
+            // parent's applies.
+            _ => own.or_else(|| self.intent.clone()),
         }
     }
 
@@ -500,6 +543,20 @@ impl SessionState {
         }
         Ok(())
     }
+}
+
+/// A uuid's 128 bits (any hex digits and dashes; None for anything else).
+fn uuid_bits(s: &str) -> Option<u128> {
+    let mut v: u128 = 0;
+    let mut digits = 0;
+    for c in s.chars() {
+        if c == '-' {
+            continue;
+        }
+        v = (v << 4) | c.to_digit(16)? as u128;
+        digits += 1;
+    }
+    (digits == 32).then_some(v)
 }
 
 fn key_of(env: &Env<'_>, code: &Code, budget: &mut Budget) -> Result<Option<String>, VmError> {
