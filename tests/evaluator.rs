@@ -240,3 +240,63 @@ fn guardian_is_send_and_sync() {
     fn assert<T: Send + Sync>() {}
     assert::<Guardian>();
 }
+
+#[test]
+fn explain_traces_mask_values_with_a_redact_label() {
+    let mut s = Session::with(
+        r#"
+label secret redact when source == "vault"
+rule leak on toolCallRequest when args.body == "hunter2" and args.body has secret => deny "leak"
+default allow
+"#,
+        Options {
+            explain: true,
+            ..Options::default()
+        },
+    );
+    s.send(
+        "steps/toolCallResult",
+        json!({"tool": {"name": "vault"}, "exit_status": "success",
+               "outputs": [{"value": "hunter2", "provenance": {"provenance_id": "v1", "origin": "tool_output", "source_id": "vault"}}]}),
+    );
+    let r = s.send(
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "send_email"}, "arguments": {"body": {"value": "hunter2",
+               "provenance": {"provenance_id": "b1", "origin": "agent_generated", "derived_from": ["v1"]}}}}),
+    );
+    assert_eq!(r["result"]["decision"], "deny");
+    let explain = r["result"]["policy_data"]["warden"].to_string();
+    assert!(!explain.contains("hunter2"), "{explain}");
+    assert!(explain.contains("[redacted]"), "{explain}");
+}
+
+#[test]
+fn a_subagent_summary_carries_the_subagents_labels_back() {
+    let mut s = Session::new(
+        r#"
+use std.taint
+rule tainted on toolCallRequest when any a in args: a has untrusted => deny "tainted"
+default allow
+"#,
+    );
+    let child = "0b1c2d3e-4f50-4617-8829-000000000002";
+    s.send(
+        "steps/subagentStart",
+        json!({"subagent_session_id": child, "intent_derivation": "inherit_full"}),
+    );
+    // Inside the child: it reads the web.
+    let req = json!({"jsonrpc": "2.0", "id": 99, "method": "steps/toolCallResult", "params": {
+        "acs_version": "0.1.0", "request_id": "00000000-0000-4000-8000-000000009999",
+        "timestamp": "2026-12-01T10:00:00Z", "metadata": {"agent_id": "sub", "session_id": child},
+        "payload": {"tool": {"name": "web"}, "exit_status": "success",
+                    "outputs": [{"value": "x", "provenance": {"provenance_id": "w9", "origin": "tool_output"}}]}}});
+    s.guardian.handle(&serde_json::to_vec(&req).unwrap());
+    assert_eq!(s.guardian.parent_of(child).as_deref(), Some(SESSION));
+    s.send(
+        "steps/subagentStop",
+        json!({"subagent_session_id": child, "outcome": "completed",
+               "summary": {"value": "found it", "provenance": {"provenance_id": "sum", "origin": "agent_generated", "derived_from": ["w9"]}}}),
+    );
+    let arg = json!({"q": {"value": "v", "provenance": {"provenance_id": "q1", "origin": "agent_generated", "derived_from": ["sum"]}}});
+    assert_eq!(s.call("post", arg).1, vec!["tainted"]);
+}

@@ -39,9 +39,16 @@ pub struct Decision {
     pub fired: Vec<String>,
     /// Rules whose decision won (cited in `policy_references`).
     pub winners: Vec<(String, String)>,
+    /// With explain on: every rule that ran, whether it fired, and its checks with values.
+    pub trace: Vec<super::RuleTrace>,
 }
 
 impl Decision {
+    /// The explain trace (empty unless the Guardian runs with `Options::explain`).
+    pub fn explain(&self) -> &[super::RuleTrace] {
+        &self.trace
+    }
+
     /// Whether the step goes ahead (and so counts in history).
     pub fn proceeds(&self) -> bool {
         matches!(self.kind, DecisionKind::Allow | DecisionKind::Modify)
@@ -57,6 +64,7 @@ impl Decision {
             defer: None,
             fired: Vec::new(),
             winners: Vec::new(),
+            trace: Vec::new(),
         }
     }
 
@@ -247,6 +255,7 @@ fn from_templates(
         defer: None,
         fired: Vec::new(),
         winners: refs,
+        trace: Vec::new(),
     };
     let first = winners[0].1;
     match kind {

@@ -442,7 +442,7 @@ pub fn decide_event(
             }
         }
     }
-    let decision = {
+    let mut decision = {
         let env = Env {
             program,
             payload: ev.payload,
@@ -451,11 +451,80 @@ pub fn decide_event(
         };
         decide::combine(program, hook, &fired, &env, &mut budget)?
     };
+    if explain {
+        redact_traces(program, &work, ev.payload, &mut traces);
+        decision.trace = traces.clone();
+    }
     if decision.proceeds() {
         work.commit_event(program, ev, &mut budget)?;
         Ok((decision, Some(work), traces))
     } else {
         Ok((decision, None, traces))
+    }
+}
+
+/// Masks, in explain traces, the values of content that carries a `redact` label.
+fn redact_traces(
+    program: &Program,
+    state: &SessionState,
+    payload: &Value,
+    traces: &mut [RuleTrace],
+) {
+    let mask = program
+        .labels
+        .iter()
+        .filter(|l| l.redact)
+        .fold(0u64, |m, l| m | (1u64 << l.bit));
+    if mask == 0 {
+        return;
+    }
+    let mut secrets = Vec::new();
+    collect_secrets(program, state, payload, mask, &mut secrets, 0);
+    if secrets.is_empty() {
+        return;
+    }
+    for t in traces {
+        for o in &mut t.observations {
+            for operand in &mut o.operands {
+                if secrets.iter().any(|s| operand.contains(s.as_str())) {
+                    *operand = "[redacted]".into();
+                }
+            }
+        }
+    }
+}
+
+fn collect_secrets(
+    program: &Program,
+    state: &SessionState,
+    v: &Value,
+    mask: u64,
+    out: &mut Vec<String>,
+    depth: usize,
+) {
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            if let (Some(value), Some(_)) = (m.get("value"), m.get("provenance")) {
+                let labels = state.labels_of(program, &vm::Val::Json(v)).unwrap_or(0);
+                if labels & mask != 0 {
+                    let shown = vm::Val::from_json(value).describe();
+                    // Strings render quoted; match the bare text too.
+                    out.push(shown.trim_matches('"').to_string());
+                }
+            }
+            for child in m.values() {
+                collect_secrets(program, state, child, mask, out, depth + 1);
+            }
+        }
+        Value::Array(a) => {
+            for child in a {
+                collect_secrets(program, state, child, mask, out, depth + 1);
+            }
+        }
+        _ => {}
     }
 }
 
