@@ -47,10 +47,7 @@ fn state_after(policy: &Policy, events: &[serde_json::Value]) -> SessionState {
             time_ms: None,
             extra_labels: 0,
         };
-        let (_, next, _) = decide_event(program, hook, &state, &ev, false).unwrap();
-        if let Some(next) = next {
-            state = next;
-        }
+        decide_event(program, hook, &mut state, &ev, false).unwrap();
     }
     state
 }
@@ -60,7 +57,7 @@ fn decide(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
     for &h in &[10u64, 1_000, 100_000, 1_000_000] {
         for taint in [history::Taint::Recent, history::Taint::Early] {
-            let state = state_after(&policy, &history::history(h, taint));
+            let mut state = state_after(&policy, &history::history(h, taint));
             let probe = history::probe(h);
             let (method, rid, payload, metadata) = event_parts(&probe);
             let hook = fields::hook(&method).unwrap();
@@ -76,8 +73,8 @@ fn decide(c: &mut Criterion) {
                         time_ms: None,
                         extra_labels: 0,
                     };
-                    let (d, _, _) =
-                        decide_event(&program, hook, black_box(&state), &ev, false).unwrap();
+                    let d =
+                        decide_event(&program, hook, black_box(&mut state), &ev, false).unwrap();
                     black_box(d.kind)
                 })
             });

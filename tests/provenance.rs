@@ -240,7 +240,7 @@ proptest! {
         }
         // Compare the incremental state with the recomputation.
         let state = d.guardian.snapshot(SESSION).unwrap();
-        prop_assert_eq!(state.turn, m.turn);
+        prop_assert_eq!(state.turn(), m.turn);
         for (i, c) in m.content.iter().enumerate() {
             let node = state.nodes.get(c.0.as_str()).copied();
             prop_assert!(node.is_some(), "node {} missing", c.0);

@@ -41,7 +41,7 @@ use crate::acs::fields;
 use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::state::{Event, SessionState};
+use crate::state::{Draft, Event, SessionState};
 use crate::syntax::ast::DecisionKind;
 use crate::vm::{self, Budget, Env, Observation, VmError};
 
@@ -266,13 +266,11 @@ impl Guardian {
             .state
             .get_or_insert_with(|| SessionState::new(&program));
         match decide_event(&program, hook, state, &ev, self.options.explain) {
-            Ok((decision, next, traces)) => {
-                if let Some(next) = next {
-                    *state = next;
-                    if hook.method == "steps/subagentStart" {
-                        self.spawn_child(&p.metadata.session_id, state, &p.payload);
-                    }
+            Ok(decision) => {
+                if decision.proceeds() && hook.method == "steps/subagentStart" {
+                    self.spawn_child(&p.metadata.session_id, state, &p.payload);
                 }
+                let traces = decision.trace.clone();
                 let mut result = decision.to_result(&p.request_id);
                 if self.options.explain {
                     result
@@ -361,7 +359,7 @@ impl Guardian {
             .get(id)
             .cloned()?;
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
-        s.state.as_ref().map(|st| st.session_labels)
+        s.state.as_ref().map(|st| st.scalars.session_labels)
     }
 
     /// The session that spawned a subagent session, if it is one.
@@ -399,77 +397,70 @@ pub fn is_known_method(m: &str) -> bool {
     fields::hook(m).is_some() || m == "system/ping" || m == "handshake/hello"
 }
 
-/// Decides one event against a session state. Returns the decision, the state to keep if the
-/// step goes ahead (`None`: keep the old one), and the per-rule traces (when `explain`).
+/// Decides one event against a session state, and keeps the event's effect on the state only
+/// if the step goes ahead (allow or modify). Returns the decision (with its explain trace when
+/// `explain`).
 pub fn decide_event(
     program: &Program,
     hook: &'static fields::HookSpec,
-    state: &SessionState,
+    state: &mut SessionState,
     ev: &Event<'_>,
     explain: bool,
-) -> Result<(Decision, Option<SessionState>, Vec<RuleTrace>), VmError> {
+) -> Result<Decision, VmError> {
     let mut budget = Budget::new(program.budget);
-    let mut work = state.clone();
-    work.begin_event(program, ev, &mut budget)?;
-    let tool = ev
-        .payload
-        .get("tool")
-        .and_then(|t| t.get("name"))
-        .and_then(Value::as_str);
-    let mut fired = Vec::new();
-    let mut traces = Vec::new();
-    {
-        let env = Env {
-            program,
-            payload: ev.payload,
-            metadata: ev.metadata,
-            state: &work,
+    state.ensure_slots(program);
+    let (decision, changes) = {
+        let mut draft = Draft::new(state);
+        draft.begin_event(program, ev, &mut budget)?;
+        let tool = ev
+            .payload
+            .get("tool")
+            .and_then(|t| t.get("name"))
+            .and_then(Value::as_str);
+        let mut fired = Vec::new();
+        let mut traces = Vec::new();
+        let mut decision = {
+            let env = Env {
+                program,
+                payload: ev.payload,
+                metadata: ev.metadata,
+                state: &draft,
+            };
+            for id in program.rules_for(hook.method, tool) {
+                let rule = &program.rules[id as usize];
+                let mut obs = Vec::new();
+                let result = vm::run(&env, &rule.code, &mut budget, explain.then_some(&mut obs))?;
+                let fires = result.truth() == Some(true);
+                if fires {
+                    fired.push(id);
+                }
+                if explain {
+                    traces.push(RuleTrace {
+                        rule: format!("{}.{}", rule.module, rule.name),
+                        fired: fires,
+                        observations: obs,
+                    });
+                }
+            }
+            decide::combine(program, hook, &fired, &env, &mut budget)?
         };
-        for id in program.rules_for(hook.method, tool) {
-            let rule = &program.rules[id as usize];
-            let mut obs = Vec::new();
-            let result = vm::run(&env, &rule.code, &mut budget, explain.then_some(&mut obs))?;
-            let fires = result.truth() == Some(true);
-            if fires {
-                fired.push(id);
-            }
-            if explain {
-                traces.push(RuleTrace {
-                    rule: format!("{}.{}", rule.module, rule.name),
-                    fired: fires,
-                    observations: obs,
-                });
-            }
+        if explain {
+            redact_traces(program, &draft, ev.payload, &mut traces);
+            decision.trace = traces;
         }
-    }
-    let mut decision = {
-        let env = Env {
-            program,
-            payload: ev.payload,
-            metadata: ev.metadata,
-            state: &work,
-        };
-        decide::combine(program, hook, &fired, &env, &mut budget)?
+        if decision.proceeds() {
+            draft.record_history(program, ev, &mut budget)?;
+        }
+        (decision, draft.into_changes())
     };
-    if explain {
-        redact_traces(program, &work, ev.payload, &mut traces);
-        decision.trace = traces.clone();
-    }
     if decision.proceeds() {
-        work.commit_event(program, ev, &mut budget)?;
-        Ok((decision, Some(work), traces))
-    } else {
-        Ok((decision, None, traces))
+        state.apply(program, changes);
     }
+    Ok(decision)
 }
 
 /// Masks, in explain traces, the values of content that carries a `redact` label.
-fn redact_traces(
-    program: &Program,
-    state: &SessionState,
-    payload: &Value,
-    traces: &mut [RuleTrace],
-) {
+fn redact_traces(program: &Program, state: &Draft<'_>, payload: &Value, traces: &mut [RuleTrace]) {
     let mask = program
         .labels
         .iter()
@@ -496,7 +487,7 @@ fn redact_traces(
 
 fn collect_secrets(
     program: &Program,
-    state: &SessionState,
+    state: &Draft<'_>,
     v: &Value,
     mask: u64,
     out: &mut Vec<String>,

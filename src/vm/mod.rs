@@ -14,7 +14,7 @@ use serde_json::Value;
 pub use value::{glob as glob_match, Val};
 
 use crate::compile::{Code, Const, Op, Program, Root, Seg};
-use crate::state::SessionState;
+use crate::state::Draft;
 
 /// Why an evaluation stopped without a result. Every one is a decision failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,7 +30,7 @@ pub struct Env<'a> {
     pub program: &'a Program,
     pub payload: &'a Value,
     pub metadata: &'a Value,
-    pub state: &'a SessionState,
+    pub state: &'a Draft<'a>,
 }
 
 /// Instructions left for the whole decision.
@@ -266,15 +266,13 @@ pub fn run<'a>(
                 });
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
-            Op::IntentDeclared => stack.push(Val::Bool(env.state.intent.is_some())),
-            Op::IntentRaw => stack.push(
-                match env.state.intent.as_ref().and_then(|i| i.raw.clone()) {
-                    Some(s) => Val::Str(Cow::Owned(s.to_string())),
-                    None => Val::Undef,
-                },
-            ),
+            Op::IntentDeclared => stack.push(Val::Bool(env.state.intent().is_some())),
+            Op::IntentRaw => stack.push(match env.state.intent().and_then(|i| i.raw.clone()) {
+                Some(s) => Val::Str(Cow::Owned(s.to_string())),
+                None => Val::Undef,
+            }),
             Op::IntentScopeMode => stack.push(
-                match env.state.intent.as_ref().and_then(|i| i.scope_mode.clone()) {
+                match env.state.intent().and_then(|i| i.scope_mode.clone()) {
                     Some(s) => Val::Str(Cow::Owned(s.to_string())),
                     None => Val::Undef,
                 },
