@@ -46,6 +46,8 @@ pub struct Loaded {
     pub sources: SourceMap,
     pub units: Vec<Unit>,
     pub diagnostics: Vec<Diagnostic>,
+    /// `use rego` imports: the importing file and what was loaded.
+    pub rego: Vec<(FileId, crate::rego::RegoImport)>,
 }
 
 /// Reads a file as a source; a file that is not UTF-8 is reported at its first bad byte.
@@ -75,7 +77,16 @@ impl Loaded {
     pub fn from_path(path: &Path) -> Result<Loaded, std::io::Error> {
         let (source, bad_utf8) = read_source(path)?;
         let mut loaded = Loaded::default();
-        let dir = path.parent().map(Path::to_path_buf);
+        let dir = path
+            .parent()
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .map(Path::to_path_buf);
         let file = loaded.sources.add(source);
         if let Some(mut d) = bad_utf8 {
             d.file = file;
@@ -223,12 +234,41 @@ impl Loaded {
                         .with_label("no such file or folder")
                         .with_help(format!(
                             "paths are relative to the policy's folder ({})",
-                            dir.display()
+                            shown_dir(dir)
                         )),
                     );
+                    return;
+                }
+                let Some(alias) = u.alias.as_ref() else {
+                    return;
+                };
+                let is_data = matches!(u.kind, ast::UseKind::RegoData { .. });
+                match crate::rego::load_import(&alias.name, &full, is_data) {
+                    Ok(import) => self.rego.push((from, import)),
+                    Err(e) => self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::bad_rego",
+                            from,
+                            path.span,
+                            format!("cannot load `{}`: {e}", path.value),
+                        )
+                        .with_label("Rego that does not load")
+                        .with_help(
+                            "fix the Rego file (it must parse, and declare one package per alias)",
+                        ),
+                    ),
                 }
             }
         }
+    }
+}
+
+/// A directory for messages: `.` rather than an empty path.
+pub fn shown_dir(dir: &Path) -> String {
+    if dir.as_os_str().is_empty() {
+        ".".into()
+    } else {
+        dir.display().to_string()
     }
 }
 
