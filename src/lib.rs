@@ -14,4 +14,5 @@ pub mod fmt;
 pub mod guardian;
 pub mod state;
 pub mod syntax;
+pub mod testing;
 pub mod vm;

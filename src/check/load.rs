@@ -16,7 +16,10 @@ pub const STDLIB: &[(&str, &str)] = &[
     ("std.rate", include_str!("../../stdlib/rate.ward")),
     ("std.skills", include_str!("../../stdlib/skills.ward")),
     ("std.agbom", include_str!("../../stdlib/agbom.ward")),
-    ("std.compaction", include_str!("../../stdlib/compaction.ward")),
+    (
+        "std.compaction",
+        include_str!("../../stdlib/compaction.ward"),
+    ),
     ("std.defaults", include_str!("../../stdlib/defaults.ward")),
 ];
 
@@ -83,6 +86,22 @@ impl Loaded {
         Ok(loaded)
     }
 
+    /// Adds another file on disk to a loaded policy, following its `use`s (the test runner
+    /// loads `foo_test.ward` beside `foo.ward` this way). Check the result again with
+    /// [`crate::check::check`].
+    pub fn add_path(&mut self, path: &Path) -> Result<(), std::io::Error> {
+        let (source, bad_utf8) = read_source(path)?;
+        let dir = path.parent().map(Path::to_path_buf);
+        let file = self.sources.add(source);
+        if let Some(mut d) = bad_utf8 {
+            d.file = file;
+            self.diagnostics.push(d);
+            return Ok(());
+        }
+        self.add_unit(file, path.display().to_string(), false, true, dir);
+        Ok(())
+    }
+
     /// Loads a policy from text; `name` is what diagnostics call the file. Relative `use`s
     /// resolve against `dir` when given.
     pub fn from_source(name: &str, text: &str, dir: Option<PathBuf>) -> Loaded {
@@ -139,9 +158,7 @@ impl Loaded {
                 if name == "std" || name.starts_with("std.") {
                     match STDLIB.iter().find(|(n, _)| *n == name) {
                         Some((n, text)) => {
-                            let file = self
-                                .sources
-                                .add(SourceFile::new(format!("<{n}>"), *text));
+                            let file = self.sources.add(SourceFile::new(format!("<{n}>"), *text));
                             self.add_unit(file, name, true, false, None);
                         }
                         None => {
