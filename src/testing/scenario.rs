@@ -203,7 +203,8 @@ pub(super) fn run_test(suite: &Suite, test: &Test, color: bool) -> TestResult {
     let mut run = Run::new(suite, test, color);
     let outcome = run.prepare().and_then(|()| run.steps());
     if let Err(message) = outcome {
-        run.test_error(test.span, &message);
+        let span = run.current.unwrap_or(test.span);
+        run.test_error(span, &message);
     }
     let status = if run.failures.is_empty() {
         TestStatus::Passed
@@ -233,6 +234,8 @@ struct Run<'s> {
     failures: Vec<Failure>,
     coverage: Coverage,
     checked_steps: usize,
+    /// The step being run (where a test error points).
+    current: Option<Span>,
 }
 
 impl<'s> Run<'s> {
@@ -249,6 +252,7 @@ impl<'s> Run<'s> {
             failures: Vec::new(),
             coverage: Coverage::default(),
             checked_steps: 0,
+            current: None,
         }
     }
 
@@ -332,6 +336,7 @@ impl<'s> Run<'s> {
                 ));
             }
         }
+        self.current = None;
         let policy = if overrides.is_empty() {
             self.suite.policy.clone()
         } else {
@@ -371,6 +376,7 @@ impl<'s> Run<'s> {
 
     fn run_steps(&mut self, s: &mut Session, steps: &[Step]) -> Result<(), String> {
         for step in steps {
+            self.current = Some(step.span);
             self.step(s, step)?;
         }
         Ok(())
@@ -1331,6 +1337,7 @@ impl<'s> Run<'s> {
         }
         let mut expected = vec![false; sent.len()];
         for step in steps {
+            self.current = Some(step.span);
             match &step.kind {
                 StepKind::With { .. } => {}
                 StepKind::Expect { request_id } => {
