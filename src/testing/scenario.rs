@@ -272,6 +272,7 @@ impl<'s> Run<'s> {
             let StepKind::With { target, value } = &step.kind else {
                 continue;
             };
+            self.current = Some(step.span);
             let path = self.source_text(target.span);
             let path = path.trim();
             let v = self
