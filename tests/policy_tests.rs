@@ -61,7 +61,14 @@ test "wrong on purpose" {
 #[test]
 fn stdlib_and_examples_pass_with_coverage() {
     let out = warden(
-        &["test", "stdlib/", "examples/", "--coverage", "--coverage-min", "90"],
+        &[
+            "test",
+            "stdlib/",
+            "examples/",
+            "--coverage",
+            "--coverage-min",
+            "90",
+        ],
         &root(),
     );
     let text = stdout(&out);
@@ -74,14 +81,20 @@ fn stdlib_and_examples_pass_with_coverage() {
     let (passed, rest) = last.split_once(" passed, ").expect("summary line");
     assert!(passed.parse::<usize>().unwrap() >= 40, "{last}");
     assert_eq!(rest, "0 failed", "{last}");
-    assert!(text.contains("rules fired"), "coverage report missing:\n{text}");
+    assert!(
+        text.contains("rules fired"),
+        "coverage report missing:\n{text}"
+    );
     // Every stdlib module and every example has tests.
     for dir in ["stdlib", "examples"] {
         for e in std::fs::read_dir(root().join(dir)).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "ward") {
                 let name = p.strip_prefix(root()).unwrap().display().to_string();
-                assert!(text.contains(&format!("ok      {name} :: ")), "{name} has no passing test");
+                assert!(
+                    text.contains(&format!("ok      {name} :: ")),
+                    "{name} has no passing test"
+                );
             }
         }
     }
@@ -95,15 +108,24 @@ fn a_wrong_expectation_fails_with_a_readable_report() {
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert_eq!(last_line(&text), "1 passed, 1 failed");
-    assert!(text.contains("FAILED  pay.ward :: wrong on purpose"), "{text}");
+    assert!(
+        text.contains("FAILED  pay.ward :: wrong on purpose"),
+        "{text}"
+    );
     // The step, by its source line and its location, and both decisions.
-    assert!(text.contains(r#"call send_money(to: "XX99" from tool_output "read_file") => allow"#), "{text}");
+    assert!(
+        text.contains(r#"call send_money(to: "XX99" from tool_output "read_file") => allow"#),
+        "{text}"
+    );
     assert!(text.contains("pay.ward:14:3"), "{text}");
     assert!(text.contains("expected: allow"), "{text}");
     assert!(text.contains(r#"actual:   deny "taint.window""#), "{text}");
     // The rules that fired and the explain trace with values.
     assert!(text.contains("rules that fired: pay.ward.block"), "{text}");
-    assert!(text.contains("turns_since(untrusted) <= 3 → true"), "{text}");
+    assert!(
+        text.contains("turns_since(untrusted) <= 3 → true"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -118,10 +140,16 @@ fn junit_output_is_valid_junit_xml() {
     assert_eq!(suites.tag_name().name(), "testsuites");
     assert_eq!(suites.attribute("tests"), Some("2"));
     assert_eq!(suites.attribute("failures"), Some("1"));
-    let suite: Vec<_> = suites.children().filter(|n| n.has_tag_name("testsuite")).collect();
+    let suite: Vec<_> = suites
+        .children()
+        .filter(|n| n.has_tag_name("testsuite"))
+        .collect();
     assert_eq!(suite.len(), 1);
     assert_eq!(suite[0].attribute("name"), Some("pay.ward"));
-    let cases: Vec<_> = suite[0].children().filter(|n| n.has_tag_name("testcase")).collect();
+    let cases: Vec<_> = suite[0]
+        .children()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
     assert_eq!(cases.len(), 2);
     assert_eq!(cases[0].attribute("name"), Some("passes"));
     assert!(cases[0].children().all(|c| !c.has_tag_name("failure")));
@@ -129,7 +157,10 @@ fn junit_output_is_valid_junit_xml() {
         .children()
         .find(|c| c.has_tag_name("failure"))
         .expect("a failure element");
-    assert!(failure.attribute("message").unwrap().contains("expected allow, got deny"));
+    assert!(failure
+        .attribute("message")
+        .unwrap()
+        .contains("expected allow, got deny"));
     // The escaped output value comes back intact, and no ANSI escapes are left.
     let body = failure.text().unwrap_or("");
     assert!(body.contains("taint.window"), "{body}");
@@ -141,7 +172,10 @@ fn junit_output_is_valid_junit_xml() {
 fn json_output_follows_the_documented_shape() {
     let dir = temp_dir("json");
     std::fs::write(dir.join("pay.ward"), POLICY).unwrap();
-    let out = warden(&["test", "--format", "json", "--coverage", "pay.ward"], &dir);
+    let out = warden(
+        &["test", "--format", "json", "--coverage", "pay.ward"],
+        &dir,
+    );
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v["version"], 1);
@@ -171,7 +205,11 @@ fn filters_skip_and_exit_codes() {
     assert!(out.status.success());
     assert_eq!(last_line(&stdout(&out)), "1 passed, 0 failed, 1 skipped");
     // A policy that does not check: exit 2.
-    std::fs::write(dir.join("broken.ward"), "rule r on toolCallReques => deny \"x\"\n").unwrap();
+    std::fs::write(
+        dir.join("broken.ward"),
+        "rule r on toolCallReques => deny \"x\"\n",
+    )
+    .unwrap();
     let out = warden(&["test", "broken.ward"], &dir);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     // Coverage below the minimum: exit 1, though every test passed.

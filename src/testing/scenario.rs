@@ -647,7 +647,7 @@ impl<'s> Run<'s> {
         let missing: Vec<String> = exp
             .codes
             .iter()
-            .filter(|c| !d.codes.iter().any(|x| *x == c.value))
+            .filter(|c| !d.codes.contains(&c.value))
             .map(|c| format!("\"{}\"", c.value))
             .collect();
         if !missing.is_empty() {
