@@ -189,6 +189,11 @@ fn json_output_follows_the_documented_shape() {
     assert_eq!(f["expected"], "allow");
     assert_eq!(f["actual"], "deny \"taint.window\"");
     assert_eq!(f["method"], "steps/toolCallRequest");
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(r#"step `call send_money(to: "XX99" from tool_output "read_file") => allow` of test "wrong on purpose""#),
+        "{message}"
+    );
     assert_eq!(f["fired"][0], "pay.ward.block");
     assert_eq!(f["trace"][0]["rule"], "pay.ward.block");
     assert_eq!(f["trace"][0]["checks"][0]["result"], true);

@@ -540,6 +540,11 @@ impl<'s> Run<'s> {
             (Some(e), None) => format!("expected {e}"),
             (None, None) => "this step failed".to_string(),
         };
+        let message = format!(
+            "step `{}` of test \"{}\": {message}",
+            self.first_line(span),
+            self.test.name.value
+        );
         let mut d =
             Diagnostic::error("test::failed", self.file(), span, message.clone()).with_label(label);
         if let Some(sent) = sent {
