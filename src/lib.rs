@@ -15,4 +15,5 @@ pub mod guardian;
 pub mod rego;
 pub mod state;
 pub mod syntax;
+pub mod testing;
 pub mod vm;

@@ -97,6 +97,22 @@ impl Loaded {
         Ok(loaded)
     }
 
+    /// Adds another file on disk to a loaded policy, following its `use`s (the test runner
+    /// loads `foo_test.ward` beside `foo.ward` this way). Check the result again with
+    /// [`crate::check::check`].
+    pub fn add_path(&mut self, path: &Path) -> Result<(), std::io::Error> {
+        let (source, bad_utf8) = read_source(path)?;
+        let dir = path.parent().map(Path::to_path_buf);
+        let file = self.sources.add(source);
+        if let Some(mut d) = bad_utf8 {
+            d.file = file;
+            self.diagnostics.push(d);
+            return Ok(());
+        }
+        self.add_unit(file, path.display().to_string(), false, true, dir);
+        Ok(())
+    }
+
     /// Loads a policy from text; `name` is what diagnostics call the file. Relative `use`s
     /// resolve against `dir` when given.
     pub fn from_source(name: &str, text: &str, dir: Option<PathBuf>) -> Loaded {

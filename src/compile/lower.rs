@@ -17,10 +17,23 @@ pub const DEFAULT_BUDGET: u64 = 200_000;
 /// Compiles a checked policy. Fails with diagnostics if the checker reported errors or the
 /// policy uses something the evaluator cannot run.
 pub fn compile(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
-    crate::syntax::on_deep_stack(|| compile_here(checked))
+    crate::syntax::on_deep_stack(|| compile_here(checked, &HashMap::new()))
 }
 
-fn compile_here(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
+/// Compiles with some `let` constants replaced by the given values (by constant name): the
+/// test runner's `with NAME as VALUE` mocks. Everything that folds the constant (conditions,
+/// the rule index by tool name) sees the override.
+pub fn compile_with(
+    checked: &Checked,
+    overrides: &HashMap<String, Const>,
+) -> Result<Program, Vec<Diagnostic>> {
+    crate::syntax::on_deep_stack(|| compile_here(checked, overrides))
+}
+
+fn compile_here(
+    checked: &Checked,
+    overrides: &HashMap<String, Const>,
+) -> Result<Program, Vec<Diagnostic>> {
     if checked.has_errors() {
         return Err(checked
             .diagnostics
@@ -38,7 +51,7 @@ fn compile_here(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
         },
         consts: HashMap::new(),
         paths: HashMap::new(),
-        const_values: HashMap::new(),
+        const_values: overrides.clone(),
         errors: Vec::new(),
     };
     cx.labels();

@@ -73,6 +73,15 @@ impl Policy {
         }
     }
 
+    /// A policy from a program compiled elsewhere (the test runner compiles with mocks).
+    pub fn from_program(mut program: Program) -> Policy {
+        program.unknown_labels = crate::state::unknown_labels(&program);
+        Policy {
+            program: Arc::new(program),
+            warnings: Diagnostics::default(),
+        }
+    }
+
     /// Loads the policy rooted at a `.ward` file.
     pub fn load(path: impl AsRef<Path>) -> Result<Policy, Diagnostics> {
         let path = path.as_ref();
