@@ -428,12 +428,14 @@ pub fn decide_event(
             .and_then(Value::as_str);
         let mut fired = Vec::new();
         let mut traces = Vec::new();
+        let rego_cache = vm::RegoCache::default();
         let mut decision = {
             let env = Env {
                 program,
                 payload: ev.payload,
                 metadata: ev.metadata,
                 state: &draft,
+                rego_cache: Some(&rego_cache),
             };
             for id in program.rules_for(hook.method, tool) {
                 let rule = &program.rules[id as usize];
