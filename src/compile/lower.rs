@@ -288,6 +288,7 @@ impl<'a> Lower<'a> {
             }
         };
         let decision = self.decision(&mut frame, &r.decision);
+        let rego_source = r.rego.as_ref().map(|q| self.rego_ref(q.value.clone()));
         let tools = r.when.as_ref().and_then(|w| self.tool_filter(file, w));
         for h in &hooks {
             let ix = self.program.index.entry(h.method).or_default();
@@ -306,6 +307,7 @@ impl<'a> Lower<'a> {
             hooks,
             code,
             decision,
+            rego_source,
             span: r.span,
             file,
         });

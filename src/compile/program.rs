@@ -186,6 +186,9 @@ pub struct CompiledRule {
     pub hooks: Vec<&'static HookSpec>,
     pub code: Code,
     pub decision: DecisionTemplate,
+    /// `from rego "…"`: the Rego deny set (an index into `Program::rego_refs`) whose messages
+    /// are this rule's decisions.
+    pub rego_source: Option<u32>,
     pub span: Span,
     pub file: crate::diagnostics::FileId,
 }

@@ -60,7 +60,8 @@ impl Env<'_> {
         })
     }
 
-    fn rego(&self, id: u32, args: &[Value]) -> Result<Option<Value>, VmError> {
+    /// Evaluates Rego rule `id` (a function, when `args` are given), cached per decision.
+    pub fn rego(&self, id: u32, args: &[Value]) -> Result<Option<Value>, VmError> {
         let bridge = self
             .program
             .rego
