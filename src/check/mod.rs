@@ -15,6 +15,7 @@ use crate::acs::fields::{self, DecisionKind as AcsDecision, HookSpec};
 use crate::diagnostics::{did_you_mean, Diagnostic, Diagnostics, FileId, Span};
 use crate::syntax::ast::{self, DecisionKind, Item};
 
+pub use expr::{builtin, BUILTINS};
 pub use load::{collect_files, Loaded, Unit, DEFAULT_POLICY, STDLIB};
 pub use types::{Table, Type};
 

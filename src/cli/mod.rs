@@ -64,6 +64,12 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Run the language server on standard input and output (for editors)
+    Lsp {
+        /// Accepted for clients that pass it; stdio is the only transport
+        #[arg(long)]
+        stdio: bool,
+    },
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -91,6 +97,7 @@ pub fn main() -> i32 {
             fail_with_error,
         } => run_replay(&trace, policy.as_deref(), explain, fail_with_error),
         Command::Compile { path, dump } => run_compile(&path, dump),
+        Command::Lsp { stdio: _ } => crate::lsp::run(),
     }
 }
 
