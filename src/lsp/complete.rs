@@ -127,8 +127,9 @@ fn is_hook_context(before: &str) -> bool {
     }
     ends_with_word(s, "on")
         || ends_with_word(s, "send")
-        || s.strip_suffix('(')
-            .is_some_and(|r| ends_with_word(r.trim_end(), "count") || ends_with_word(r.trim_end(), "exists"))
+        || s.strip_suffix('(').is_some_and(|r| {
+            ends_with_word(r.trim_end(), "count") || ends_with_word(r.trim_end(), "exists")
+        })
 }
 
 /// Where in the document the cursor is, as far as field completion cares.
@@ -165,7 +166,9 @@ fn rule_hooks(text: &str, start: usize) -> Vec<&'static HookSpec> {
     let head = &text[start..];
     let head = &head[..head.find("=>").unwrap_or(head.len())];
     let head = &head[..head.find(" when").unwrap_or(head.len())];
-    let Some(i) = head.find(" on ") else { return Vec::new() };
+    let Some(i) = head.find(" on ") else {
+        return Vec::new();
+    };
     head[i + 4..]
         .split([',', ' ', '\n', '\t'])
         .filter(|w| !w.is_empty())
@@ -189,7 +192,11 @@ fn history_hook(text: &str, start: usize, offset: usize) -> Option<&'static Hook
                 })
                 .sum();
             if depth >= 0 && best.is_none_or(|(b, _)| i > b) {
-                let name: String = after.trim_start().chars().take_while(|c| is_hook_char(*c)).collect();
+                let name: String = after
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| is_hook_char(*c))
+                    .collect();
                 if let Some(h) = fields::hook(&name) {
                     best = Some((i, h));
                 }
@@ -215,7 +222,12 @@ fn scope_at(text: &str, offset: usize) -> (Scope, Vec<&'static HookSpec>) {
     }
 }
 
-fn item(label: &str, kind: lt::CompletionItemKind, detail: Option<String>, doc: Option<String>) -> lt::CompletionItem {
+fn item(
+    label: &str,
+    kind: lt::CompletionItemKind,
+    detail: Option<String>,
+    doc: Option<String>,
+) -> lt::CompletionItem {
     lt::CompletionItem {
         label: label.to_string(),
         kind: Some(kind),
@@ -251,13 +263,29 @@ pub fn complete(doc: &Document, offset: usize) -> Vec<lt::CompletionItem> {
         }
         let start = offset - content.len();
         let range = doc.range(crate::diagnostics::Span::new(start, offset));
-        let mut codes: Vec<&str> = doc.analysis.checked.reason_codes.iter().map(String::as_str).collect();
+        let mut codes: Vec<&str> = doc
+            .analysis
+            .checked
+            .reason_codes
+            .iter()
+            .map(String::as_str)
+            .collect();
         codes.sort_unstable();
         codes.dedup();
         return codes
             .into_iter()
             .filter(|c| !c.is_empty())
-            .map(|c| with_edit(item(c, lt::CompletionItemKind::VALUE, Some("reason code".into()), None), range))
+            .map(|c| {
+                with_edit(
+                    item(
+                        c,
+                        lt::CompletionItemKind::VALUE,
+                        Some("reason code".into()),
+                        None,
+                    ),
+                    range,
+                )
+            })
             .collect();
     }
     if in_comment(line) {
@@ -270,26 +298,45 @@ pub fn complete(doc: &Document, offset: usize) -> Vec<lt::CompletionItem> {
         let rest = rest.trim_start();
         if !rest.contains(' ') {
             let (typed_prefix, _) = split_trailing(rest, is_word);
-            let range = doc.range(crate::diagnostics::Span::new(offset - (rest.len() - typed_prefix.len()), offset));
+            let range = doc.range(crate::diagnostics::Span::new(
+                offset - (rest.len() - typed_prefix.len()),
+                offset,
+            ));
             return STDLIB
                 .iter()
                 .filter_map(|(name, text)| {
                     let shown = name.strip_prefix(typed_prefix)?;
                     let doc = leading_comment(text);
-                    Some(with_edit(item(shown, lt::CompletionItemKind::MODULE, Some(name.to_string()), Some(doc)), range))
+                    Some(with_edit(
+                        item(
+                            shown,
+                            lt::CompletionItemKind::MODULE,
+                            Some(name.to_string()),
+                            Some(doc),
+                        ),
+                        range,
+                    ))
                 })
                 .collect();
         }
     }
 
     let (rest, partial) = split_trailing(before, is_hook_char);
-    let word_range = doc.range(crate::diagnostics::Span::new(offset - partial.len(), offset));
+    let word_range = doc.range(crate::diagnostics::Span::new(
+        offset - partial.len(),
+        offset,
+    ));
     if is_hook_context(rest) {
         return fields::HOOKS
             .iter()
             .map(|h| {
                 with_edit(
-                    item(h.name, lt::CompletionItemKind::EVENT, Some(h.method.to_string()), Some(query::hook_markdown(h))),
+                    item(
+                        h.name,
+                        lt::CompletionItemKind::EVENT,
+                        Some(h.method.to_string()),
+                        Some(query::hook_markdown(h)),
+                    ),
                     word_range,
                 )
             })
@@ -297,9 +344,15 @@ pub fn complete(doc: &Document, offset: usize) -> Vec<lt::CompletionItem> {
     }
 
     let (rest, partial) = split_trailing(before, is_word);
-    let word_range = doc.range(crate::diagnostics::Span::new(offset - partial.len(), offset));
+    let word_range = doc.range(crate::diagnostics::Span::new(
+        offset - partial.len(),
+        offset,
+    ));
     if ends_with_word(rest.trim_end(), "has") {
-        return labels(doc).into_iter().map(|i| with_edit(i, word_range)).collect();
+        return labels(doc)
+            .into_iter()
+            .map(|i| with_edit(i, word_range))
+            .collect();
     }
     let (scope, hooks) = scope_at(text, offset);
     if let Some(chain) = rest.strip_suffix('.') {
@@ -327,17 +380,21 @@ fn labels(doc: &Document) -> Vec<lt::CompletionItem> {
         .filter(|d| d.kind == DefKind::Label)
         .map(|d| {
             let src = &a.source(d.file).text[d.item_span.range()];
-            item(&d.name, lt::CompletionItemKind::ENUM_MEMBER, Some("label".into()), Some(format!("```ward\n{src}\n```")))
+            item(
+                &d.name,
+                lt::CompletionItemKind::ENUM_MEMBER,
+                Some("label".into()),
+                Some(format!("```ward\n{src}\n```")),
+            )
         })
         .collect()
 }
 
-/// The table and prefix a dotted chain (`tool`, `outputs[0]`, `metadata`, `$`) denotes.
-fn walk_chain(doc: &Document, chain: &str, scope: Scope, hooks: &[&'static HookSpec]) -> Option<Walked> {
-    // The chain: the trailing run of name characters, dots, `$` and `[…]` groups.
-    let mut start = chain.len();
+/// The trailing dotted chain of `text` (`tool`, `outputs[0].provenance`, `$`).
+fn trailing_chain(text: &str) -> &str {
+    let mut start = text.len();
     let mut depth = 0;
-    for (i, c) in chain.char_indices().rev() {
+    for (i, c) in text.char_indices().rev() {
         match c {
             ']' => depth += 1,
             '[' if depth > 0 => depth -= 1,
@@ -347,7 +404,18 @@ fn walk_chain(doc: &Document, chain: &str, scope: Scope, hooks: &[&'static HookS
         }
         start = i;
     }
-    let chain = &chain[start..];
+    &text[start..]
+}
+
+/// The table and prefix a dotted chain (`tool`, `outputs[0]`, `metadata`, `$`) denotes.
+fn walk_chain(
+    doc: &Document,
+    before: &str,
+    scope: Scope,
+    hooks: &[&'static HookSpec],
+    depth: usize,
+) -> Option<Walked> {
+    let chain = trailing_chain(before);
     let mut segments = Vec::new();
     for seg in chain.split('.') {
         let name_end = seg.find('[').unwrap_or(seg.len());
@@ -363,29 +431,66 @@ fn walk_chain(doc: &Document, chain: &str, scope: Scope, hooks: &[&'static HookS
         "metadata" => Walked::Table(Table::Metadata, String::new()),
         "payload" => Walked::Table(Table::Payload(past?), String::new()),
         "intent" if matches!(scope, Scope::Rule { .. }) => Walked::Intent,
-        "args" if past.is_some_and(|h| fields::lookup(h.fields, "arguments").is_some()) => Walked::Args,
+        "args" if past.is_some_and(|h| fields::lookup(h.fields, "arguments").is_some()) => {
+            Walked::Args
+        }
         _ => {
             if let Some(units) = doc.analysis.checked.loaded.units.first() {
                 if let Some(module) = module_alias(units, head) {
                     return Some(Walked::Module(module));
                 }
             }
-            if let Some(t) = variable_type(doc, head) {
-                Walked::from_type(&t)?
+            if let Some(w) = quantified(doc, before, head, scope, hooks, depth) {
+                w
             } else {
                 let table = match scope {
                     Scope::Label => Table::Provenance,
                     _ => Table::Payload(past?),
                 };
-                let head = if table == Table::Provenance && head == "source" { "source_id" } else { head };
-                Walked::Table(table, String::new()).step(head, head_idx)?
+                let head = if table == Table::Provenance && head == "source" {
+                    "source_id"
+                } else {
+                    head
+                };
+                Walked::Table(table, String::new()).step(head)?
             }
         }
     };
+    for _ in 0..head_idx {
+        walked = walked.element()?;
+    }
     for (seg, idx) in segments.iter().skip(1) {
-        walked = walked.step(seg, *idx)?;
+        walked = walked.step(seg)?;
+        for _ in 0..*idx {
+            walked = walked.element()?;
+        }
     }
     Some(walked)
+}
+
+/// A quantifier variable: what `any NAME in COLLECTION:` before the cursor ranges over (the
+/// item being typed rarely parses, so this reads the text), or the type the checker gave it.
+fn quantified(
+    doc: &Document,
+    before: &str,
+    name: &str,
+    scope: Scope,
+    hooks: &[&'static HookSpec],
+    depth: usize,
+) -> Option<Walked> {
+    if depth < 4 {
+        for kw in ["any", "all"] {
+            let pat = format!("{kw} {name} in ");
+            if let Some(i) = before.rfind(&pat) {
+                let rest = &before[i + pat.len()..];
+                if let Some(colon) = rest.find(':') {
+                    let over = rest[..colon].trim_end();
+                    return walk_chain(doc, over, scope, hooks, depth + 1)?.element();
+                }
+            }
+        }
+    }
+    Walked::from_type(&variable_type(doc, name)?)
 }
 
 /// Where a walk through a dotted chain ended.
@@ -408,10 +513,12 @@ impl Walked {
         }
     }
 
-    fn step(self, name: &str, indices: usize) -> Option<Walked> {
+    fn step(self, name: &str) -> Option<Walked> {
         match self {
             Walked::Args => Some(Walked::Arg),
-            Walked::Arg => (name == "provenance").then(|| Walked::Table(Table::Provenance, String::new())),
+            Walked::Arg => {
+                (name == "provenance").then(|| Walked::Table(Table::Provenance, String::new()))
+            }
             Walked::Table(table, prefix) => {
                 let path = check::types::join(&prefix, name);
                 let (path, f) = match fields::lookup(table.fields(), &path) {
@@ -422,27 +529,34 @@ impl Walked {
                         (star, f)
                     }
                 };
-                let mut w = match f.ty {
+                Some(match f.ty {
                     Ty::Provenance => Walked::Table(Table::Provenance, String::new()),
                     Ty::Intent => Walked::Table(Table::Intent, String::new()),
-                    _ => Walked::Table(table, path.clone()),
-                };
-                if indices > 0 {
-                    if let Walked::Table(t, p) = &w {
-                        let field = fields::lookup(t.fields(), p);
-                        w = match field.map(|f| (f.ty, f.items)) {
-                            Some((Ty::List, Some(Ty::Provenance))) | Some((Ty::Map, Some(Ty::Provenance))) => {
-                                Walked::Table(Table::Provenance, String::new())
-                            }
-                            Some((Ty::List, _)) => Walked::Table(*t, format!("{p}[]")),
-                            Some((Ty::Map, _)) => Walked::Table(*t, format!("{p}.*")),
-                            _ => return None,
-                        };
-                    }
-                }
-                Some(w)
+                    _ => Walked::Table(table, path),
+                })
             }
             Walked::Intent | Walked::Module(_) => None,
+        }
+    }
+
+    /// An element of the collection walked to (`outputs` → `outputs[]`, `args` → an argument).
+    fn element(self) -> Option<Walked> {
+        match self {
+            Walked::Args => Some(Walked::Arg),
+            Walked::Table(t, p) => {
+                let field = fields::lookup(t.fields(), &p)?;
+                let item_path = match field.ty {
+                    Ty::List => format!("{p}[]"),
+                    Ty::Map => format!("{p}.*"),
+                    _ => return None,
+                };
+                Some(match field.items {
+                    Some(Ty::Provenance) => Walked::Table(Table::Provenance, String::new()),
+                    Some(Ty::Intent) => Walked::Table(Table::Intent, String::new()),
+                    _ => Walked::Table(t, item_path),
+                })
+            }
+            _ => None,
         }
     }
 }
@@ -450,9 +564,12 @@ impl Walked {
 fn module_alias(unit: &check::Unit, name: &str) -> Option<String> {
     unit.module.items.iter().find_map(|i| match i {
         Item::Use(u) if u.local_name().is_some_and(|l| l.name == name) => match &u.kind {
-            crate::syntax::ast::UseKind::Module { path } => {
-                Some(path.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join("."))
-            }
+            crate::syntax::ast::UseKind::Module { path } => Some(
+                path.iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("."),
+            ),
             _ => None,
         },
         _ => None,
@@ -462,10 +579,13 @@ fn module_alias(unit: &check::Unit, name: &str) -> Option<String> {
 /// The type the checker gave a quantifier variable of this name, anywhere in the document.
 fn variable_type(doc: &Document, name: &str) -> Option<Type> {
     let a = &doc.analysis;
-    a.checked.resolutions.iter().find_map(|((f, _), (r, t))| match r {
-        Resolution::Variable(n) if *f == a.root() && n == name => Some(t.clone()),
-        _ => None,
-    })
+    a.checked
+        .resolutions
+        .iter()
+        .find_map(|((f, _), (r, t))| match r {
+            Resolution::Variable(n) if *f == a.root() && n == name => Some(t.clone()),
+            _ => None,
+        })
 }
 
 fn field_items(table: Table, prefix: &str) -> Vec<lt::CompletionItem> {
@@ -486,8 +606,13 @@ fn field_items(table: Table, prefix: &str) -> Vec<lt::CompletionItem> {
         .collect()
 }
 
-fn members(doc: &Document, chain: &str, scope: Scope, hooks: &[&'static HookSpec]) -> Vec<lt::CompletionItem> {
-    let Some(w) = walk_chain(doc, chain, scope, hooks) else {
+fn members(
+    doc: &Document,
+    chain: &str,
+    scope: Scope,
+    hooks: &[&'static HookSpec],
+) -> Vec<lt::CompletionItem> {
+    let Some(w) = walk_chain(doc, chain, scope, hooks, 0) else {
         return Vec::new();
     };
     match w {
@@ -507,13 +632,27 @@ fn members(doc: &Document, chain: &str, scope: Scope, hooks: &[&'static HookSpec
         }
         Walked::Args => Vec::new(),
         Walked::Arg => vec![
-            item("value", lt::CompletionItemKind::FIELD, Some("JSON value".into()), None),
-            item("provenance", lt::CompletionItemKind::FIELD, Some("provenance".into()), None),
+            item(
+                "value",
+                lt::CompletionItemKind::FIELD,
+                Some("JSON value".into()),
+                None,
+            ),
+            item(
+                "provenance",
+                lt::CompletionItemKind::FIELD,
+                Some("provenance".into()),
+                None,
+            ),
         ],
         Walked::Intent => ["raw", "parsed", "scope_mode", "declared", "permits"]
             .iter()
             .map(|n| {
-                let kind = if *n == "permits" { lt::CompletionItemKind::METHOD } else { lt::CompletionItemKind::FIELD };
+                let kind = if *n == "permits" {
+                    lt::CompletionItemKind::METHOD
+                } else {
+                    lt::CompletionItemKind::FIELD
+                };
                 item(n, kind, Some("intent".into()), None)
             })
             .collect(),
@@ -525,9 +664,15 @@ fn members(doc: &Document, chain: &str, scope: Scope, hooks: &[&'static HookSpec
             a.checked
                 .definitions
                 .iter()
-                .filter(|d| d.file == unit.file && matches!(d.kind, DefKind::Label | DefKind::Constant))
+                .filter(|d| {
+                    d.file == unit.file && matches!(d.kind, DefKind::Label | DefKind::Constant)
+                })
                 .map(|d| {
-                    let kind = if d.kind == DefKind::Label { lt::CompletionItemKind::ENUM_MEMBER } else { lt::CompletionItemKind::CONSTANT };
+                    let kind = if d.kind == DefKind::Label {
+                        lt::CompletionItemKind::ENUM_MEMBER
+                    } else {
+                        lt::CompletionItemKind::CONSTANT
+                    };
                     item(&d.name, kind, Some(d.detail.clone()), None)
                 })
                 .collect()
@@ -546,10 +691,20 @@ fn general(doc: &Document, scope: Scope, hooks: &[&'static HookSpec]) -> Vec<lt:
         };
         let src = &a.source(d.file).text[d.item_span.range()];
         let src: String = src.lines().take(6).collect::<Vec<_>>().join("\n");
-        out.push(item(&d.name, kind, Some(d.detail.clone()), Some(format!("```ward\n{src}\n```"))));
+        out.push(item(
+            &d.name,
+            kind,
+            Some(d.detail.clone()),
+            Some(format!("```ward\n{src}\n```")),
+        ));
     }
     for (name, _, _) in check::BUILTINS {
-        out.push(item(name, lt::CompletionItemKind::FUNCTION, Some("builtin".into()), Some(query::builtin_markdown(name))));
+        out.push(item(
+            name,
+            lt::CompletionItemKind::FUNCTION,
+            Some("builtin".into()),
+            Some(query::builtin_markdown(name)),
+        ));
     }
     match scope {
         Scope::Rule { history, .. } => {
@@ -557,19 +712,34 @@ fn general(doc: &Document, scope: Scope, hooks: &[&'static HookSpec]) -> Vec<lt:
             if let Some(h) = hook {
                 out.extend(field_items(Table::Payload(h), ""));
                 if fields::lookup(h.fields, "arguments").is_some() {
-                    out.push(item("args", lt::CompletionItemKind::FIELD, Some("tool arguments".into()), None));
+                    out.push(item(
+                        "args",
+                        lt::CompletionItemKind::FIELD,
+                        Some("tool arguments".into()),
+                        None,
+                    ));
                 }
             }
             for root in ["metadata", "payload", "intent"] {
                 out.push(item(root, lt::CompletionItemKind::VARIABLE, None, None));
             }
             if history.is_some() {
-                out.push(item("$", lt::CompletionItemKind::VARIABLE, Some("the current event".into()), None));
+                out.push(item(
+                    "$",
+                    lt::CompletionItemKind::VARIABLE,
+                    Some("the current event".into()),
+                    None,
+                ));
             }
         }
         Scope::Label => {
             out.extend(field_items(Table::Provenance, ""));
-            out.push(item("source", lt::CompletionItemKind::FIELD, Some("string".into()), Some("the provenance's `source_id`".into())));
+            out.push(item(
+                "source",
+                lt::CompletionItemKind::FIELD,
+                Some("string".into()),
+                Some("the provenance's `source_id`".into()),
+            ));
         }
         Scope::Other => {}
     }

@@ -53,7 +53,9 @@ impl Document {
     pub fn open(uri: Url, version: i32, text: String) -> Document {
         let path = uri.to_file_path().ok();
         let name = name_of(&uri, path.as_ref());
-        let dir = path.as_ref().and_then(|p| p.parent().map(|d| d.to_path_buf()));
+        let dir = path
+            .as_ref()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()));
         let analysis = Analysis::new(&name, &text, dir);
         Document {
             uri,
@@ -78,9 +80,7 @@ impl Document {
                 Some(r) => {
                     let index = SourceFile::new("", text.as_str());
                     let start = index.offset_utf16(r.start.line, r.start.character);
-                    let end = index
-                        .offset_utf16(r.end.line, r.end.character)
-                        .max(start);
+                    let end = index.offset_utf16(r.end.line, r.end.character).max(start);
                     text.replace_range(start..end, &c.text);
                 }
                 None => text = c.text,

@@ -17,8 +17,13 @@ pub const DEBUG_TEST: &str = "warden.debugTest";
 /// What running one test gave.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TestOutcome {
-    Passed { detail: String },
-    Failed { message: String, detail: String },
+    Passed {
+        detail: String,
+    },
+    Failed {
+        message: String,
+        detail: String,
+    },
     /// The test could not be run at all (no such test, no test runner, policy errors).
     NotRun(String),
 }
@@ -97,11 +102,22 @@ pub fn code_lenses(doc: &Document) -> Vec<lt::CodeLens> {
 pub fn result_diagnostics(doc: &Document) -> Vec<lt::Diagnostic> {
     let mut out = Vec::new();
     for (name, span) in tests(doc) {
-        let Some(outcome) = doc.test_results.get(name) else { continue };
+        let Some(outcome) = doc.test_results.get(name) else {
+            continue;
+        };
         let (severity, message) = match outcome {
-            TestOutcome::Passed { .. } => (lt::DiagnosticSeverity::INFORMATION, "✔ test passed".to_string()),
-            TestOutcome::Failed { message, .. } => (lt::DiagnosticSeverity::ERROR, format!("✘ test failed: {message}")),
-            TestOutcome::NotRun(why) => (lt::DiagnosticSeverity::WARNING, format!("test not run: {why}")),
+            TestOutcome::Passed { .. } => (
+                lt::DiagnosticSeverity::INFORMATION,
+                "✔ test passed".to_string(),
+            ),
+            TestOutcome::Failed { message, .. } => (
+                lt::DiagnosticSeverity::ERROR,
+                format!("✘ test failed: {message}"),
+            ),
+            TestOutcome::NotRun(why) => (
+                lt::DiagnosticSeverity::WARNING,
+                format!("test not run: {why}"),
+            ),
         };
         out.push(lt::Diagnostic {
             range: doc.range(span),

@@ -63,12 +63,14 @@ pub fn run() -> i32 {
 pub fn capabilities() -> lt::ServerCapabilities {
     use lt::*;
     ServerCapabilities {
-        text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
-            open_close: Some(true),
-            change: Some(TextDocumentSyncKind::INCREMENTAL),
-            save: Some(TextDocumentSyncSaveOptions::Supported(false)),
-            ..Default::default()
-        })),
+        text_document_sync: Some(TextDocumentSyncCapability::Options(
+            TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::INCREMENTAL),
+                save: Some(TextDocumentSyncSaveOptions::Supported(false)),
+                ..Default::default()
+            },
+        )),
         hover_provider: Some(HoverProviderCapability::Simple(true)),
         definition_provider: Some(OneOf::Left(true)),
         references_provider: Some(OneOf::Left(true)),
@@ -104,10 +106,14 @@ pub fn capabilities() -> lt::ServerCapabilities {
 
 fn serve(connection: &Connection) -> Result<(), Box<dyn std::error::Error + Sync + Send>> {
     let caps = serde_json::to_value(capabilities())?;
-    let init = connection.initialize(serde_json::json!({
-        "capabilities": caps,
-        "serverInfo": { "name": "warden", "version": env!("CARGO_PKG_VERSION") },
-    }))?;
+    let (id, init) = connection.initialize_start()?;
+    connection.initialize_finish(
+        id,
+        serde_json::json!({
+            "capabilities": caps,
+            "serverInfo": { "name": "warden", "version": env!("CARGO_PKG_VERSION") },
+        }),
+    )?;
     let init: lt::InitializeParams = serde_json::from_value(init).unwrap_or_default();
     let mut server = Server::new(connection, workspace_root(&init));
     for msg in &connection.receiver {
@@ -175,7 +181,9 @@ impl<'c> Server<'c> {
 
     fn notification(&mut self, n: Notification) {
         use lt::notification::*;
-        use lt::{DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams};
+        use lt::{
+            DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
+        };
         match n.method.as_str() {
             DidOpenTextDocument::METHOD => {
                 if let Some(p) = params::<DidOpenTextDocumentParams>(n.params) {
@@ -227,12 +235,18 @@ impl<'c> Server<'c> {
             }),
             Completion::METHOD => self.on_doc::<Completion>(req, |doc, p| {
                 let pos = p.text_document_position.position;
-                Some(lt::CompletionResponse::Array(complete::complete(doc, doc.offset(pos))))
+                Some(lt::CompletionResponse::Array(complete::complete(
+                    doc,
+                    doc.offset(pos),
+                )))
             }),
             DocumentSymbolRequest::METHOD => self.on_doc::<DocumentSymbolRequest>(req, |doc, _| {
-                Some(lt::DocumentSymbolResponse::Nested(query::document_symbols(doc)))
+                Some(lt::DocumentSymbolResponse::Nested(query::document_symbols(
+                    doc,
+                )))
             }),
-            WorkspaceSymbolRequest::METHOD => match params::<lt::WorkspaceSymbolParams>(req.params) {
+            WorkspaceSymbolRequest::METHOD => match params::<lt::WorkspaceSymbolParams>(req.params)
+            {
                 Some(p) => to_value(Some(lt::WorkspaceSymbolResponse::Flat(
                     query::workspace_symbols(self.root.as_deref(), &self.docs, &p.query),
                 ))),
@@ -241,12 +255,13 @@ impl<'c> Server<'c> {
             Formatting::METHOD => self.on_doc::<Formatting>(req, |doc, _| doc.format()),
             SemanticTokensFullRequest::METHOD => {
                 self.on_doc::<SemanticTokensFullRequest>(req, |doc, _| {
-                    Some(lt::SemanticTokensResult::Tokens(tokens::semantic_tokens(doc)))
+                    Some(lt::SemanticTokensResult::Tokens(tokens::semantic_tokens(
+                        doc,
+                    )))
                 })
             }
-            CodeActionRequest::METHOD => self.on_doc::<CodeActionRequest>(req, |doc, p| {
-                Some(query::code_actions(doc, p.range))
-            }),
+            CodeActionRequest::METHOD => self
+                .on_doc::<CodeActionRequest>(req, |doc, p| Some(query::code_actions(doc, p.range))),
             CodeLensRequest::METHOD => {
                 self.on_doc::<CodeLensRequest>(req, |doc, _| Some(lens::code_lenses(doc)))
             }

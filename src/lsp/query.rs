@@ -63,7 +63,16 @@ fn code_block(body: &str) -> String {
 fn item_text(analysis: &Analysis, d: &Definition) -> String {
     let text = &analysis.source(d.file).text;
     let s = text.get(d.item_span.range()).unwrap_or("");
-    let lines: Vec<&str> = s.lines().take(12).collect();
+    let mut lines: Vec<&str> = s.lines().take(12).collect();
+    // An item's span can run over the comments and blank lines after it.
+    while lines.len() > 1
+        && lines.last().is_some_and(|l| {
+            let t = l.trim();
+            t.is_empty() || t.starts_with("//") || t.starts_with('#')
+        })
+    {
+        lines.pop();
+    }
     let mut out = lines.join("\n");
     if s.lines().count() > 12 {
         out.push_str("\n…");
@@ -75,7 +84,12 @@ fn where_defined(analysis: &Analysis, d: &Definition) -> String {
     if d.file == analysis.root() {
         return String::new();
     }
-    let unit = analysis.checked.loaded.units.iter().find(|u| u.file == d.file);
+    let unit = analysis
+        .checked
+        .loaded
+        .units
+        .iter()
+        .find(|u| u.file == d.file);
     match unit {
         Some(u) => format!("\n\ndefined in `{}`", u.name),
         None => String::new(),
@@ -98,7 +112,12 @@ pub fn decisions(h: &HookSpec) -> String {
 }
 
 pub fn hook_markdown(h: &HookSpec) -> String {
-    let mut s = format!("{}\n\n{}\n\nACS method `{}`", code_block(&format!("on {}", h.name)), h.doc, h.method);
+    let mut s = format!(
+        "{}\n\n{}\n\nACS method `{}`",
+        code_block(&format!("on {}", h.name)),
+        h.doc,
+        h.method
+    );
     if h.audit_only {
         s.push_str(" · audit-only: recorded, never blocked");
     } else {
@@ -110,8 +129,19 @@ pub fn hook_markdown(h: &HookSpec) -> String {
 /// The ACS meaning of a field, for hover and completion.
 pub fn field_markdown(table: Table, path: &str, t: &Type) -> String {
     let shown = match (table, path) {
-        (Table::Metadata, "") => return format!("{}\n\nthe request's ACS metadata (`params.metadata`)", code_block("metadata: object")),
-        (Table::Payload(h), "") => return format!("{}\n\n{}", code_block(&format!("payload: object ({})", h.name)), h.doc),
+        (Table::Metadata, "") => {
+            return format!(
+                "{}\n\nthe request's ACS metadata (`params.metadata`)",
+                code_block("metadata: object")
+            )
+        }
+        (Table::Payload(h), "") => {
+            return format!(
+                "{}\n\n{}",
+                code_block(&format!("payload: object ({})", h.name)),
+                h.doc
+            )
+        }
         (Table::Metadata, p) => format!("metadata.{p}"),
         (Table::Payload(_), "arguments") => "args".to_string(),
         (_, p) => p.to_string(),
@@ -120,7 +150,11 @@ pub fn field_markdown(table: Table, path: &str, t: &Type) -> String {
     if let Some(f) = fields::lookup(table.fields(), path) {
         s.push_str("\n\n");
         s.push_str(f.doc);
-        s.push_str(if f.required { "\n\nrequired" } else { "\n\noptional" });
+        s.push_str(if f.required {
+            "\n\nrequired"
+        } else {
+            "\n\noptional"
+        });
     }
     if let Type::Enum(values) = t {
         s.push_str(&format!("; one of `{}`", values.join("`, `")));
@@ -209,7 +243,9 @@ fn resolution_markdown(a: &Analysis, file: FileId, r: &Resolution, t: &Type) -> 
             let target = rego_target(a, file, alias, rule);
             let mut s = format!("{}\n\nRego rule `{rule}` of `{alias}`", code_block(&format!("{alias}.{rule}: JSON value")));
             if let Some((path, line)) = target {
-                s.push_str(&format!(" (`{}`", path.display()));
+                let dir = a.checked.loaded.units.iter().find(|u| u.file == file).and_then(|u| u.dir.as_deref());
+                let shown = dir.and_then(|d| path.strip_prefix(d).ok()).unwrap_or(&path);
+                s.push_str(&format!(" (`{}`", shown.display()));
                 if let Some((_, text)) = line {
                     s.push_str(&format!(": `{}`", text.trim()));
                 }
@@ -234,7 +270,11 @@ fn use_markdown(a: &Analysis, u: &ast::Use) -> String {
             format!("{}\n\n{intro}", code_block(&format!("use {name}")))
         }
         ast::UseKind::Rego { path } | ast::UseKind::RegoData { path } => {
-            format!("{}\n\nRego from `{}`", code_block(&format!("use rego \"{}\"", path.value)), path.value)
+            format!(
+                "{}\n\nRego from `{}`",
+                code_block(&format!("use rego \"{}\"", path.value)),
+                path.value
+            )
         }
     }
 }
@@ -261,7 +301,9 @@ fn rego_target(a: &Analysis, file: FileId, alias: &str, rule: &str) -> Option<Re
     let dir = unit.dir.as_ref()?;
     let path = unit.module.items.iter().find_map(|i| match i {
         Item::Use(u) if u.local_name().is_some_and(|l| l.name == alias) => match &u.kind {
-            ast::UseKind::Rego { path } | ast::UseKind::RegoData { path } => Some(path.value.clone()),
+            ast::UseKind::Rego { path } | ast::UseKind::RegoData { path } => {
+                Some(path.value.clone())
+            }
             _ => None,
         },
         _ => None,
@@ -295,6 +337,9 @@ fn rego_file(full: &Path, rule: &str) -> Option<RegoTarget> {
 /// The first line of a Rego module that defines `rule` (`rule := …`, `rule if …`, `rule { … }`,
 /// `rule(x) …`, `default rule := …`, `rule contains …`).
 fn rego_rule_line(text: &str, rule: &str) -> Option<usize> {
+    if rule.is_empty() {
+        return None;
+    }
     text.lines().position(|line| {
         let t = line.trim_start();
         let t = t.strip_prefix("default ").unwrap_or(t);
@@ -329,7 +374,11 @@ fn file_location(path: &Path, line: usize) -> Option<lt::Location> {
 #[derive(Debug, Clone, PartialEq)]
 enum Target {
     Def(DefKind, String),
-    Rego { file: FileId, alias: String, rule: String },
+    Rego {
+        file: FileId,
+        alias: String,
+        rule: String,
+    },
     Module(String),
 }
 
@@ -353,7 +402,10 @@ fn target_at(a: &Analysis, offset: usize) -> Option<Target> {
     let u = use_at(a, offset)?;
     match &u.kind {
         ast::UseKind::Module { path } => Some(Target::Module(
-            path.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join("."),
+            path.iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>()
+                .join("."),
         )),
         ast::UseKind::Rego { .. } | ast::UseKind::RegoData { .. } => Some(Target::Rego {
             file: root,
@@ -382,7 +434,11 @@ pub fn definition(doc: &Document, offset: usize) -> Option<Vec<lt::Location>> {
     Some(vec![loc])
 }
 
-pub fn references(doc: &Document, offset: usize, include_declaration: bool) -> Option<Vec<lt::Location>> {
+pub fn references(
+    doc: &Document,
+    offset: usize,
+    include_declaration: bool,
+) -> Option<Vec<lt::Location>> {
     let a = &doc.analysis;
     let target = target_at(a, offset)?;
     let mut spans: Vec<(FileId, Span)> = Vec::new();
@@ -397,9 +453,17 @@ pub fn references(doc: &Document, offset: usize, include_declaration: bool) -> O
         let hit = match (&target, r) {
             (Target::Def(DefKind::Constant, n), Resolution::Constant(m)) => n == m,
             (Target::Def(DefKind::Label, n), Resolution::Label(m)) => n == m,
-            (Target::Rego { alias, rule, file: f }, Resolution::Rego { alias: a2, rule: r2 }) => {
-                f == file && alias == a2 && (rule.is_empty() || rule == r2)
-            }
+            (
+                Target::Rego {
+                    alias,
+                    rule,
+                    file: f,
+                },
+                Resolution::Rego {
+                    alias: a2,
+                    rule: r2,
+                },
+            ) => f == file && alias == a2 && (rule.is_empty() || rule == r2),
             _ => false,
         };
         if hit {
@@ -479,11 +543,16 @@ pub fn workspace_symbols(
     docs: &HashMap<Url, Document>,
     query: &str,
 ) -> Vec<lt::SymbolInformation> {
-    let mut texts: Vec<(Url, String)> = docs.values().map(|d| (d.uri.clone(), d.text().to_string())).collect();
+    let mut texts: Vec<(Url, String)> = docs
+        .values()
+        .map(|d| (d.uri.clone(), d.text().to_string()))
+        .collect();
     if let Some(root) = root {
         if let Ok(files) = check::collect_files(&[root.to_path_buf()]) {
             for f in files.into_iter().take(2_000) {
-                let Ok(uri) = Url::from_file_path(&f) else { continue };
+                let Ok(uri) = Url::from_file_path(&f) else {
+                    continue;
+                };
                 if docs.contains_key(&uri) {
                     continue;
                 }
@@ -519,9 +588,13 @@ pub fn workspace_symbols(
                     uri: uri.clone(),
                     range: convert::range(&file, span),
                 },
-                container_name: module
-                    .package()
-                    .map(|p| p.path.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(".")),
+                container_name: module.package().map(|p| {
+                    p.path
+                        .iter()
+                        .map(|i| i.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(".")
+                }),
             });
         }
     }

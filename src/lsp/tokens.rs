@@ -73,7 +73,9 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
             continue;
         }
         let (start, end) = (span.start as usize, span.end as usize);
-        let Some(s) = text.get(start..end) else { continue };
+        let Some(s) = text.get(start..end) else {
+            continue;
+        };
         let (kind, mods) = match r {
             Resolution::Field { .. } | Resolution::Argument(_) => (FIELD, 0),
             Resolution::Constant(_) => (VARIABLE, READONLY),
@@ -95,7 +97,10 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
             *entry = (end - last, kind, mods);
         }
         // `taint.untrusted`, `org.rule`: the head is a module or Rego alias.
-        if matches!(r, Resolution::Constant(_) | Resolution::Label(_) | Resolution::Rego { .. }) {
+        if matches!(
+            r,
+            Resolution::Constant(_) | Resolution::Label(_) | Resolution::Rego { .. }
+        ) {
             if let Some(dot) = s.find('.') {
                 out.entry(start).or_insert((dot, NAMESPACE, 0));
             }
@@ -123,7 +128,10 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
                         }
                     }
                     if let Some(alias) = &u.alias {
-                        out.insert(alias.span.start as usize, (alias.span.len(), NAMESPACE, DECLARATION));
+                        out.insert(
+                            alias.span.start as usize,
+                            (alias.span.len(), NAMESPACE, DECLARATION),
+                        );
                     }
                 }
                 Item::Package(p) => {
@@ -205,7 +213,9 @@ pub fn semantic_tokens(doc: &Document) -> lt::SemanticTokens {
         }
         if ch.is_ascii_digit() {
             let mut j = i;
-            while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_' || bytes[j] == b'.') {
+            while j < bytes.len()
+                && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_' || bytes[j] == b'.')
+            {
                 j += 1;
             }
             b.push(i, j, NUMBER, 0);
