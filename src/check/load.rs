@@ -16,10 +16,7 @@ pub const STDLIB: &[(&str, &str)] = &[
     ("std.rate", include_str!("../../stdlib/rate.ward")),
     ("std.skills", include_str!("../../stdlib/skills.ward")),
     ("std.agbom", include_str!("../../stdlib/agbom.ward")),
-    (
-        "std.compaction",
-        include_str!("../../stdlib/compaction.ward"),
-    ),
+    ("std.compaction", include_str!("../../stdlib/compaction.ward")),
     ("std.defaults", include_str!("../../stdlib/defaults.ward")),
 ];
 
@@ -142,7 +139,9 @@ impl Loaded {
                 if name == "std" || name.starts_with("std.") {
                     match STDLIB.iter().find(|(n, _)| *n == name) {
                         Some((n, text)) => {
-                            let file = self.sources.add(SourceFile::new(format!("<{n}>"), *text));
+                            let file = self
+                                .sources
+                                .add(SourceFile::new(format!("<{n}>"), *text));
                             self.add_unit(file, name, true, false, None);
                         }
                         None => {

@@ -23,10 +23,7 @@ pub use types::{Table, Type};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolution {
     /// A payload, metadata, provenance or intent field, by normalised path.
-    Field {
-        table: Table,
-        path: String,
-    },
+    Field { table: Table, path: String },
     /// A tool argument (`args.NAME`).
     Argument(String),
     Constant(String),
@@ -36,10 +33,7 @@ pub enum Resolution {
     /// A bare word standing for one of an enum's values (`origin == tool_output`).
     EnumValue(String),
     /// A Rego rule or function reached through a `use rego` alias.
-    Rego {
-        alias: String,
-        rule: String,
-    },
+    Rego { alias: String, rule: String },
     Builtin(&'static str),
     Hook(&'static HookSpec),
 }
@@ -190,14 +184,7 @@ impl<'a> Checker<'a> {
         self.loaded.units[unit].file
     }
 
-    fn define(
-        &mut self,
-        unit: usize,
-        kind: DefKind,
-        name: &ast::Ident,
-        item: Span,
-        detail: String,
-    ) {
+    fn define(&mut self, unit: usize, kind: DefKind, name: &ast::Ident, item: Span, detail: String) {
         let file = self.file_of(unit);
         if let Some(prev) = self
             .definitions
@@ -276,9 +263,7 @@ impl<'a> Checker<'a> {
                         self.define(u, DefKind::Test, &ident, t.span, "test".into());
                     }
                     Item::Use(use_) => {
-                        let Some(local) = use_.local_name() else {
-                            continue;
-                        };
+                        let Some(local) = use_.local_name() else { continue };
                         let alias = match &use_.kind {
                             ast::UseKind::Rego { .. } => Alias::Rego,
                             ast::UseKind::RegoData { .. } => Alias::RegoData,
@@ -413,29 +398,18 @@ impl<'a> Checker<'a> {
         self.diagnostics.push(d);
     }
 
-    pub(crate) fn resolve_hooks(
-        &mut self,
-        file: FileId,
-        hooks: &[ast::Hook],
-    ) -> Vec<&'static HookSpec> {
+    pub(crate) fn resolve_hooks(&mut self, file: FileId, hooks: &[ast::Hook]) -> Vec<&'static HookSpec> {
         hooks
             .iter()
             .filter_map(|h| self.resolve_hook(file, h))
             .collect()
     }
 
-    pub(crate) fn resolve_hook(
-        &mut self,
-        file: FileId,
-        h: &ast::Hook,
-    ) -> Option<&'static HookSpec> {
+    pub(crate) fn resolve_hook(&mut self, file: FileId, h: &ast::Hook) -> Option<&'static HookSpec> {
         if let Some(spec) = fields::hook(&h.name) {
             self.resolutions.insert(
                 (file, h.span),
-                (
-                    Resolution::Hook(spec),
-                    Type::Object(Table::Payload(spec), String::new()),
-                ),
+                (Resolution::Hook(spec), Type::Object(Table::Payload(spec), String::new())),
             );
             return Some(spec);
         }
@@ -517,9 +491,7 @@ impl<'a> Checker<'a> {
         let file = self.file_of(u);
         if let Some(reason) = &d.reason {
             self.reason_codes.push(reason.code.value.clone());
-            if reason.code.value.trim().is_empty()
-                || reason.code.value.contains(char::is_whitespace)
-            {
+            if reason.code.value.trim().is_empty() || reason.code.value.contains(char::is_whitespace) {
                 self.diagnostics.push(
                     Diagnostic::error(
                         "check::bad_reason_code",
@@ -591,10 +563,7 @@ impl<'a> Checker<'a> {
                         self.diagnostics.push(err(
                             "check::bad_part",
                             s,
-                            format!(
-                                "an unanswered ask can fall back to allow or deny, not {}",
-                                k.as_str()
-                            ),
+                            format!("an unanswered ask can fall back to allow or deny, not {}", k.as_str()),
                             "not allow or deny",
                             "write `else deny` (the default) or `else allow`",
                         ));
@@ -616,10 +585,7 @@ impl<'a> Checker<'a> {
                         self.diagnostics.push(err(
                             "check::bad_part",
                             s,
-                            format!(
-                                "an expired defer can become deny or ask, not {}",
-                                k.as_str()
-                            ),
+                            format!("an expired defer can become deny or ask, not {}", k.as_str()),
                             "not deny or ask",
                             "write `else deny` or `else ask`",
                         ));
@@ -645,11 +611,10 @@ impl<'a> Checker<'a> {
                                 "unknown",
                                 "",
                             );
-                            diag.help =
-                                Some(match did_you_mean(&w.name, allowed.iter().copied()) {
-                                    Some(s) => format!("did you mean `{s}`?"),
-                                    None => format!("use one of {}", allowed.join(", ")),
-                                });
+                            diag.help = Some(match did_you_mean(&w.name, allowed.iter().copied()) {
+                                Some(s) => format!("did you mean `{s}`?"),
+                                None => format!("use one of {}", allowed.join(", ")),
+                            });
                             self.diagnostics.push(diag);
                         }
                     }
@@ -696,9 +661,7 @@ impl<'a> Checker<'a> {
                                     format!("replacement content must be a string, not a {t}"),
                                 )
                                 .with_label("not a string")
-                                .with_help(
-                                    "`replace with \"…\"` swaps the whole payload for this text",
-                                ),
+                                .with_help("`replace with \"…\"` swaps the whole payload for this text"),
                             );
                         }
                     }
@@ -720,15 +683,11 @@ impl<'a> Checker<'a> {
                                     "check::conflicting_modifications",
                                     file,
                                     place.span,
-                                    format!(
-                                        "`{text}` overlaps `{other}`, which is already modified"
-                                    ),
+                                    format!("`{text}` overlaps `{other}`, which is already modified"),
                                 )
                                 .with_label("overlapping target")
                                 .with_related(*other_span, "modified here too")
-                                .with_help(
-                                    "ACS requires redactions and overrides to touch disjoint paths",
-                                ),
+                                .with_help("ACS requires redactions and overrides to touch disjoint paths"),
                             );
                         }
                     }
@@ -750,13 +709,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn check_place(
-        &mut self,
-        file: FileId,
-        place: &ast::Place,
-        hook: &'static HookSpec,
-        is_set: bool,
-    ) {
+    fn check_place(&mut self, file: FileId, place: &ast::Place, hook: &'static HookSpec, is_set: bool) {
         let Some(ast::PlaceSegment::Field(first)) = place.segments.first() else {
             return;
         };
@@ -861,7 +814,9 @@ impl<'a> Checker<'a> {
             }
             for e in expectations {
                 for code in &e.codes {
-                    self.used.entry(format!("code:{}", code.value)).or_default();
+                    self.used
+                        .entry(format!("code:{}", code.value))
+                        .or_default();
                 }
             }
         }
@@ -881,9 +836,7 @@ impl<'a> Checker<'a> {
                     Item::Label(l) => (&l.name, "label"),
                     _ => continue,
                 };
-                if !name.name.starts_with('_')
-                    && self.used.get(&name.name).copied().unwrap_or(0) == 0
-                {
+                if !name.name.starts_with('_') && self.used.get(&name.name).copied().unwrap_or(0) == 0 {
                     unused.push((u, name.clone(), kind));
                 }
             }
@@ -913,18 +866,11 @@ fn is_library(unit: &Unit) -> bool {
     unit.module
         .package()
         .is_some_and(|p| p.path.first().is_some_and(|i| i.name == "std"))
-        && unit
-            .module
-            .items
-            .iter()
-            .all(|i| !matches!(i, Item::Default(_)))
+        && unit.module.items.iter().all(|i| !matches!(i, Item::Default(_)))
 }
 
 fn last_segment(path: &str) -> &str {
-    path.rsplit(['.'])
-        .next()
-        .unwrap_or(path)
-        .trim_end_matches("[]")
+    path.rsplit(['.']).next().unwrap_or(path).trim_end_matches("[]")
 }
 
 fn place_text(place: &ast::Place) -> String {

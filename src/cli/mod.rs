@@ -215,12 +215,7 @@ fn load_policy(path: Option<&std::path::Path>) -> Result<Policy, i32> {
     }
 }
 
-fn run_replay(
-    trace: &std::path::Path,
-    policy: Option<&std::path::Path>,
-    explain: bool,
-    fail_with_error: bool,
-) -> i32 {
+fn run_replay(trace: &std::path::Path, policy: Option<&std::path::Path>, explain: bool, fail_with_error: bool) -> i32 {
     let policy = match load_policy(policy) {
         Ok(p) => p,
         Err(code) => return code,

@@ -122,10 +122,7 @@ pub fn combine(
         .iter()
         .filter_map(|i| program.rules.get(*i as usize))
         .collect();
-    let fired_names: Vec<String> = rules
-        .iter()
-        .map(|r| format!("{}.{}", r.module, r.name))
-        .collect();
+    let fired_names: Vec<String> = rules.iter().map(|r| format!("{}.{}", r.module, r.name)).collect();
 
     if rules.is_empty() {
         let template = program
@@ -152,10 +149,7 @@ pub fn combine(
             None if legal(hook, DecisionKind::Deny) => Decision::simple(
                 DecisionKind::Deny,
                 NO_DEFAULT,
-                format!(
-                    "no rule decided {} and the policy has no default",
-                    hook.name
-                ),
+                format!("no rule decided {} and the policy has no default", hook.name),
             ),
             None => {
                 let mut d = Decision::simple(DecisionKind::Allow, "", String::new());
@@ -230,9 +224,7 @@ fn from_templates(
     }
     let reasoning = if reasons.is_empty() {
         match kind {
-            DecisionKind::Allow if refs.is_empty() => {
-                Some("allowed by the policy's default".to_string())
-            }
+            DecisionKind::Allow if refs.is_empty() => Some("allowed by the policy's default".to_string()),
             _ => Some(format!("{} by the policy", past_tense(kind))),
         }
     } else {
@@ -361,15 +353,11 @@ fn merge_modifications(
                 }
                 ModTemplate::Override { argument, value } => {
                     let Some(v) = vm::run(env, value, budget, None)?.to_json() else {
-                        return Ok(Err(format!(
-                            "the new value of argument `{argument}` is undefined"
-                        )));
+                        return Ok(Err(format!("the new value of argument `{argument}` is undefined")));
                     };
                     match m.parameter_overrides.get(argument) {
                         Some(old) if *old != v => {
-                            return Ok(Err(format!(
-                                "two different values for argument `{argument}`"
-                            )))
+                            return Ok(Err(format!("two different values for argument `{argument}`")))
                         }
                         _ => {
                             m.parameter_overrides.insert(argument.clone(), v);
@@ -382,9 +370,7 @@ fn merge_modifications(
                         return Ok(Err("the replacement content is not a string".into()));
                     };
                     match &m.modified_content {
-                        Some(old) if *old != text => {
-                            return Ok(Err("two different replacements".into()))
-                        }
+                        Some(old) if *old != text => return Ok(Err("two different replacements".into())),
                         _ => m.modified_content = Some(text),
                     }
                 }

@@ -80,10 +80,9 @@ impl Policy {
             Ok(loaded) => Policy::build(check::check(loaded)),
             Err(e) => {
                 let mut d = Diagnostics::default();
-                let file = d.sources.add(crate::diagnostics::SourceFile::new(
-                    path.display().to_string(),
-                    "",
-                ));
+                let file = d
+                    .sources
+                    .add(crate::diagnostics::SourceFile::new(path.display().to_string(), ""));
                 d.items.push(
                     Diagnostic::error(
                         "load::unreadable",
@@ -176,10 +175,7 @@ impl Guardian {
     }
 
     fn program(&self) -> Arc<Program> {
-        self.policy
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.policy.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Envelope bytes in, response bytes out. Never panics; malformed input gets the JSON-RPC
@@ -212,25 +208,16 @@ impl Guardian {
         let p = &req.params;
         match req.method.as_str() {
             "system/ping" => {
-                let mut r = Decision::simple(DecisionKind::Allow, "", "alive".into())
-                    .to_result(&p.request_id);
+                let mut r = Decision::simple(DecisionKind::Allow, "", "alive".into()).to_result(&p.request_id);
                 r.reason_codes.clear();
                 r.payload = Some(decide::ping_payload(&p.payload, now_rfc3339()));
                 return (Response::result(id, r), Vec::new());
             }
-            "handshake/hello" => {
-                return (
-                    Response::result(id, self.server_hello(&p.request_id)),
-                    Vec::new(),
-                )
-            }
+            "handshake/hello" => return (Response::result(id, self.server_hello(&p.request_id)), Vec::new()),
             _ => {}
         }
         let Some(hook) = fields::hook(&req.method) else {
-            return (
-                Response::error(id, RpcError::method_not_found(&req.method)),
-                Vec::new(),
-            );
+            return (Response::error(id, RpcError::method_not_found(&req.method)), Vec::new());
         };
         let program = self.program();
         let session = {
@@ -249,9 +236,7 @@ impl Guardian {
             metadata: &metadata,
             time_ms: envelope::rfc3339_unix_ms(&p.timestamp),
         };
-        let state = session
-            .state
-            .get_or_insert_with(|| SessionState::new(&program));
+        let state = session.state.get_or_insert_with(|| SessionState::new(&program));
         match decide_event(&program, hook, state, &ev, self.options.explain) {
             Ok((decision, next, traces)) => {
                 if let Some(next) = next {
@@ -269,26 +254,18 @@ impl Guardian {
         }
     }
 
-    fn failure(
-        &self,
-        id: Id,
-        request_id: &str,
-        hook: &'static fields::HookSpec,
-        e: &VmError,
-    ) -> Response {
+    fn failure(&self, id: Id, request_id: &str, hook: &'static fields::HookSpec, e: &VmError) -> Response {
         let why = format!("the policy could not decide: {e}");
         match self.options.on_decision_failure {
             OnDecisionFailure::Error => Response::error(id, RpcError::internal(why)),
             OnDecisionFailure::Deny if hook.allows(fields::DecisionKind::Deny) => Response::result(
                 id,
-                Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why)
-                    .to_result(request_id),
+                Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why).to_result(request_id),
             ),
             // Hooks that cannot be denied are only recorded; say so loudly.
             OnDecisionFailure::Deny => Response::result(
                 id,
-                Decision::simple(DecisionKind::Allow, decide::DECISION_FAILURE, why)
-                    .to_result(request_id),
+                Decision::simple(DecisionKind::Allow, decide::DECISION_FAILURE, why).to_result(request_id),
             ),
         }
     }
@@ -314,8 +291,7 @@ impl Guardian {
             "profiles_accepted": ["acs-core", "acs-provenance"],
             "rules": program.rules.len(),
         });
-        let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
-            .to_result(request_id);
+        let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into()).to_result(request_id);
         r.reason_codes.clear();
         r.payload = hello.as_object().cloned();
         r

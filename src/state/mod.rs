@@ -205,12 +205,7 @@ impl SessionState {
         }
     }
 
-    pub fn intent_permits(
-        &self,
-        tool: &str,
-        operation: Option<&str>,
-        resource: Option<&str>,
-    ) -> bool {
+    pub fn intent_permits(&self, tool: &str, operation: Option<&str>, resource: Option<&str>) -> bool {
         self.intent
             .as_ref()
             .is_none_or(|i| i.permits(tool, operation, resource))
@@ -249,10 +244,7 @@ impl SessionState {
     }
 
     pub fn history_count(&self, program: &Program, slot: u32, key: Option<&str>) -> u64 {
-        let (Some(s), Some(spec)) = (
-            self.slots.get(slot as usize),
-            program.history.get(slot as usize),
-        ) else {
+        let (Some(s), Some(spec)) = (self.slots.get(slot as usize), program.history.get(slot as usize)) else {
             return 0;
         };
         s.count(key, self.window_now(spec.window), spec.window)
@@ -267,19 +259,13 @@ impl SessionState {
 
     /// Applies the event's effect on turns, intent and the provenance graph, before rules run
     /// (so rules see the content this very event brings in).
-    pub fn begin_event(
-        &mut self,
-        program: &Program,
-        ev: &Event<'_>,
-        budget: &mut Budget,
-    ) -> Result<(), VmError> {
+    pub fn begin_event(&mut self, program: &Program, ev: &Event<'_>, budget: &mut Budget) -> Result<(), VmError> {
         self.ensure_slots(program);
         if let Some(t) = ev.time_ms {
             self.now_ms = self.now_ms.max(t);
         }
         self.track_turn(ev);
-        if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") && self.intent.is_none()
-        {
+        if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") && self.intent.is_none() {
             if let Some(intent) = ev.payload.get("intent").and_then(Intent::from_json) {
                 self.intent = Some(Arc::new(intent));
             }
@@ -323,12 +309,7 @@ impl SessionState {
         self.turn_labels = 0;
     }
 
-    fn insert_provenance(
-        &mut self,
-        program: &Program,
-        ev: &Event<'_>,
-        budget: &mut Budget,
-    ) -> Result<(), VmError> {
+    fn insert_provenance(&mut self, program: &Program, ev: &Event<'_>, budget: &mut Budget) -> Result<(), VmError> {
         let mut found: Vec<&Value> = Vec::new();
         collect_provenance(ev.payload, &mut found, 0);
         if found.is_empty() {
@@ -337,11 +318,7 @@ impl SessionState {
         // Compaction: the summary inherits the labels of the steps it replaces.
         let compacted_labels = if ev.method == "steps/postCompact" {
             let mut l = 0u64;
-            if let Some(entries) = ev
-                .payload
-                .get("entries_compacted")
-                .and_then(Value::as_array)
-            {
+            if let Some(entries) = ev.payload.get("entries_compacted").and_then(Value::as_array) {
                 for e in entries {
                     l |= e
                         .as_str()
@@ -359,9 +336,7 @@ impl SessionState {
         for _ in 0..8 {
             let mut later = Vec::new();
             for prov in pending {
-                let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else {
-                    continue;
-                };
+                let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else { continue };
                 if self.nodes.contains_key(id) {
                     // Known content seen again: it is in the context now.
                     let n = self.nodes[id];
@@ -374,9 +349,9 @@ impl SessionState {
                     .and_then(Value::as_array)
                     .map(|a| a.iter().filter_map(Value::as_str).collect())
                     .unwrap_or_default();
-                let waits = parents
-                    .iter()
-                    .any(|p| !self.nodes.contains_key(*p) && later_ids(&later).all(|l| l != *p));
+                let waits = parents.iter().any(|p| {
+                    !self.nodes.contains_key(*p) && later_ids(&later).all(|l| l != *p)
+                });
                 let _ = waits;
                 let node = self.make_node(program, prov, &parents, compacted_labels, budget)?;
                 self.nodes.insert(Arc::from(id), node);
@@ -444,12 +419,7 @@ impl SessionState {
     }
 
     /// Records a step that went ahead: updates every history slot that watches its hook.
-    pub fn commit_event(
-        &mut self,
-        program: &Program,
-        ev: &Event<'_>,
-        budget: &mut Budget,
-    ) -> Result<(), VmError> {
+    pub fn commit_event(&mut self, program: &Program, ev: &Event<'_>, budget: &mut Budget) -> Result<(), VmError> {
         self.ensure_slots(program);
         self.events += 1;
         let Some(ids) = program.history_by_hook.get(ev.method) else {
@@ -513,12 +483,7 @@ fn later_ids<'v>(later: &'v [&'v Value]) -> impl Iterator<Item = &'v str> + 'v {
 }
 
 /// Labels a provenance object earns by itself, from the policy's `label … when …` rules.
-fn own_labels(
-    program: &Program,
-    state: &SessionState,
-    prov: &Value,
-    budget: &mut Budget,
-) -> Result<u64, VmError> {
+fn own_labels(program: &Program, state: &SessionState, prov: &Value, budget: &mut Budget) -> Result<u64, VmError> {
     let env = Env {
         program,
         payload: prov,
@@ -561,9 +526,7 @@ fn collect_provenance<'v>(v: &'v Value, out: &mut Vec<&'v Value>, depth: usize) 
     }
     match v {
         Value::Object(m) => {
-            if m.get("provenance_id").is_some_and(Value::is_string)
-                && m.get("origin").is_some_and(Value::is_string)
-            {
+            if m.get("provenance_id").is_some_and(Value::is_string) && m.get("origin").is_some_and(Value::is_string) {
                 out.push(v);
                 return;
             }

@@ -30,14 +30,9 @@ fn parse_here(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
     let scan = trivia::scan(text, MAX_NESTING);
     if let Some(at) = scan.too_deep {
         diagnostics.push(
-            Diagnostic::error(
-                "syntax::too_deep",
-                file,
-                Span::new(at, at + 1),
-                "nesting is too deep",
-            )
-            .with_label("this opens more than 64 nested brackets or `not`s")
-            .with_help("split the expression with `let` constants or flatten it"),
+            Diagnostic::error("syntax::too_deep", file, Span::new(at, at + 1), "nesting is too deep")
+                .with_label("this opens more than 64 nested brackets or `not`s")
+                .with_help("split the expression with `let` constants or flatten it"),
         );
         return (Module::default(), diagnostics);
     }
@@ -83,17 +78,13 @@ fn parse_here(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
                     }
                     Err(e) => {
                         reported = true;
-                        builder
-                            .diagnostics
-                            .push(syntax_error(file, chunk, start, &e));
+                        builder.diagnostics.push(syntax_error(file, chunk, start, &e));
                     }
                 }
             }
             if !reported {
                 // The pieces parse alone but not together: report the whole-file error.
-                builder
-                    .diagnostics
-                    .push(syntax_error(file, text, 0, &whole));
+                builder.diagnostics.push(syntax_error(file, text, 0, &whole));
             }
             (Module { items }, diagnostics)
         }
@@ -161,12 +152,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
     })
 }
 
-fn syntax_error(
-    file: FileId,
-    chunk: &str,
-    base: usize,
-    e: &pest::error::Error<Rule>,
-) -> Diagnostic {
+fn syntax_error(file: FileId, chunk: &str, base: usize, e: &pest::error::Error<Rule>) -> Diagnostic {
     let pos = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((s, _)) => s,
@@ -209,9 +195,7 @@ fn syntax_error(
     if let Some(help) = hint_for(found) {
         d = d.with_help(help);
     } else if !expected.is_empty() {
-        d = d.with_help(format!(
-            "insert {expected_text} here, or remove what is in the way"
-        ));
+        d = d.with_help(format!("insert {expected_text} here, or remove what is in the way"));
     }
     d
 }
@@ -229,10 +213,7 @@ fn found_token(rest: &str) -> &str {
             .unwrap_or(rest.len())
     } else {
         let two = rest.get(..2);
-        if matches!(
-            two,
-            Some("&&" | "||" | "==" | "!=" | "<=" | ">=" | "=>" | "->")
-        ) {
+        if matches!(two, Some("&&" | "||" | "==" | "!=" | "<=" | ">=" | "=>" | "->")) {
             2
         } else {
             first.len_utf8()
@@ -264,10 +245,7 @@ impl Builder<'_> {
     /// A pair's span without the whitespace pest leaves at its end.
     fn span(&self, pair: &Pair<Rule>) -> Span {
         let s = pair.as_span();
-        let trimmed = pair
-            .as_str()
-            .trim_end_matches([' ', '\t', '\r', '\n'])
-            .len();
+        let trimmed = pair.as_str().trim_end_matches([' ', '\t', '\r', '\n']).len();
         Span::new(self.base + s.start(), self.base + s.start() + trimmed)
     }
 
@@ -487,9 +465,7 @@ impl Builder<'_> {
     fn duration(&mut self, pair: Pair<Rule>) -> Duration {
         let span = self.span(&pair);
         let text = pair.as_str();
-        let digits_end = text
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len());
+        let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
         let unit = match &text[digits_end..] {
             "ms" => DurationUnit::Millis,
             "s" => DurationUnit::Seconds,
@@ -755,7 +731,10 @@ impl Builder<'_> {
                         kind => Expr {
                             kind: ExprKind::Unary(
                                 UnaryOp::Neg,
-                                Box::new(Expr { kind, span: e.span }),
+                                Box::new(Expr {
+                                    kind,
+                                    span: e.span,
+                                }),
                             ),
                             span: whole,
                         },
@@ -1200,6 +1179,7 @@ impl Builder<'_> {
     }
 }
 
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1235,8 +1215,7 @@ default allow
 
     #[test]
     fn recovers_and_reports_every_broken_item() {
-        let src =
-            "rule a on x when => deny \"c\"\nlet ok = 1\nrule b on y when x == => deny \"d\"\n";
+        let src = "rule a on x when => deny \"c\"\nlet ok = 1\nrule b on y when x == => deny \"d\"\n";
         let (m, d) = parse(FileId(0), src);
         assert_eq!(d.len(), 2, "{d:#?}");
         assert_eq!(m.items.len(), 1);

@@ -141,15 +141,7 @@ pub fn run<'a>(
                     _ => Val::Undef,
                 });
             }
-            Op::Eq
-            | Op::Ne
-            | Op::Lt
-            | Op::Le
-            | Op::Gt
-            | Op::Ge
-            | Op::In
-            | Op::NotIn
-            | Op::Matches => {
+            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::In | Op::NotIn | Op::Matches => {
                 let b = pop!();
                 let a = pop!();
                 let r = value::compare(op, &a, &b);
@@ -197,10 +189,7 @@ pub fn run<'a>(
             }
             Op::Has(bit) => {
                 let v = pop!();
-                let r = env
-                    .state
-                    .labels_of(program, &v)
-                    .map(|l| l & (1u64 << bit) != 0);
+                let r = env.state.labels_of(program, &v).map(|l| l & (1u64 << bit) != 0);
                 if let Some(t) = trace.as_deref_mut() {
                     t.push(Observation {
                         span: code.spans.get(pc - 1).copied().unwrap_or_default(),
@@ -228,9 +217,7 @@ pub fn run<'a>(
                 stack.push(r.map_or(Val::Undef, Val::Num));
             }
             Op::TurnsSince(bit) => stack.push(Val::Num(env.state.turns_since(bit))),
-            Op::History(slot) => {
-                stack.push(Val::Num(env.state.history_count(program, slot, None) as f64))
-            }
+            Op::History(slot) => stack.push(Val::Num(env.state.history_count(program, slot, None) as f64)),
             Op::HistoryKeyed(slot) => {
                 let key = pop!();
                 stack.push(match key.key_string() {
@@ -267,12 +254,10 @@ pub fn run<'a>(
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
             Op::IntentDeclared => stack.push(Val::Bool(env.state.intent.is_some())),
-            Op::IntentRaw => stack.push(
-                match env.state.intent.as_ref().and_then(|i| i.raw.clone()) {
-                    Some(s) => Val::Str(Cow::Owned(s.to_string())),
-                    None => Val::Undef,
-                },
-            ),
+            Op::IntentRaw => stack.push(match env.state.intent.as_ref().and_then(|i| i.raw.clone()) {
+                Some(s) => Val::Str(Cow::Owned(s.to_string())),
+                None => Val::Undef,
+            }),
             Op::IntentScopeMode => stack.push(
                 match env.state.intent.as_ref().and_then(|i| i.scope_mode.clone()) {
                     Some(s) => Val::Str(Cow::Owned(s.to_string())),
