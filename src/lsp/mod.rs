@@ -38,6 +38,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use document::{Analysis, Document};
+/// The protocol types the server speaks, for embedders and `benches/lsp.rs`.
+pub use lsp_types;
 
 /// The commands `workspace/executeCommand` accepts (code lenses on tests use them).
 pub const COMMANDS: &[&str] = &[lens::RUN_TEST, lens::DEBUG_TEST];
