@@ -21,7 +21,7 @@
 //!
 //! Every wait is bounded (`TIMEOUT`), and the server is killed if a session fails.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};

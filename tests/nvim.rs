@@ -87,7 +87,10 @@ fn neovim_shows_diagnostics_hover_completion_and_definitions() {
         .arg("--cmd")
         .arg(format!("set rtp^={}", rtp.display()))
         .arg("--cmd")
-        .arg(format!("let g:warden_path = '{}'", env!("CARGO_BIN_EXE_warden")))
+        .arg(format!(
+            "let g:warden_path = '{}'",
+            env!("CARGO_BIN_EXE_warden")
+        ))
         .arg("-c")
         .arg(format!("luafile {}", script.display()))
         .arg(&policy)
@@ -140,19 +143,39 @@ fn neovim_shows_diagnostics_hover_completion_and_definitions() {
     assert_eq!(diags[0]["col"], col, "{shown}");
     assert_eq!(diags[0]["end_col"], col + 4, "{shown}");
     assert_eq!(diags[0]["severity"], 1, "{shown}");
-    assert!(diags[0]["message"].as_str().unwrap().contains("did you mean `tool.name`?"), "{shown}");
+    assert!(
+        diags[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `tool.name`?"),
+        "{shown}"
+    );
 
-    let hover = r["hover"][0].as_str().unwrap_or_else(|| panic!("no hover: {shown}"));
+    let hover = r["hover"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("no hover: {shown}"));
     assert!(hover.contains("tool.name: string"), "{shown}");
     assert!(hover.contains("Tool name."), "{shown}");
 
-    let completion: Vec<&str> = r["completion"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let completion: Vec<&str> = r["completion"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     for want in ["name", "version", "provider"] {
-        assert!(completion.contains(&want), "{want} missing from {completion:?}");
+        assert!(
+            completion.contains(&want),
+            "{want} missing from {completion:?}"
+        );
     }
 
     // `limit` jumps to its `let` (row 6, after `let `).
-    assert_eq!(Path::new(r["definition"]["file"].as_str().unwrap()), policy, "{shown}");
+    assert_eq!(
+        Path::new(r["definition"]["file"].as_str().unwrap()),
+        policy,
+        "{shown}"
+    );
     assert_eq!(r["definition"]["row"], 6, "{shown}");
     assert_eq!(r["definition"]["col"], 4, "{shown}");
     // `untrusted` opens the embedded stdlib module, written to disk by the server.
@@ -160,5 +183,12 @@ fn neovim_shows_diagnostics_hover_completion_and_definitions() {
     assert!(std_file.ends_with("std/taint.ward"), "{shown}");
     let std_text = std::fs::read_to_string(std_file).unwrap();
     let row = r["stdlib_definition"]["row"].as_u64().unwrap() as usize;
-    assert!(std_text.lines().nth(row - 1).unwrap().starts_with("label untrusted"), "{shown}");
+    assert!(
+        std_text
+            .lines()
+            .nth(row - 1)
+            .unwrap()
+            .starts_with("label untrusted"),
+        "{shown}"
+    );
 }
