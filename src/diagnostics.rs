@@ -304,8 +304,9 @@ impl Diagnostics {
 
     /// Sorted by file, then position, so output is stable.
     pub fn sort(&mut self) {
-        self.items
-            .sort_by(|a, b| (a.file, a.span.start, a.span.end).cmp(&(b.file, b.span.start, b.span.end)));
+        self.items.sort_by(|a, b| {
+            (a.file, a.span.start, a.span.end).cmp(&(b.file, b.span.start, b.span.end))
+        });
         self.items.dedup();
     }
 
@@ -393,11 +394,11 @@ impl miette::SourceCode for Named<'_> {
         context_lines_before: usize,
         context_lines_after: usize,
     ) -> Result<Box<dyn miette::SpanContents<'b> + 'b>, miette::MietteError> {
-        let inner = self
-            .0
-            .text
-            .as_ref()
-            .read_span(span, context_lines_before, context_lines_after)?;
+        let inner =
+            self.0
+                .text
+                .as_ref()
+                .read_span(span, context_lines_before, context_lines_after)?;
         Ok(Box::new(miette::MietteSpanContents::new_named(
             self.0.name.clone(),
             inner.data(),
@@ -504,7 +505,10 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(did_you_mean("tool.nme", ["tool.name", "tool.version"]), Some("tool.name"));
+        assert_eq!(
+            did_you_mean("tool.nme", ["tool.name", "tool.version"]),
+            Some("tool.name")
+        );
         assert_eq!(did_you_mean("argz", ["args", "outputs"]), Some("args"));
         assert_eq!(did_you_mean("zzzz", ["args"]), None);
         assert_eq!(edit_distance("ab", "ba"), 1);

@@ -13,6 +13,8 @@ pub mod diagnostics;
 pub mod fmt;
 pub mod guardian;
 pub mod lsp;
+pub mod rego;
 pub mod state;
 pub mod syntax;
+pub mod testing;
 pub mod vm;

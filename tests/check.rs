@@ -17,8 +17,12 @@ fn golden(path: &Path, actual: &str) {
         std::fs::write(path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(path)
-        .unwrap_or_else(|_| panic!("missing golden file {} (run with UPDATE_GOLDEN=1)", path.display()));
+    let expected = std::fs::read_to_string(path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden file {} (run with UPDATE_GOLDEN=1)",
+            path.display()
+        )
+    });
     assert_eq!(
         expected,
         actual,
@@ -43,7 +47,11 @@ fn diagnostics_match_golden_files() {
         .filter(|p| p.extension().is_some_and(|x| x == "ward"))
         .collect();
     inputs.sort();
-    assert!(inputs.len() >= 10, "expected the golden corpus in {}", dir.display());
+    assert!(
+        inputs.len() >= 10,
+        "expected the golden corpus in {}",
+        dir.display()
+    );
     for input in inputs {
         let checked = check_relative(&input);
         assert!(
@@ -51,7 +59,10 @@ fn diagnostics_match_golden_files() {
             "{} should produce diagnostics",
             input.display()
         );
-        golden(&input.with_extension("txt"), &checked.diagnostics.render(false));
+        golden(
+            &input.with_extension("txt"),
+            &checked.diagnostics.render(false),
+        );
         let json = serde_json::to_string_pretty(&checked.diagnostics.to_json()).unwrap() + "\n";
         golden(&input.with_extension("json"), &json);
     }
@@ -66,7 +77,17 @@ fn json_diagnostics_have_the_documented_shape() {
         .iter()
         .find(|d| d["code"] == "check::unknown_field")
         .expect("the misspelt field is reported");
-    for key in ["file", "line", "column", "end_line", "end_column", "severity", "code", "message", "help"] {
+    for key in [
+        "file",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "severity",
+        "code",
+        "message",
+        "help",
+    ] {
         assert!(d.get(key).is_some(), "missing {key}");
     }
     // `tool.verison` sits after non-ASCII text on line 2: columns count characters.
@@ -93,7 +114,9 @@ fn check_tree_clean(dir: &str) {
 #[test]
 fn examples_check_clean() {
     check_tree_clean("examples");
-    let count = check::collect_files(&[root().join("examples")]).unwrap().len();
+    let count = check::collect_files(&[root().join("examples")])
+        .unwrap()
+        .len();
     assert!(count >= 5, "at least five examples");
 }
 
@@ -105,7 +128,9 @@ fn stdlib_checks_clean() {
 #[test]
 fn every_embedded_stdlib_module_is_a_file_in_stdlib() {
     for (name, text) in check::STDLIB {
-        let file = root().join("stdlib").join(format!("{}.ward", name.trim_start_matches("std.")));
+        let file = root()
+            .join("stdlib")
+            .join(format!("{}.ward", name.trim_start_matches("std.")));
         assert_eq!(&std::fs::read_to_string(&file).unwrap(), text, "{name}");
     }
 }

@@ -50,17 +50,41 @@ impl Ctx {
 
 /// Builtin functions: name, arity, and a one-line description for hover.
 pub const BUILTINS: &[(&str, usize, &str)] = &[
-    ("turns_since", 1, "turns since content with this label last entered the context (a large number if never)"),
-    ("derived_from", 2, "whether a value's lineage includes content of this origin"),
-    ("lineage_depth", 1, "the length of the longest derived_from chain behind a value"),
+    (
+        "turns_since",
+        1,
+        "turns since content with this label last entered the context (a large number if never)",
+    ),
+    (
+        "derived_from",
+        2,
+        "whether a value's lineage includes content of this origin",
+    ),
+    (
+        "lineage_depth",
+        1,
+        "the length of the longest derived_from chain behind a value",
+    ),
     ("len", 1, "the length of a string, list, set or object"),
     ("lower", 1, "the string in lower case"),
     ("upper", 1, "the string in upper case"),
-    ("starts_with", 2, "whether the string starts with the prefix"),
+    (
+        "starts_with",
+        2,
+        "whether the string starts with the prefix",
+    ),
     ("ends_with", 2, "whether the string ends with the suffix"),
-    ("contains", 2, "whether the string contains the text, or the collection the element"),
+    (
+        "contains",
+        2,
+        "whether the string contains the text, or the collection the element",
+    ),
     ("present", 1, "whether the field is present in this payload"),
-    ("domain", 1, "the host part of a URL (`https://a.example/x` → `a.example`)"),
+    (
+        "domain",
+        1,
+        "the host part of a URL (`https://a.example/x` → `a.example`)",
+    ),
     ("string", 1, "the value as a string"),
 ];
 
@@ -155,7 +179,9 @@ impl Checker<'_> {
                         "`$` only means something inside a history filter",
                     )
                     .with_label("no current event here")
-                    .with_help("`$` is the event being decided, as seen from inside count(…) or exists(…)"),
+                    .with_help(
+                        "`$` is the event being decided, as seen from inside count(…) or exists(…)",
+                    ),
                 ),
             },
             ExprKind::Member(base, field) => {
@@ -176,11 +202,19 @@ impl Checker<'_> {
                 match &bt {
                     Type::List(t) => {
                         if !it.is_numeric() {
-                            return self.error(mismatch(cx.file, index.span, "a list index", "number", &it));
+                            return self.error(mismatch(
+                                cx.file,
+                                index.span,
+                                "a list index",
+                                "number",
+                                &it,
+                            ));
                         }
                         (**t).clone()
                     }
-                    Type::Object(table, prefix) => map_value_type(*table, prefix).unwrap_or(Type::Json),
+                    Type::Object(table, prefix) => {
+                        map_value_type(*table, prefix).unwrap_or(Type::Json)
+                    }
                     t if t.is_dynamic() => Type::Json,
                     other => self.error(
                         Diagnostic::error(
@@ -200,7 +234,13 @@ impl Checker<'_> {
                 match op {
                     UnaryOp::Not => {
                         if !t.is_boolish() {
-                            return self.error(mismatch(cx.file, x.span, "`not`", "true or false", &t));
+                            return self.error(mismatch(
+                                cx.file,
+                                x.span,
+                                "`not`",
+                                "true or false",
+                                &t,
+                            ));
                         }
                         Type::Bool
                     }
@@ -293,8 +333,13 @@ impl Checker<'_> {
                 let bt = self.expr(cx, body);
                 cx.vars.pop();
                 if !bt.is_boolish() {
-                    self.diagnostics
-                        .push(mismatch(cx.file, body.span, "a quantifier's body", "true or false", &bt));
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        body.span,
+                        "a quantifier's body",
+                        "true or false",
+                        &bt,
+                    ));
                 }
                 Type::Bool
             }
@@ -343,7 +388,12 @@ impl Checker<'_> {
                     format!("`{name}` is {what}, not a value"),
                 )
                 .with_label("needs a member")
-                .with_help(format!("name one of its rules: `{name}.NAME`")),
+                .with_help(match alias {
+                    Alias::Module(_) => {
+                        format!("name one of its constants or labels: `{name}.NAME`")
+                    }
+                    _ => format!("name one of its rules: `{name}.NAME`"),
+                }),
             );
         }
         // Event roots.
@@ -402,9 +452,7 @@ impl Checker<'_> {
                         Scope::Rule(h) | Scope::History { past: h, .. } => h.name,
                         _ => "this context",
                     };
-                    d = d.with_help(format!(
-                        "`{name}` is a field of {other}, not of {here}"
-                    ));
+                    d = d.with_help(format!("`{name}` is a field of {other}, not of {here}"));
                 } else {
                     d = d.with_help("define it with `let`, or check the spelling");
                 }
@@ -423,16 +471,20 @@ impl Checker<'_> {
                     } else if fields::lookup(h.fields, "params.arguments").is_some() {
                         Type::Object(table, "params.arguments".into())
                     } else {
-                        return Some(self.error(
-                            Diagnostic::error(
-                                "check::field_not_on_hook",
-                                cx.file,
-                                span,
-                                format!("{} has no tool arguments", h.name),
-                            )
-                            .with_label("no `args` on this hook")
-                            .with_help("`args` exists on toolCallRequest and protocols/MCP/tools/call"),
-                        ));
+                        return Some(
+                            self.error(
+                                Diagnostic::error(
+                                    "check::field_not_on_hook",
+                                    cx.file,
+                                    span,
+                                    format!("{} has no tool arguments", h.name),
+                                )
+                                .with_label("no `args` on this hook")
+                                .with_help(
+                                    "`args` exists on toolCallRequest and protocols/MCP/tools/call",
+                                ),
+                            ),
+                        );
                     };
                     return Some(self.resolved(
                         cx,
@@ -551,6 +603,11 @@ impl Checker<'_> {
     }
 
     fn member(&mut self, cx: &mut Ctx, base: &Type, name: &str, span: Span, whole: Span) -> Type {
+        // `source` is short for `source_id` wherever a provenance is in hand.
+        let name = match base {
+            Type::Object(Table::Provenance, p) if p.is_empty() && name == "source" => "source_id",
+            _ => name,
+        };
         match base {
             Type::Error => Type::Error,
             Type::Json => Type::Json,
@@ -656,7 +713,13 @@ impl Checker<'_> {
         }
     }
 
-    fn call(&mut self, cx: &mut Ctx, callee: &Expr, args: &[crate::syntax::ast::Arg], span: Span) -> Type {
+    fn call(
+        &mut self,
+        cx: &mut Ctx,
+        callee: &Expr,
+        args: &[crate::syntax::ast::Arg],
+        span: Span,
+    ) -> Type {
         // intent.permits(tool[, resource: …])
         if let ExprKind::Member(base, m) = &callee.kind {
             if let ExprKind::Name(root) = &base.kind {
@@ -673,8 +736,8 @@ impl Checker<'_> {
                             .with_help("move the check into a rule"),
                         );
                     }
-                    if args.is_empty() || args.len() > 2 {
-                        return self.error(arity(cx.file, span, "intent.permits", "1 or 2"));
+                    if args.is_empty() || args.len() > 3 {
+                        return self.error(arity(cx.file, span, "intent.permits", "1 to 3"));
                     }
                     for a in args {
                         if let Some(n) = &a.name {
@@ -699,7 +762,9 @@ impl Checker<'_> {
                     );
                     return Type::Bool;
                 }
-                if let Some(Alias::Rego | Alias::RegoData) = self.aliases[cx.unit].get(root.as_str()) {
+                if let Some(Alias::Rego | Alias::RegoData) =
+                    self.aliases[cx.unit].get(root.as_str())
+                {
                     if !self.is_local(cx, root) {
                         for a in args {
                             self.expr(cx, &a.value);
@@ -746,8 +811,22 @@ impl Checker<'_> {
             }
             return self.error(d);
         };
-        self.resolutions
-            .insert((cx.file, callee.span), (Resolution::Builtin(bname), Type::Error));
+        self.resolutions.insert(
+            (cx.file, callee.span),
+            (Resolution::Builtin(bname), Type::Error),
+        );
+        if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::bad_argument",
+                    cx.file,
+                    named.span,
+                    format!("`{bname}` takes no named arguments"),
+                )
+                .with_label("named argument")
+                .with_help(format!("write `{bname}(…)` with plain arguments")),
+            );
+        }
         if args.len() != n {
             return self.error(arity(cx.file, span, bname, &n.to_string()));
         }
@@ -772,7 +851,8 @@ impl Checker<'_> {
             "derived_from" => {
                 let t = self.expr(cx, &args[0].value);
                 if !t.carries_provenance() {
-                    self.diagnostics.push(no_provenance(cx.file, args[0].value.span, &t));
+                    self.diagnostics
+                        .push(no_provenance(cx.file, args[0].value.span, &t));
                 }
                 self.origin_arg(cx, &args[1].value);
                 Type::Bool
@@ -780,16 +860,22 @@ impl Checker<'_> {
             "lineage_depth" => {
                 let t = self.expr(cx, &args[0].value);
                 if !t.carries_provenance() {
-                    self.diagnostics.push(no_provenance(cx.file, args[0].value.span, &t));
+                    self.diagnostics
+                        .push(no_provenance(cx.file, args[0].value.span, &t));
                 }
                 Type::Number
             }
             "present" => {
                 if !in_event {
                     self.diagnostics.push(
-                        Diagnostic::warning("check::constant_test", cx.file, span, "`present` of a constant is always true")
-                            .with_label("constant")
-                            .with_help("`present(x)` tests a payload field"),
+                        Diagnostic::warning(
+                            "check::constant_test",
+                            cx.file,
+                            span,
+                            "`present` of a constant is always true",
+                        )
+                        .with_label("constant")
+                        .with_help("`present(x)` tests a payload field"),
                     );
                 }
                 self.expr(cx, &args[0].value);
@@ -804,24 +890,53 @@ impl Checker<'_> {
                             Type::String | Type::List(_) | Type::Set(_) | Type::Object(..)
                         ) && !types[0].is_dynamic()
                         {
-                            self.diagnostics
-                                .push(mismatch(cx.file, args[0].value.span, "len", "string or collection", &types[0]));
+                            self.diagnostics.push(mismatch(
+                                cx.file,
+                                args[0].value.span,
+                                "len",
+                                "string or collection",
+                                &types[0],
+                            ));
                         }
                         Type::Number
                     }
-                    "contains" => Type::Bool,
+                    "contains" => {
+                        let ok = types[0].is_stringish()
+                            || matches!(types[0], Type::List(_) | Type::Set(_) | Type::Object(..));
+                        if !ok {
+                            self.diagnostics.push(mismatch(
+                                cx.file,
+                                args[0].value.span,
+                                "contains",
+                                "string or collection",
+                                &types[0],
+                            ));
+                        }
+                        Type::Bool
+                    }
                     "starts_with" | "ends_with" => {
                         for (a, t) in args.iter().zip(&types) {
                             if !t.is_stringish() {
-                                self.diagnostics.push(mismatch(cx.file, a.value.span, bname, "string", t));
+                                self.diagnostics.push(mismatch(
+                                    cx.file,
+                                    a.value.span,
+                                    bname,
+                                    "string",
+                                    t,
+                                ));
                             }
                         }
                         Type::Bool
                     }
                     _ => {
                         if bname != "string" && !types[0].is_stringish() {
-                            self.diagnostics
-                                .push(mismatch(cx.file, args[0].value.span, bname, "string", &types[0]));
+                            self.diagnostics.push(mismatch(
+                                cx.file,
+                                args[0].value.span,
+                                bname,
+                                "string",
+                                &types[0],
+                            ));
                         }
                         Type::String
                     }
@@ -863,7 +978,8 @@ impl Checker<'_> {
         }
         let t = self.expr(cx, e);
         if t != Type::Label && !t.is_error() {
-            self.diagnostics.push(mismatch(cx.file, e.span, "this argument", "label", &t));
+            self.diagnostics
+                .push(mismatch(cx.file, e.span, "this argument", "label", &t));
         }
     }
 
@@ -880,23 +996,36 @@ impl Checker<'_> {
         if fields::ORIGINS.contains(&word) {
             self.resolutions.insert(
                 (cx.file, e.span),
-                (Resolution::EnumValue(word.to_string()), Type::Enum(fields::ORIGINS)),
+                (
+                    Resolution::EnumValue(word.to_string()),
+                    Type::Enum(fields::ORIGINS),
+                ),
             );
             return;
         }
-        self.diagnostics.push(unknown_enum(cx.file, e.span, word, fields::ORIGINS, "origin"));
+        self.diagnostics.push(unknown_enum(
+            cx.file,
+            e.span,
+            word,
+            fields::ORIGINS,
+            "origin",
+        ));
     }
 
     fn binary(&mut self, cx: &mut Ctx, op: BinaryOp, a: &Expr, b: &Expr, span: Span) -> Type {
         match op {
             BinaryOp::And | BinaryOp::Or => {
-                let history_join = cx.in_history && op == BinaryOp::And;
                 let ta = self.expr(cx, a);
                 let tb = self.expr(cx, b);
-                let _ = history_join;
                 for (e, t) in [(a, &ta), (b, &tb)] {
                     if !t.is_boolish() {
-                        self.diagnostics.push(mismatch(cx.file, e.span, op.as_str(), "true or false", t));
+                        self.diagnostics.push(mismatch(
+                            cx.file,
+                            e.span,
+                            op.as_str(),
+                            "true or false",
+                            t,
+                        ));
                     }
                 }
                 Type::Bool
@@ -910,21 +1039,31 @@ impl Checker<'_> {
                 Type::Bool
             }
             BinaryOp::Eq | BinaryOp::Ne => {
-                let ta = self.expr(cx, a);
-                let tb = self.enum_aware(cx, b, &ta);
-                let ta = if matches!(a.kind, ExprKind::Name(_)) && ta.is_error() {
-                    ta
+                // A bare enum word may stand on either side: `success == exit_status`.
+                let bare = |this: &Self, e: &Expr| {
+                    matches!(&e.kind, ExprKind::Name(w) if !this.is_local(cx, w)
+                        && !this.labels.contains_key(w.as_str())
+                        && !this.is_event_root(cx, w))
+                };
+                let bare_left = bare(self, a) && !bare(self, b);
+                let (ta, tb) = if bare_left {
+                    let tb = self.expr(cx, b);
+                    (self.enum_aware(cx, a, &tb), tb)
                 } else {
-                    ta
+                    let ta = self.expr(cx, a);
+                    let tb = self.enum_aware(cx, b, &ta);
+                    (ta, tb)
                 };
                 if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &b.kind) {
                     if !values.contains(&s.as_str()) {
-                        self.diagnostics.push(unknown_enum(cx.file, b.span, s, values, "value"));
+                        self.diagnostics
+                            .push(unknown_enum(cx.file, b.span, s, values, "value"));
                     }
                 }
                 if let (Type::Enum(values), ExprKind::String(s)) = (&tb, &a.kind) {
                     if !values.contains(&s.as_str()) {
-                        self.diagnostics.push(unknown_enum(cx.file, a.span, s, values, "value"));
+                        self.diagnostics
+                            .push(unknown_enum(cx.file, a.span, s, values, "value"));
                     }
                 }
                 if !ta.comparable(&tb) {
@@ -969,7 +1108,8 @@ impl Checker<'_> {
                             self.enum_aware(cx, item, &ta);
                             if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &item.kind) {
                                 if !values.contains(&s.as_str()) {
-                                    self.diagnostics.push(unknown_enum(cx.file, item.span, s, values, "value"));
+                                    self.diagnostics
+                                        .push(unknown_enum(cx.file, item.span, s, values, "value"));
                                 }
                             }
                         }
@@ -1000,7 +1140,9 @@ impl Checker<'_> {
                         d = if tb == Type::String {
                             d.with_help("for text inside a string, write `contains(text, part)`")
                         } else {
-                            d.with_help("write a set `{…}`, a list `[…]`, or a constant holding one")
+                            d.with_help(
+                                "write a set `{…}`, a list `[…]`, or a constant holding one",
+                            )
                         };
                         self.diagnostics.push(d);
                     }
@@ -1012,7 +1154,8 @@ impl Checker<'_> {
                 let tb = self.expr(cx, b);
                 for (e, t) in [(a, &ta), (b, &tb)] {
                     if !t.is_stringish() {
-                        self.diagnostics.push(mismatch(cx.file, e.span, "`matches`", "string", t));
+                        self.diagnostics
+                            .push(mismatch(cx.file, e.span, "`matches`", "string", t));
                     }
                 }
                 Type::Bool
@@ -1028,7 +1171,8 @@ impl Checker<'_> {
                 }
                 for (e, t) in [(a, &ta), (b, &tb)] {
                     if !t.is_numeric() {
-                        self.diagnostics.push(mismatch(cx.file, e.span, op.as_str(), "number", t));
+                        self.diagnostics
+                            .push(mismatch(cx.file, e.span, op.as_str(), "number", t));
                     }
                 }
                 Type::Number
@@ -1040,7 +1184,10 @@ impl Checker<'_> {
     fn enum_aware(&mut self, cx: &mut Ctx, e: &Expr, other: &Type) -> Type {
         // The other side is already reported; a bare word here may be one of its enum values.
         if let (ExprKind::Name(word), Type::Error) = (&e.kind, other) {
-            if !self.is_local(cx, word) && !self.labels.contains_key(word.as_str()) && !self.is_event_root(cx, word) {
+            if !self.is_local(cx, word)
+                && !self.labels.contains_key(word.as_str())
+                && !self.is_event_root(cx, word)
+            {
                 return Type::Error;
             }
         }
@@ -1048,7 +1195,12 @@ impl Checker<'_> {
             let shadowed = self.is_local(cx, word) || self.labels.contains_key(word.as_str());
             if !shadowed {
                 if values.contains(&word.as_str()) {
-                    return self.resolved(cx, e.span, Resolution::EnumValue(word.clone()), other.clone());
+                    return self.resolved(
+                        cx,
+                        e.span,
+                        Resolution::EnumValue(word.clone()),
+                        other.clone(),
+                    );
                 }
                 if !self.is_event_root(cx, word) {
                     return self.error(unknown_enum(cx.file, e.span, word, values, "value"));
@@ -1059,6 +1211,18 @@ impl Checker<'_> {
     }
 
     fn history(&mut self, cx: &mut Ctx, h: &History, span: Span) -> Type {
+        if cx.in_history {
+            return self.error(
+                Diagnostic::error(
+                    "check::nested_history",
+                    cx.file,
+                    span,
+                    "history expressions cannot be nested",
+                )
+                .with_label("inside another count/exists")
+                .with_help("each count/exists is kept as one O(1) counter; a nested one would need the whole history"),
+            );
+        }
         let current = match cx.scope {
             Scope::Rule(h) => Some(h),
             _ => {
@@ -1074,18 +1238,6 @@ impl Checker<'_> {
                 )
             }
         };
-        if cx.in_history {
-            return self.error(
-                Diagnostic::error(
-                    "check::nested_history",
-                    cx.file,
-                    span,
-                    "history expressions cannot be nested",
-                )
-                .with_label("inside another count/exists")
-                .with_help("each count/exists is kept as one O(1) counter; a nested one would need the whole history"),
-            );
-        }
         let Some(past) = self.resolve_hook(cx.file, &h.hook) else {
             return Type::Error;
         };
@@ -1110,7 +1262,13 @@ impl Checker<'_> {
         if let Some(filter) = &h.filter {
             let t = self.expr(&mut hcx, filter);
             if !t.is_boolish() {
-                self.diagnostics.push(mismatch(cx.file, filter.span, "a history filter", "true or false", &t));
+                self.diagnostics.push(mismatch(
+                    cx.file,
+                    filter.span,
+                    "a history filter",
+                    "true or false",
+                    &t,
+                ));
             }
             // `$` may appear only as one side of a top-level `past == $.field` conjunct.
             let mut allowed = Vec::new();
@@ -1133,7 +1291,13 @@ impl Checker<'_> {
         if let Some(key) = &h.by {
             let t = self.expr(&mut hcx, key);
             if !(t.is_stringish() || t.is_numeric() || t == Type::Bool) {
-                self.diagnostics.push(mismatch(cx.file, key.span, "a `by` key", "string or number", &t));
+                self.diagnostics.push(mismatch(
+                    cx.file,
+                    key.span,
+                    "a `by` key",
+                    "string or number",
+                    &t,
+                ));
             }
             // The same path must exist on the current event, to read the key now.
             let mut ccx = Ctx::new(cx.unit, cx.file, Scope::Rule(current.expect("rule scope")));
@@ -1173,13 +1337,22 @@ fn key_equalities(e: &Expr, out: &mut Vec<Span>) {
         ExprKind::Binary(BinaryOp::Eq, a, b) => {
             for (x, y) in [(a, b), (b, a)] {
                 if let Some(root) = current_root(y) {
-                    if current_root(x).is_none() {
+                    if current_root(x).is_none() && is_path(x) {
                         out.push(root);
                     }
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// A field path of the recorded event (`tool.name`, `args.to`): the past side of a key.
+fn is_path(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Name(_) => true,
+        ExprKind::Member(base, _) => is_path(base),
+        _ => false,
     }
 }
 
@@ -1202,7 +1375,9 @@ fn map_value_type(table: Table, prefix: &str) -> Option<Type> {
     let star = format!("{prefix}.*");
     let value = format!("{star}.value");
     let prov = format!("{star}.provenance");
-    if fields::lookup(table.fields(), &value).is_some() && fields::lookup(table.fields(), &prov).is_some() {
+    if fields::lookup(table.fields(), &value).is_some()
+        && fields::lookup(table.fields(), &prov).is_some()
+    {
         return Some(Type::Arg);
     }
     Some(match field.items {
@@ -1261,7 +1436,9 @@ fn no_provenance(file: FileId, span: Span, t: &Type) -> Diagnostic {
         format!("a {t} carries no provenance"),
     )
     .with_label("no labels here")
-    .with_help("labels live on content: tool arguments (`args.x`), outputs, message content, summaries")
+    .with_help(
+        "labels live on content: tool arguments (`args.x`), outputs, message content, summaries",
+    )
 }
 
 fn unknown_enum(file: FileId, span: Span, word: &str, values: &[&str], what: &str) -> Diagnostic {

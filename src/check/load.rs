@@ -16,7 +16,10 @@ pub const STDLIB: &[(&str, &str)] = &[
     ("std.rate", include_str!("../../stdlib/rate.ward")),
     ("std.skills", include_str!("../../stdlib/skills.ward")),
     ("std.agbom", include_str!("../../stdlib/agbom.ward")),
-    ("std.compaction", include_str!("../../stdlib/compaction.ward")),
+    (
+        "std.compaction",
+        include_str!("../../stdlib/compaction.ward"),
+    ),
     ("std.defaults", include_str!("../../stdlib/defaults.ward")),
 ];
 
@@ -43,6 +46,8 @@ pub struct Loaded {
     pub sources: SourceMap,
     pub units: Vec<Unit>,
     pub diagnostics: Vec<Diagnostic>,
+    /// `use rego` imports: the importing file and what was loaded.
+    pub rego: Vec<(FileId, crate::rego::RegoImport)>,
 }
 
 /// Reads a file as a source; a file that is not UTF-8 is reported at its first bad byte.
@@ -72,7 +77,16 @@ impl Loaded {
     pub fn from_path(path: &Path) -> Result<Loaded, std::io::Error> {
         let (source, bad_utf8) = read_source(path)?;
         let mut loaded = Loaded::default();
-        let dir = path.parent().map(Path::to_path_buf);
+        let dir = path
+            .parent()
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .map(Path::to_path_buf);
         let file = loaded.sources.add(source);
         if let Some(mut d) = bad_utf8 {
             d.file = file;
@@ -81,6 +95,22 @@ impl Loaded {
         }
         loaded.add_unit(file, path.display().to_string(), false, true, dir);
         Ok(loaded)
+    }
+
+    /// Adds another file on disk to a loaded policy, following its `use`s (the test runner
+    /// loads `foo_test.ward` beside `foo.ward` this way). Check the result again with
+    /// [`crate::check::check`].
+    pub fn add_path(&mut self, path: &Path) -> Result<(), std::io::Error> {
+        let (source, bad_utf8) = read_source(path)?;
+        let dir = path.parent().map(Path::to_path_buf);
+        let file = self.sources.add(source);
+        if let Some(mut d) = bad_utf8 {
+            d.file = file;
+            self.diagnostics.push(d);
+            return Ok(());
+        }
+        self.add_unit(file, path.display().to_string(), false, true, dir);
+        Ok(())
     }
 
     /// Loads a policy from text; `name` is what diagnostics call the file. Relative `use`s
@@ -139,9 +169,7 @@ impl Loaded {
                 if name == "std" || name.starts_with("std.") {
                     match STDLIB.iter().find(|(n, _)| *n == name) {
                         Some((n, text)) => {
-                            let file = self
-                                .sources
-                                .add(SourceFile::new(format!("<{n}>"), *text));
+                            let file = self.sources.add(SourceFile::new(format!("<{n}>"), *text));
                             self.add_unit(file, name, true, false, None);
                         }
                         None => {
@@ -222,12 +250,41 @@ impl Loaded {
                         .with_label("no such file or folder")
                         .with_help(format!(
                             "paths are relative to the policy's folder ({})",
-                            dir.display()
+                            shown_dir(dir)
                         )),
                     );
+                    return;
+                }
+                let Some(alias) = u.alias.as_ref() else {
+                    return;
+                };
+                let is_data = matches!(u.kind, ast::UseKind::RegoData { .. });
+                match crate::rego::load_import(&alias.name, &full, is_data) {
+                    Ok(import) => self.rego.push((from, import)),
+                    Err(e) => self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::bad_rego",
+                            from,
+                            path.span,
+                            format!("cannot load `{}`: {e}", path.value),
+                        )
+                        .with_label("Rego that does not load")
+                        .with_help(
+                            "fix the Rego file (it must parse, and declare one package per alias)",
+                        ),
+                    ),
                 }
             }
         }
+    }
+}
+
+/// A directory for messages: `.` rather than an empty path.
+pub fn shown_dir(dir: &Path) -> String {
+    if dir.as_os_str().is_empty() {
+        ".".into()
+    } else {
+        dir.display().to_string()
     }
 }
 

@@ -23,7 +23,10 @@ pub use types::{Table, Type};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolution {
     /// A payload, metadata, provenance or intent field, by normalised path.
-    Field { table: Table, path: String },
+    Field {
+        table: Table,
+        path: String,
+    },
     /// A tool argument (`args.NAME`).
     Argument(String),
     Constant(String),
@@ -33,7 +36,10 @@ pub enum Resolution {
     /// A bare word standing for one of an enum's values (`origin == tool_output`).
     EnumValue(String),
     /// A Rego rule or function reached through a `use rego` alias.
-    Rego { alias: String, rule: String },
+    Rego {
+        alias: String,
+        rule: String,
+    },
     Builtin(&'static str),
     Hook(&'static HookSpec),
 }
@@ -93,6 +99,7 @@ fn check_here(loaded: Loaded) -> Checked {
     let mut cx = Checker::new(&loaded);
     cx.collect_definitions();
     cx.check_items();
+    cx.check_expected_codes();
     cx.report_unused();
     let Checker {
         mut diagnostics,
@@ -136,12 +143,6 @@ struct ConstInfo<'a> {
 }
 
 #[derive(Debug, Clone)]
-struct LabelInfo<'a> {
-    unit: usize,
-    decl: &'a ast::Label,
-}
-
-#[derive(Debug, Clone)]
 enum Alias {
     Rego,
     RegoData,
@@ -157,10 +158,13 @@ pub(crate) struct Checker<'a> {
     constants: HashMap<&'a str, ConstInfo<'a>>,
     const_types: HashMap<String, Type>,
     const_in_progress: Vec<String>,
-    labels: HashMap<&'a str, LabelInfo<'a>>,
+    /// Label name → the unit that declares it.
+    labels: HashMap<&'a str, usize>,
     /// Per unit: local alias → what it names.
     aliases: Vec<HashMap<String, Alias>>,
     used: HashMap<String, usize>,
+    /// Reason codes that tests expect, checked once every rule is known.
+    expected_codes: Vec<(FileId, ast::StringLit)>,
 }
 
 impl<'a> Checker<'a> {
@@ -177,6 +181,7 @@ impl<'a> Checker<'a> {
             labels: HashMap::new(),
             aliases: vec![HashMap::new(); loaded.units.len()],
             used: HashMap::new(),
+            expected_codes: Vec::new(),
         }
     }
 
@@ -184,12 +189,27 @@ impl<'a> Checker<'a> {
         self.loaded.units[unit].file
     }
 
-    fn define(&mut self, unit: usize, kind: DefKind, name: &ast::Ident, item: Span, detail: String) {
+    fn define(
+        &mut self,
+        unit: usize,
+        kind: DefKind,
+        name: &ast::Ident,
+        item: Span,
+        detail: String,
+    ) {
         let file = self.file_of(unit);
+        // Constants and labels share one namespace: a bare name must mean one thing.
+        let clashes = |d: &Definition| {
+            d.kind == kind
+                || matches!(
+                    (d.kind, kind),
+                    (DefKind::Constant, DefKind::Label) | (DefKind::Label, DefKind::Constant)
+                )
+        };
         if let Some(prev) = self
             .definitions
             .iter()
-            .find(|d| d.kind == kind && d.name == name.name)
+            .find(|d| clashes(d) && d.name == name.name)
         {
             let what = match kind {
                 DefKind::Rule => "rule",
@@ -242,9 +262,7 @@ impl<'a> Checker<'a> {
                     }
                     Item::Label(l) => {
                         self.define(u, DefKind::Label, &l.name, l.span, "label".into());
-                        self.labels
-                            .entry(l.name.name.as_str())
-                            .or_insert(LabelInfo { unit: u, decl: l });
+                        self.labels.entry(l.name.name.as_str()).or_insert(u);
                     }
                     Item::Rule(r) => {
                         let hooks: Vec<&str> = r.hooks.iter().map(|h| h.name.as_str()).collect();
@@ -263,7 +281,9 @@ impl<'a> Checker<'a> {
                         self.define(u, DefKind::Test, &ident, t.span, "test".into());
                     }
                     Item::Use(use_) => {
-                        let Some(local) = use_.local_name() else { continue };
+                        let Some(local) = use_.local_name() else {
+                            continue;
+                        };
                         let alias = match &use_.kind {
                             ast::UseKind::Rego { .. } => Alias::Rego,
                             ast::UseKind::RegoData { .. } => Alias::RegoData,
@@ -339,6 +359,7 @@ impl<'a> Checker<'a> {
                         any_default = true;
                         let hooks = self.resolve_hooks(file, &d.hooks);
                         if d.hooks.is_empty() {
+                            self.check_catch_all_default(file, &d.decision);
                             self.check_decision(u, &d.decision, None, true);
                             if let Some((pf, ps)) = defaults.insert("*", (file, d.span)) {
                                 self.duplicate_default(file, d.span, pf, ps, "every hook");
@@ -383,6 +404,28 @@ impl<'a> Checker<'a> {
         }
     }
 
+    fn check_catch_all_default(&mut self, file: FileId, d: &ast::Decision) {
+        if matches!(d.kind, DecisionKind::Allow | DecisionKind::Deny) {
+            return;
+        }
+        self.diagnostics.push(
+            Diagnostic::error(
+                "check::illegal_decision",
+                file,
+                d.span,
+                format!(
+                    "a default for every hook can only allow or deny, not `{}`",
+                    d.kind.as_str()
+                ),
+            )
+            .with_label("most hooks cannot answer this")
+            .with_help(format!(
+                "name the hooks it is for: `default on toolCallRequest {} …`",
+                d.kind.as_str()
+            )),
+        );
+    }
+
     fn duplicate_default(&mut self, file: FileId, span: Span, pf: FileId, ps: Span, what: &str) {
         let mut d = Diagnostic::error(
             "check::duplicate",
@@ -398,18 +441,29 @@ impl<'a> Checker<'a> {
         self.diagnostics.push(d);
     }
 
-    pub(crate) fn resolve_hooks(&mut self, file: FileId, hooks: &[ast::Hook]) -> Vec<&'static HookSpec> {
+    pub(crate) fn resolve_hooks(
+        &mut self,
+        file: FileId,
+        hooks: &[ast::Hook],
+    ) -> Vec<&'static HookSpec> {
         hooks
             .iter()
             .filter_map(|h| self.resolve_hook(file, h))
             .collect()
     }
 
-    pub(crate) fn resolve_hook(&mut self, file: FileId, h: &ast::Hook) -> Option<&'static HookSpec> {
+    pub(crate) fn resolve_hook(
+        &mut self,
+        file: FileId,
+        h: &ast::Hook,
+    ) -> Option<&'static HookSpec> {
         if let Some(spec) = fields::hook(&h.name) {
             self.resolutions.insert(
                 (file, h.span),
-                (Resolution::Hook(spec), Type::Object(Table::Payload(spec), String::new())),
+                (
+                    Resolution::Hook(spec),
+                    Type::Object(Table::Payload(spec), String::new()),
+                ),
             );
             return Some(spec);
         }
@@ -491,7 +545,9 @@ impl<'a> Checker<'a> {
         let file = self.file_of(u);
         if let Some(reason) = &d.reason {
             self.reason_codes.push(reason.code.value.clone());
-            if reason.code.value.trim().is_empty() || reason.code.value.contains(char::is_whitespace) {
+            if reason.code.value.trim().is_empty()
+                || reason.code.value.contains(char::is_whitespace)
+            {
                 self.diagnostics.push(
                     Diagnostic::error(
                         "check::bad_reason_code",
@@ -513,7 +569,8 @@ impl<'a> Checker<'a> {
                 DecisionKind::Defer => AcsDecision::Defer,
             };
             // A catch-all default may say deny: it applies as allow where deny is impossible.
-            if !h.allows(wanted) && !(is_default && d.kind == DecisionKind::Deny && h.audit_only) {
+            let recorded_default = is_default && d.kind == DecisionKind::Deny && h.audit_only;
+            if !h.allows(wanted) && !recorded_default {
                 let legal: Vec<&str> = h
                     .decisions
                     .iter()
@@ -563,7 +620,10 @@ impl<'a> Checker<'a> {
                         self.diagnostics.push(err(
                             "check::bad_part",
                             s,
-                            format!("an unanswered ask can fall back to allow or deny, not {}", k.as_str()),
+                            format!(
+                                "an unanswered ask can fall back to allow or deny, not {}",
+                                k.as_str()
+                            ),
                             "not allow or deny",
                             "write `else deny` (the default) or `else allow`",
                         ));
@@ -585,7 +645,10 @@ impl<'a> Checker<'a> {
                         self.diagnostics.push(err(
                             "check::bad_part",
                             s,
-                            format!("an expired defer can become deny or ask, not {}", k.as_str()),
+                            format!(
+                                "an expired defer can become deny or ask, not {}",
+                                k.as_str()
+                            ),
                             "not deny or ask",
                             "write `else deny` or `else ask`",
                         ));
@@ -611,10 +674,11 @@ impl<'a> Checker<'a> {
                                 "unknown",
                                 "",
                             );
-                            diag.help = Some(match did_you_mean(&w.name, allowed.iter().copied()) {
-                                Some(s) => format!("did you mean `{s}`?"),
-                                None => format!("use one of {}", allowed.join(", ")),
-                            });
+                            diag.help =
+                                Some(match did_you_mean(&w.name, allowed.iter().copied()) {
+                                    Some(s) => format!("did you mean `{s}`?"),
+                                    None => format!("use one of {}", allowed.join(", ")),
+                                });
                             self.diagnostics.push(diag);
                         }
                     }
@@ -648,6 +712,19 @@ impl<'a> Checker<'a> {
         for m in mods {
             match m {
                 ast::Modification::Replace { content, span } => {
+                    if let Some(first) = replace {
+                        self.diagnostics.push(
+                            Diagnostic::error(
+                                "check::conflicting_modifications",
+                                file,
+                                *span,
+                                "the payload is replaced twice",
+                            )
+                            .with_label("second replacement")
+                            .with_related(first, "first replacement")
+                            .with_help("keep one `replace with`"),
+                        );
+                    }
                     replace = Some(*span);
                     if let Some(h) = hook {
                         let mut ecx = expr::Ctx::new(u, file, expr::Scope::Rule(h));
@@ -661,7 +738,9 @@ impl<'a> Checker<'a> {
                                     format!("replacement content must be a string, not a {t}"),
                                 )
                                 .with_label("not a string")
-                                .with_help("`replace with \"…\"` swaps the whole payload for this text"),
+                                .with_help(
+                                    "`replace with \"…\"` swaps the whole payload for this text",
+                                ),
                             );
                         }
                     }
@@ -683,11 +762,15 @@ impl<'a> Checker<'a> {
                                     "check::conflicting_modifications",
                                     file,
                                     place.span,
-                                    format!("`{text}` overlaps `{other}`, which is already modified"),
+                                    format!(
+                                        "`{text}` overlaps `{other}`, which is already modified"
+                                    ),
                                 )
                                 .with_label("overlapping target")
                                 .with_related(*other_span, "modified here too")
-                                .with_help("ACS requires redactions and overrides to touch disjoint paths"),
+                                .with_help(
+                                    "ACS requires redactions and overrides to touch disjoint paths",
+                                ),
                             );
                         }
                     }
@@ -709,11 +792,18 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn check_place(&mut self, file: FileId, place: &ast::Place, hook: &'static HookSpec, is_set: bool) {
+    fn check_place(
+        &mut self,
+        file: FileId,
+        place: &ast::Place,
+        hook: &'static HookSpec,
+        is_set: bool,
+    ) {
         let Some(ast::PlaceSegment::Field(first)) = place.segments.first() else {
             return;
         };
-        let has_args = fields::lookup(hook.fields, "arguments").is_some();
+        let has_args = fields::lookup(hook.fields, "arguments").is_some()
+            || fields::lookup(hook.fields, "params.arguments").is_some();
         if first.name == "args" {
             if !has_args {
                 self.diagnostics.push(
@@ -799,26 +889,98 @@ impl<'a> Checker<'a> {
     fn check_steps(&mut self, u: usize, steps: &'a [ast::Step]) {
         let file = self.file_of(u);
         for step in steps {
-            if let ast::StepKind::Send { hook, .. } = &step.kind {
-                self.resolve_hook(file, hook);
+            let mut values: Vec<&ast::Expr> = Vec::new();
+            let mut origins: Vec<&ast::Ident> = Vec::new();
+            let mut outputs: Vec<&ast::Output> = Vec::new();
+            match &step.kind {
+                ast::StepKind::Send { hook, payload } => {
+                    self.resolve_hook(file, hook);
+                    values.push(payload);
+                }
+                ast::StepKind::Subagent { steps, .. } => self.check_steps(u, steps),
+                ast::StepKind::Call { args, output, .. } => {
+                    for a in args {
+                        values.push(&a.value);
+                        origins.extend(a.from.as_ref().map(|f| &f.origin));
+                    }
+                    outputs.extend(output.iter());
+                }
+                ast::StepKind::Result { output, .. } | ast::StepKind::Retrieve { output, .. } => {
+                    outputs.push(output)
+                }
+                ast::StepKind::Memory { output, from, .. } => {
+                    outputs.extend(output.iter());
+                    origins.extend(from.as_ref().map(|f| &f.origin));
+                }
+                ast::StepKind::Agent { from, .. } => {
+                    origins.extend(from.as_ref().map(|f| &f.origin))
+                }
+                ast::StepKind::With { value, .. } => values.push(value),
+                _ => {}
             }
-            if let ast::StepKind::Subagent { steps, .. } = &step.kind {
-                self.check_steps(u, steps);
+            for out in &outputs {
+                values.push(&out.value);
+                origins.extend(out.origin.iter());
+            }
+            for v in values {
+                let mut ecx = expr::Ctx::new(u, file, expr::Scope::Const);
+                self.expr(&mut ecx, v);
+            }
+            for o in origins {
+                let words: Vec<&str> = fields::ORIGINS
+                    .iter()
+                    .copied()
+                    .chain(TEST_ORIGIN_WORDS.iter().copied())
+                    .collect();
+                if !words.contains(&o.name.as_str()) {
+                    let mut d = Diagnostic::error(
+                        "check::unknown_origin",
+                        file,
+                        o.span,
+                        format!("`{}` is not an origin", o.name),
+                    )
+                    .with_label("unknown origin");
+                    d = match did_you_mean(&o.name, words.iter().copied()) {
+                        Some(s) => d
+                            .with_help(format!("did you mean `{s}`?"))
+                            .with_fix(o.span, s.to_string()),
+                        None => d.with_help(format!("use one of {}", words.join(", "))),
+                    };
+                    self.diagnostics.push(d);
+                }
             }
             let mut expectations: Vec<&ast::Expectation> = step.expect.iter().collect();
-            if let ast::StepKind::Call {
-                output: Some(out), ..
-            } = &step.kind
-            {
+            for out in &outputs {
                 expectations.extend(out.expect.iter());
             }
             for e in expectations {
-                for code in &e.codes {
-                    self.used
-                        .entry(format!("code:{}", code.value))
-                        .or_default();
-                }
+                self.expected_codes
+                    .extend(e.codes.iter().map(|c| (file, c.clone())));
             }
+        }
+    }
+
+    /// A test that expects a reason code no rule can produce is almost certainly a typo.
+    fn check_expected_codes(&mut self) {
+        let expected = std::mem::take(&mut self.expected_codes);
+        for (file, code) in expected {
+            if code.value.starts_with("warden.") || self.reason_codes.contains(&code.value) {
+                continue;
+            }
+            let mut d = Diagnostic::warning(
+                "check::unknown_reason_code",
+                file,
+                code.span,
+                format!("no rule of this policy answers with `{}`", code.value),
+            )
+            .with_label("never produced");
+            d = match did_you_mean(&code.value, self.reason_codes.iter().map(String::as_str)) {
+                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                None => d.with_help(
+                    "reason codes come from the rules' decisions, e.g. `deny \"code\": …`",
+                ),
+            };
+            self.diagnostics.push(d);
         }
     }
 
@@ -836,7 +998,9 @@ impl<'a> Checker<'a> {
                     Item::Label(l) => (&l.name, "label"),
                     _ => continue,
                 };
-                if !name.name.starts_with('_') && self.used.get(&name.name).copied().unwrap_or(0) == 0 {
+                if !name.name.starts_with('_')
+                    && self.used.get(&name.name).copied().unwrap_or(0) == 0
+                {
                     unused.push((u, name.clone(), kind));
                 }
             }
@@ -851,7 +1015,7 @@ impl<'a> Checker<'a> {
                     format!("the {kind} `{}` is never used", name.name),
                 )
                 .with_label("unused")
-                .with_help(format!("remove it, or prefix its name with `_` to keep it")),
+                .with_help("remove it, or prefix its name with `_` to keep it"),
             );
         }
     }
@@ -861,16 +1025,26 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// Words a test may use for where content came from, besides the ACS origins.
+pub const TEST_ORIGIN_WORDS: &[&str] = &["user", "trusted", "untrusted"];
+
 /// A stdlib module (package `std.…`): it exports names and leaves the default to its users.
 fn is_library(unit: &Unit) -> bool {
     unit.module
         .package()
         .is_some_and(|p| p.path.first().is_some_and(|i| i.name == "std"))
-        && unit.module.items.iter().all(|i| !matches!(i, Item::Default(_)))
+        && unit
+            .module
+            .items
+            .iter()
+            .all(|i| !matches!(i, Item::Default(_)))
 }
 
 fn last_segment(path: &str) -> &str {
-    path.rsplit(['.']).next().unwrap_or(path).trim_end_matches("[]")
+    path.rsplit(['.'])
+        .next()
+        .unwrap_or(path)
+        .trim_end_matches("[]")
 }
 
 fn place_text(place: &ast::Place) -> String {

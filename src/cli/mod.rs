@@ -55,6 +55,8 @@ enum Command {
         #[arg(long)]
         dump: bool,
     },
+    /// Run the policies' tests (`test` blocks, `*_test.ward` files, fixture traces)
+    Test(TestArgs),
     /// Format policies canonically (in place, or report with --check)
     Fmt {
         /// Files or folders
@@ -70,6 +72,56 @@ enum Command {
         #[arg(long)]
         stdio: bool,
     },
+}
+
+/// `warden test`; the runner is `crate::testing` (docs/testing.md).
+#[derive(clap::Args, Debug)]
+struct TestArgs {
+    /// Files or folders (default: the current folder)
+    paths: Vec<PathBuf>,
+    /// Run only the tests whose name (or `file::name`) contains PATTERN; the rest are skipped
+    #[arg(long, value_name = "PATTERN")]
+    filter: Option<String>,
+    /// Report rule and condition coverage
+    #[arg(long)]
+    coverage: bool,
+    /// Fail (exit 1) when fewer than P percent of the rules fired (implies --coverage)
+    #[arg(long, value_name = "P")]
+    coverage_min: Option<f64>,
+    /// Re-run the tests whenever a file changes
+    #[arg(long)]
+    watch: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = TestFormat::Pretty)]
+    format: TestFormat,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum TestFormat {
+    Pretty,
+    Json,
+    Junit,
+}
+
+fn run_test(args: TestArgs) -> i32 {
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths
+    };
+    crate::testing::run_cli(&crate::testing::CliArgs {
+        paths,
+        filter: args.filter,
+        coverage: args.coverage,
+        coverage_min: args.coverage_min,
+        watch: args.watch,
+        format: match args.format {
+            TestFormat::Pretty => crate::testing::Format::Pretty,
+            TestFormat::Json => crate::testing::Format::Json,
+            TestFormat::Junit => crate::testing::Format::Junit,
+        },
+        color: std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal(),
+    })
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -97,6 +149,7 @@ pub fn main() -> i32 {
             fail_with_error,
         } => run_replay(&trace, policy.as_deref(), explain, fail_with_error),
         Command::Compile { path, dump } => run_compile(&path, dump),
+        Command::Test(args) => run_test(args),
         Command::Lsp { stdio: _ } => crate::lsp::run(),
     }
 }
@@ -215,7 +268,12 @@ fn load_policy(path: Option<&std::path::Path>) -> Result<Policy, i32> {
     }
 }
 
-fn run_replay(trace: &std::path::Path, policy: Option<&std::path::Path>, explain: bool, fail_with_error: bool) -> i32 {
+fn run_replay(
+    trace: &std::path::Path,
+    policy: Option<&std::path::Path>,
+    explain: bool,
+    fail_with_error: bool,
+) -> i32 {
     let policy = match load_policy(policy) {
         Ok(p) => p,
         Err(code) => return code,

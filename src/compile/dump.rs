@@ -129,8 +129,14 @@ fn decision_text(d: &DecisionTemplate) -> String {
 /// The whole program as text.
 pub fn dump(program: &Program) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "; warden program: {} rules, {} labels, {} history slots, {} constants",
-        program.rules.len(), program.labels.len(), program.history.len(), program.consts.len());
+    let _ = writeln!(
+        out,
+        "; warden program: {} rules, {} labels, {} history slots, {} constants",
+        program.rules.len(),
+        program.labels.len(),
+        program.history.len(),
+        program.consts.len()
+    );
     out.push_str("\n; labels\n");
     for l in &program.labels {
         let _ = writeln!(
@@ -150,7 +156,13 @@ pub fn dump(program: &Program) -> String {
         out.push_str("\n; history slots\n");
     }
     for (i, h) in program.history.iter().enumerate() {
-        let _ = writeln!(out, "slot{i} on {} window {:?} keys {}", h.hook.name, h.window, h.key_past.len());
+        let _ = writeln!(
+            out,
+            "slot{i} on {} window {:?} keys {}",
+            h.hook.name,
+            h.window,
+            h.key_past.len()
+        );
         if let Some(f) = &h.filter {
             out.push_str("  filter:\n");
             code_text(&mut out, program, f, "    ");
@@ -163,7 +175,14 @@ pub fn dump(program: &Program) -> String {
     out.push_str("\n; rules\n");
     for r in &program.rules {
         let hooks: Vec<&str> = r.hooks.iter().map(|h| h.name).collect();
-        let _ = writeln!(out, "rule {}.{} on {} => {}", r.module, r.name, hooks.join(", "), decision_text(&r.decision));
+        let _ = writeln!(
+            out,
+            "rule {}.{} on {} => {}",
+            r.module,
+            r.name,
+            hooks.join(", "),
+            decision_text(&r.decision)
+        );
         code_text(&mut out, program, &r.code, "  ");
     }
     out.push_str("\n; index\n");

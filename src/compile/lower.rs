@@ -17,10 +17,23 @@ pub const DEFAULT_BUDGET: u64 = 200_000;
 /// Compiles a checked policy. Fails with diagnostics if the checker reported errors or the
 /// policy uses something the evaluator cannot run.
 pub fn compile(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
-    crate::syntax::on_deep_stack(|| compile_here(checked))
+    crate::syntax::on_deep_stack(|| compile_here(checked, &HashMap::new()))
 }
 
-fn compile_here(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
+/// Compiles with some `let` constants replaced by the given values (by constant name): the
+/// test runner's `with NAME as VALUE` mocks. Everything that folds the constant (conditions,
+/// the rule index by tool name) sees the override.
+pub fn compile_with(
+    checked: &Checked,
+    overrides: &HashMap<String, Const>,
+) -> Result<Program, Vec<Diagnostic>> {
+    crate::syntax::on_deep_stack(|| compile_here(checked, overrides))
+}
+
+fn compile_here(
+    checked: &Checked,
+    overrides: &HashMap<String, Const>,
+) -> Result<Program, Vec<Diagnostic>> {
     if checked.has_errors() {
         return Err(checked
             .diagnostics
@@ -38,7 +51,7 @@ fn compile_here(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
         },
         consts: HashMap::new(),
         paths: HashMap::new(),
-        const_values: HashMap::new(),
+        const_values: overrides.clone(),
         errors: Vec::new(),
     };
     cx.labels();
@@ -48,12 +61,6 @@ fn compile_here(checked: &Checked) -> Result<Program, Vec<Diagnostic>> {
     } else {
         Err(cx.errors)
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum ConstKey {
-    Num(u64),
-    Bool(bool),
 }
 
 struct Lower<'a> {
@@ -73,7 +80,7 @@ enum Mode {
     /// A label predicate, over one provenance object.
     Label,
     /// A history filter or key, over the recorded event.
-    Past(&'static HookSpec),
+    Past,
 }
 
 struct Frame {
@@ -109,7 +116,11 @@ impl<'a> Lower<'a> {
     }
 
     fn konst(&mut self, c: Const) -> u32 {
-        let key = format!("{c:?}");
+        // Keyed by content in written order (a HashSet's Debug order is not stable).
+        let key = match &c {
+            Const::StrSet(_, items) => format!("set{items:?}"),
+            other => format!("{other:?}"),
+        };
         if let Some(&k) = self.consts.get(&key) {
             return k;
         }
@@ -200,8 +211,11 @@ impl<'a> Lower<'a> {
                 match item {
                     Item::Rule(r) => self.rule(unit.file, &module, r),
                     Item::Default(d) => {
-                        let hooks: Vec<&'static HookSpec> =
-                            d.hooks.iter().filter_map(|h| fields::hook(&h.name)).collect();
+                        let hooks: Vec<&'static HookSpec> = d
+                            .hooks
+                            .iter()
+                            .filter_map(|h| fields::hook(&h.name))
+                            .collect();
                         let first_hook = hooks.first().copied();
                         let mut frame = Frame {
                             file: unit.file,
@@ -224,8 +238,11 @@ impl<'a> Lower<'a> {
     }
 
     fn rule(&mut self, file: FileId, module: &Arc<str>, r: &ast::RuleDecl) {
-        let hooks: Vec<&'static HookSpec> =
-            r.hooks.iter().filter_map(|h| fields::hook(&h.name)).collect();
+        let hooks: Vec<&'static HookSpec> = r
+            .hooks
+            .iter()
+            .filter_map(|h| fields::hook(&h.name))
+            .collect();
         let id = self.program.rules.len() as u32;
         // One code body serves every hook: the checker typed the condition on each of them,
         // and paths are looked up by name at run time.
@@ -275,9 +292,9 @@ impl<'a> Lower<'a> {
     /// `tool.name in CONST` conjunct, so the rule runs only for those tools.
     fn tool_filter(&mut self, file: FileId, e: &Expr) -> Option<Vec<Arc<str>>> {
         match &e.kind {
-            ExprKind::Binary(BinaryOp::And, a, b) => {
-                self.tool_filter(file, a).or_else(|| self.tool_filter(file, b))
-            }
+            ExprKind::Binary(BinaryOp::And, a, b) => self
+                .tool_filter(file, a)
+                .or_else(|| self.tool_filter(file, b)),
             ExprKind::Binary(op @ (BinaryOp::Eq | BinaryOp::In), lhs, rhs) => {
                 let is_tool_name = matches!(
                     self.resolution(file, lhs.span),
@@ -501,7 +518,10 @@ impl<'a> Lower<'a> {
             return;
         }
         match &e.kind {
-            ExprKind::Bool(_) | ExprKind::Number(_) | ExprKind::String(_) | ExprKind::Duration(_) => {
+            ExprKind::Bool(_)
+            | ExprKind::Number(_)
+            | ExprKind::String(_)
+            | ExprKind::Duration(_) => {
                 unreachable!("literals fold")
             }
             ExprKind::Name(name) => self.name(frame, name, e.span, code),
@@ -557,7 +577,11 @@ impl<'a> Lower<'a> {
                 for i in items {
                     self.value(frame, i, code);
                 }
-                Self::emit(code, Op::MakeList(items.len().min(u16::MAX as usize) as u16), e.span);
+                Self::emit(
+                    code,
+                    Op::MakeList(items.len().min(u16::MAX as usize) as u16),
+                    e.span,
+                );
             }
             ExprKind::Object(_) => self.error(
                 frame.file,
@@ -677,12 +701,27 @@ impl<'a> Lower<'a> {
                 return bit;
             }
         }
-        self.error(frame.file, e.span, "expected a label".into(), "name a declared label");
+        self.error(
+            frame.file,
+            e.span,
+            "expected a label".into(),
+            "name a declared label",
+        );
         0
     }
 
-    fn call(&mut self, frame: &mut Frame, callee: &Expr, args: &[ast::Arg], span: Span, code: &mut Code) {
-        match self.resolution(frame.file, callee.span).map(|(r, _)| r.clone()) {
+    fn call(
+        &mut self,
+        frame: &mut Frame,
+        callee: &Expr,
+        args: &[ast::Arg],
+        span: Span,
+        code: &mut Code,
+    ) {
+        match self
+            .resolution(frame.file, callee.span)
+            .map(|(r, _)| r.clone())
+        {
             Some(Resolution::Builtin("intent.permits")) => {
                 let mut flags = 0u8;
                 let tool = args.iter().find(|a| a.name.is_none());
@@ -694,7 +733,10 @@ impl<'a> Lower<'a> {
                     }
                 }
                 for (name, bit) in [("operation", 1u8), ("resource", 2u8)] {
-                    if let Some(a) = args.iter().find(|a| a.name.as_ref().is_some_and(|n| n.name == name)) {
+                    if let Some(a) = args
+                        .iter()
+                        .find(|a| a.name.as_ref().is_some_and(|n| n.name == name))
+                    {
                         self.value(frame, &a.value, code);
                         flags |= bit;
                     }
@@ -741,11 +783,24 @@ impl<'a> Lower<'a> {
                 }
             },
             Some(Resolution::Rego { .. }) => self.rego_unsupported(frame.file, span),
-            _ => self.error(frame.file, span, "this call cannot be compiled".into(), "please report this policy"),
+            _ => self.error(
+                frame.file,
+                span,
+                "this call cannot be compiled".into(),
+                "please report this policy",
+            ),
         }
     }
 
-    fn binary(&mut self, frame: &mut Frame, op: BinaryOp, a: &Expr, b: &Expr, span: Span, code: &mut Code) {
+    fn binary(
+        &mut self,
+        frame: &mut Frame,
+        op: BinaryOp,
+        a: &Expr,
+        b: &Expr,
+        span: Span,
+        code: &mut Code,
+    ) {
         match op {
             BinaryOp::And | BinaryOp::Or => {
                 self.value(frame, a, code);
@@ -755,7 +810,15 @@ impl<'a> Lower<'a> {
                     Self::emit(code, Op::JumpIfTrue(0), span)
                 };
                 self.value(frame, b, code);
-                Self::emit(code, if op == BinaryOp::And { Op::AndJoin } else { Op::OrJoin }, span);
+                Self::emit(
+                    code,
+                    if op == BinaryOp::And {
+                        Op::AndJoin
+                    } else {
+                        Op::OrJoin
+                    },
+                    span,
+                );
                 Self::patch(code, jump);
             }
             BinaryOp::Has => {
@@ -788,7 +851,9 @@ impl<'a> Lower<'a> {
     }
 
     fn history(&mut self, frame: &mut Frame, h: &ast::History, span: Span, code: &mut Code) {
-        let Some(past) = fields::hook(&h.hook.name) else { return };
+        let Some(past) = fields::hook(&h.hook.name) else {
+            return;
+        };
         let current = match frame.mode {
             Mode::Rule(c) => c,
             _ => return,
@@ -801,7 +866,7 @@ impl<'a> Lower<'a> {
         }
         let mut past_frame = Frame {
             file: frame.file,
-            mode: Mode::Past(past),
+            mode: Mode::Past,
             vars: Vec::new(),
             next_var: 0,
         };
@@ -861,7 +926,11 @@ impl<'a> Lower<'a> {
             None => {
                 self.program.history.push(slot);
                 let id = self.program.history.len() as u32 - 1;
-                self.program.history_by_hook.entry(past.method).or_default().push(id);
+                self.program
+                    .history_by_hook
+                    .entry(past.method)
+                    .or_default()
+                    .push(id);
                 id
             }
         };
@@ -873,7 +942,11 @@ impl<'a> Lower<'a> {
                 vars: Vec::new(),
                 next_var: frame.next_var,
             };
-            let parts: Vec<&Expr> = key_pairs.iter().map(|(_, c)| *c).chain(h.by.as_ref()).collect();
+            let parts: Vec<&Expr> = key_pairs
+                .iter()
+                .map(|(_, c)| *c)
+                .chain(h.by.as_ref())
+                .collect();
             for p in &parts {
                 self.value(&mut cur_frame, p, code);
             }
@@ -898,9 +971,25 @@ fn split_keys<'e>(e: &'e Expr, rest: &mut Vec<&'e Expr>, keys: &mut Vec<(&'e Exp
             split_keys(a, rest, keys);
             split_keys(b, rest, keys);
         }
-        ExprKind::Binary(BinaryOp::Eq, a, b) if is_current(b) && !is_current(a) => keys.push((a, b)),
-        ExprKind::Binary(BinaryOp::Eq, a, b) if is_current(a) && !is_current(b) => keys.push((b, a)),
+        ExprKind::Binary(BinaryOp::Eq, a, b)
+            if is_current(b) && !is_current(a) && is_past_path(a) =>
+        {
+            keys.push((a, b))
+        }
+        ExprKind::Binary(BinaryOp::Eq, a, b)
+            if is_current(a) && !is_current(b) && is_past_path(b) =>
+        {
+            keys.push((b, a))
+        }
         _ => rest.push(e),
+    }
+}
+
+fn is_past_path(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Name(_) => true,
+        ExprKind::Member(base, _) => is_past_path(base),
+        _ => false,
     }
 }
 
@@ -933,13 +1022,18 @@ fn pointer(mode: Mode, place: &ast::Place) -> String {
     for (i, seg) in place.segments.iter().enumerate() {
         out.push('/');
         match seg {
-            ast::PlaceSegment::Field(id) if i == 0 && id.name == "args" => out.push_str("arguments"),
-            ast::PlaceSegment::Field(id) => out.push_str(&id.name.replace('~', "~0").replace('/', "~1")),
+            ast::PlaceSegment::Field(id) if i == 0 && id.name == "args" => {
+                out.push_str("arguments")
+            }
+            ast::PlaceSegment::Field(id) => {
+                out.push_str(&id.name.replace('~', "~0").replace('/', "~1"))
+            }
             ast::PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
         }
     }
     // `args.x` addresses the argument's value, not its provenance.
-    let is_arg = matches!(place.segments.first(), Some(ast::PlaceSegment::Field(id)) if id.name == "args");
+    let is_arg =
+        matches!(place.segments.first(), Some(ast::PlaceSegment::Field(id)) if id.name == "args");
     if is_arg && place.segments.len() == 2 {
         out.push_str("/value");
     }

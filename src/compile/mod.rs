@@ -7,5 +7,5 @@ mod lower;
 pub mod program;
 
 pub use dump::dump;
-pub use lower::compile;
+pub use lower::{compile, compile_with};
 pub use program::*;

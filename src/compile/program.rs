@@ -289,3 +289,11 @@ pub fn const_json(c: &Const) -> serde_json::Value {
         Const::Json(v) => (**v).clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn instructions_stay_small() {
+        assert!(std::mem::size_of::<super::Op>() <= 16);
+    }
+}

@@ -337,7 +337,6 @@ pub(super) fn op_text<'s>(_src: &'s str, op: BinaryOp, _l: &Expr, _r: &Expr) -> 
     op.as_str()
 }
 
-
 impl Printer<'_> {
     /// Whether `text` fits on the current line with `reserve` more columns after it.
     pub(super) fn fits(&self, text: &str, reserve: usize) -> bool {

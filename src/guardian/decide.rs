@@ -39,9 +39,16 @@ pub struct Decision {
     pub fired: Vec<String>,
     /// Rules whose decision won (cited in `policy_references`).
     pub winners: Vec<(String, String)>,
+    /// With explain on: every rule that ran, whether it fired, and its checks with values.
+    pub trace: Vec<super::RuleTrace>,
 }
 
 impl Decision {
+    /// The explain trace (empty unless the Guardian runs with `Options::explain`).
+    pub fn explain(&self) -> &[super::RuleTrace] {
+        &self.trace
+    }
+
     /// Whether the step goes ahead (and so counts in history).
     pub fn proceeds(&self) -> bool {
         matches!(self.kind, DecisionKind::Allow | DecisionKind::Modify)
@@ -57,6 +64,7 @@ impl Decision {
             defer: None,
             fired: Vec::new(),
             winners: Vec::new(),
+            trace: Vec::new(),
         }
     }
 
@@ -122,7 +130,10 @@ pub fn combine(
         .iter()
         .filter_map(|i| program.rules.get(*i as usize))
         .collect();
-    let fired_names: Vec<String> = rules.iter().map(|r| format!("{}.{}", r.module, r.name)).collect();
+    let fired_names: Vec<String> = rules
+        .iter()
+        .map(|r| format!("{}.{}", r.module, r.name))
+        .collect();
 
     if rules.is_empty() {
         let template = program
@@ -149,7 +160,10 @@ pub fn combine(
             None if legal(hook, DecisionKind::Deny) => Decision::simple(
                 DecisionKind::Deny,
                 NO_DEFAULT,
-                format!("no rule decided {} and the policy has no default", hook.name),
+                format!(
+                    "no rule decided {} and the policy has no default",
+                    hook.name
+                ),
             ),
             None => {
                 let mut d = Decision::simple(DecisionKind::Allow, "", String::new());
@@ -224,7 +238,9 @@ fn from_templates(
     }
     let reasoning = if reasons.is_empty() {
         match kind {
-            DecisionKind::Allow if refs.is_empty() => Some("allowed by the policy's default".to_string()),
+            DecisionKind::Allow if refs.is_empty() => {
+                Some("allowed by the policy's default".to_string())
+            }
             _ => Some(format!("{} by the policy", past_tense(kind))),
         }
     } else {
@@ -239,6 +255,7 @@ fn from_templates(
         defer: None,
         fired: Vec::new(),
         winners: refs,
+        trace: Vec::new(),
     };
     let first = winners[0].1;
     match kind {
@@ -353,11 +370,15 @@ fn merge_modifications(
                 }
                 ModTemplate::Override { argument, value } => {
                     let Some(v) = vm::run(env, value, budget, None)?.to_json() else {
-                        return Ok(Err(format!("the new value of argument `{argument}` is undefined")));
+                        return Ok(Err(format!(
+                            "the new value of argument `{argument}` is undefined"
+                        )));
                     };
                     match m.parameter_overrides.get(argument) {
                         Some(old) if *old != v => {
-                            return Ok(Err(format!("two different values for argument `{argument}`")))
+                            return Ok(Err(format!(
+                                "two different values for argument `{argument}`"
+                            )))
                         }
                         _ => {
                             m.parameter_overrides.insert(argument.clone(), v);
@@ -370,7 +391,9 @@ fn merge_modifications(
                         return Ok(Err("the replacement content is not a string".into()));
                     };
                     match &m.modified_content {
-                        Some(old) if *old != text => return Ok(Err("two different replacements".into())),
+                        Some(old) if *old != text => {
+                            return Ok(Err("two different replacements".into()))
+                        }
                         _ => m.modified_content = Some(text),
                     }
                 }

@@ -41,7 +41,7 @@ use crate::acs::fields;
 use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::state::{Event, SessionState};
+use crate::state::{Draft, Event, SessionState};
 use crate::syntax::ast::DecisionKind;
 use crate::vm::{self, Budget, Env, Observation, VmError};
 
@@ -73,6 +73,15 @@ impl Policy {
         }
     }
 
+    /// A policy from a program compiled elsewhere (the test runner compiles with mocks).
+    pub fn from_program(mut program: Program) -> Policy {
+        program.unknown_labels = crate::state::unknown_labels(&program);
+        Policy {
+            program: Arc::new(program),
+            warnings: Diagnostics::default(),
+        }
+    }
+
     /// Loads the policy rooted at a `.ward` file.
     pub fn load(path: impl AsRef<Path>) -> Result<Policy, Diagnostics> {
         let path = path.as_ref();
@@ -80,9 +89,10 @@ impl Policy {
             Ok(loaded) => Policy::build(check::check(loaded)),
             Err(e) => {
                 let mut d = Diagnostics::default();
-                let file = d
-                    .sources
-                    .add(crate::diagnostics::SourceFile::new(path.display().to_string(), ""));
+                let file = d.sources.add(crate::diagnostics::SourceFile::new(
+                    path.display().to_string(),
+                    "",
+                ));
                 d.items.push(
                     Diagnostic::error(
                         "load::unreadable",
@@ -146,6 +156,8 @@ pub struct RuleTrace {
 #[derive(Debug, Default)]
 struct Session {
     state: Option<SessionState>,
+    /// For a subagent's session: the session that spawned it.
+    parent: Option<String>,
 }
 
 /// Decides ACS requests for many sessions against one policy.
@@ -175,7 +187,10 @@ impl Guardian {
     }
 
     fn program(&self) -> Arc<Program> {
-        self.policy.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Envelope bytes in, response bytes out. Never panics; malformed input gets the JSON-RPC
@@ -208,16 +223,25 @@ impl Guardian {
         let p = &req.params;
         match req.method.as_str() {
             "system/ping" => {
-                let mut r = Decision::simple(DecisionKind::Allow, "", "alive".into()).to_result(&p.request_id);
+                let mut r = Decision::simple(DecisionKind::Allow, "", "alive".into())
+                    .to_result(&p.request_id);
                 r.reason_codes.clear();
                 r.payload = Some(decide::ping_payload(&p.payload, now_rfc3339()));
                 return (Response::result(id, r), Vec::new());
             }
-            "handshake/hello" => return (Response::result(id, self.server_hello(&p.request_id)), Vec::new()),
+            "handshake/hello" => {
+                return (
+                    Response::result(id, self.server_hello(&p.request_id)),
+                    Vec::new(),
+                )
+            }
             _ => {}
         }
         let Some(hook) = fields::hook(&req.method) else {
-            return (Response::error(id, RpcError::method_not_found(&req.method)), Vec::new());
+            return (
+                Response::error(id, RpcError::method_not_found(&req.method)),
+                Vec::new(),
+            );
         };
         let program = self.program();
         let session = {
@@ -227,6 +251,16 @@ impl Guardian {
                 .or_default()
                 .clone()
         };
+        // A subagent's summary carries back everything that entered the subagent's context.
+        let extra_labels = if hook.method == "steps/subagentStop" {
+            p.payload
+                .get("subagent_session_id")
+                .and_then(Value::as_str)
+                .and_then(|child| self.session_labels(child))
+                .unwrap_or(program.unknown_labels)
+        } else {
+            0
+        };
         let mut session = session.lock().unwrap_or_else(|e| e.into_inner());
         let metadata = serde_json::to_value(&p.metadata).unwrap_or(Value::Null);
         let ev = Event {
@@ -235,13 +269,17 @@ impl Guardian {
             payload: &p.payload,
             metadata: &metadata,
             time_ms: envelope::rfc3339_unix_ms(&p.timestamp),
+            extra_labels,
         };
-        let state = session.state.get_or_insert_with(|| SessionState::new(&program));
+        let state = session
+            .state
+            .get_or_insert_with(|| SessionState::new(&program));
         match decide_event(&program, hook, state, &ev, self.options.explain) {
-            Ok((decision, next, traces)) => {
-                if let Some(next) = next {
-                    *state = next;
+            Ok(decision) => {
+                if decision.proceeds() && hook.method == "steps/subagentStart" {
+                    self.spawn_child(&p.metadata.session_id, state, &p.payload);
                 }
+                let traces = decision.trace.clone();
                 let mut result = decision.to_result(&p.request_id);
                 if self.options.explain {
                     result
@@ -254,18 +292,26 @@ impl Guardian {
         }
     }
 
-    fn failure(&self, id: Id, request_id: &str, hook: &'static fields::HookSpec, e: &VmError) -> Response {
+    fn failure(
+        &self,
+        id: Id,
+        request_id: &str,
+        hook: &'static fields::HookSpec,
+        e: &VmError,
+    ) -> Response {
         let why = format!("the policy could not decide: {e}");
         match self.options.on_decision_failure {
             OnDecisionFailure::Error => Response::error(id, RpcError::internal(why)),
             OnDecisionFailure::Deny if hook.allows(fields::DecisionKind::Deny) => Response::result(
                 id,
-                Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why).to_result(request_id),
+                Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why)
+                    .to_result(request_id),
             ),
             // Hooks that cannot be denied are only recorded; say so loudly.
             OnDecisionFailure::Deny => Response::result(
                 id,
-                Decision::simple(DecisionKind::Allow, decide::DECISION_FAILURE, why).to_result(request_id),
+                Decision::simple(DecisionKind::Allow, decide::DECISION_FAILURE, why)
+                    .to_result(request_id),
             ),
         }
     }
@@ -291,10 +337,62 @@ impl Guardian {
             "profiles_accepted": ["acs-core", "acs-provenance"],
             "rules": program.rules.len(),
         });
-        let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into()).to_result(request_id);
+        let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
+            .to_result(request_id);
         r.reason_codes.clear();
         r.payload = hello.as_object().cloned();
         r
+    }
+
+    /// Creates the child session a `subagentStart` announced (if it is not known yet).
+    fn spawn_child(&self, parent_id: &str, parent: &SessionState, payload: &Value) {
+        let Some(child_id) = payload.get("subagent_session_id").and_then(Value::as_str) else {
+            return;
+        };
+        let child = parent.child(parent.child_intent(payload));
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.entry(child_id.to_string()).or_insert_with(|| {
+            Arc::new(Mutex::new(Session {
+                state: Some(child),
+                parent: Some(parent_id.to_string()),
+            }))
+        });
+    }
+
+    /// Labels of everything that entered a session's context; `None` for an unknown session.
+    fn session_labels(&self, id: &str) -> Option<u64> {
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()?;
+        let s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.state.as_ref().map(|st| st.scalars.session_labels)
+    }
+
+    /// The session that spawned a subagent session, if it is one.
+    pub fn parent_of(&self, id: &str) -> Option<String> {
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()?;
+        let s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.parent.clone()
+    }
+
+    /// A copy of a session's state (for tests, tools and inspection).
+    pub fn snapshot(&self, id: &str) -> Option<SessionState> {
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()?;
+        let s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.state.clone()
     }
 
     /// Number of sessions the Guardian holds.
@@ -308,63 +406,125 @@ pub fn is_known_method(m: &str) -> bool {
     fields::hook(m).is_some() || m == "system/ping" || m == "handshake/hello"
 }
 
-/// Decides one event against a session state. Returns the decision, the state to keep if the
-/// step goes ahead (`None`: keep the old one), and the per-rule traces (when `explain`).
+/// Decides one event against a session state, and keeps the event's effect on the state only
+/// if the step goes ahead (allow or modify). Returns the decision (with its explain trace when
+/// `explain`).
 pub fn decide_event(
     program: &Program,
     hook: &'static fields::HookSpec,
-    state: &SessionState,
+    state: &mut SessionState,
     ev: &Event<'_>,
     explain: bool,
-) -> Result<(Decision, Option<SessionState>, Vec<RuleTrace>), VmError> {
+) -> Result<Decision, VmError> {
     let mut budget = Budget::new(program.budget);
-    let mut work = state.clone();
-    work.begin_event(program, ev, &mut budget)?;
-    let tool = ev
-        .payload
-        .get("tool")
-        .and_then(|t| t.get("name"))
-        .and_then(Value::as_str);
-    let mut fired = Vec::new();
-    let mut traces = Vec::new();
-    {
-        let env = Env {
-            program,
-            payload: ev.payload,
-            metadata: ev.metadata,
-            state: &work,
-        };
-        for id in program.rules_for(hook.method, tool) {
-            let rule = &program.rules[id as usize];
-            let mut obs = Vec::new();
-            let result = vm::run(&env, &rule.code, &mut budget, explain.then_some(&mut obs))?;
-            let fires = result.truth() == Some(true);
-            if fires {
-                fired.push(id);
+    state.ensure_slots(program);
+    let (decision, changes) = {
+        let mut draft = Draft::new(state);
+        draft.begin_event(program, ev, &mut budget)?;
+        let tool = ev
+            .payload
+            .get("tool")
+            .and_then(|t| t.get("name"))
+            .and_then(Value::as_str);
+        let mut fired = Vec::new();
+        let mut traces = Vec::new();
+        let mut decision = {
+            let env = Env {
+                program,
+                payload: ev.payload,
+                metadata: ev.metadata,
+                state: &draft,
+            };
+            for id in program.rules_for(hook.method, tool) {
+                let rule = &program.rules[id as usize];
+                let mut obs = Vec::new();
+                let result = vm::run(&env, &rule.code, &mut budget, explain.then_some(&mut obs))?;
+                let fires = result.truth() == Some(true);
+                if fires {
+                    fired.push(id);
+                }
+                if explain {
+                    traces.push(RuleTrace {
+                        rule: format!("{}.{}", rule.module, rule.name),
+                        fired: fires,
+                        observations: obs,
+                    });
+                }
             }
-            if explain {
-                traces.push(RuleTrace {
-                    rule: format!("{}.{}", rule.module, rule.name),
-                    fired: fires,
-                    observations: obs,
-                });
+            decide::combine(program, hook, &fired, &env, &mut budget)?
+        };
+        if explain {
+            redact_traces(program, &draft, ev.payload, &mut traces);
+            decision.trace = traces;
+        }
+        if decision.proceeds() {
+            draft.record_history(program, ev, &mut budget)?;
+        }
+        (decision, draft.into_changes())
+    };
+    if decision.proceeds() {
+        state.apply(program, changes);
+    }
+    Ok(decision)
+}
+
+/// Masks, in explain traces, the values of content that carries a `redact` label.
+fn redact_traces(program: &Program, state: &Draft<'_>, payload: &Value, traces: &mut [RuleTrace]) {
+    let mask = program
+        .labels
+        .iter()
+        .filter(|l| l.redact)
+        .fold(0u64, |m, l| m | (1u64 << l.bit));
+    if mask == 0 {
+        return;
+    }
+    let mut secrets = Vec::new();
+    collect_secrets(program, state, payload, mask, &mut secrets, 0);
+    if secrets.is_empty() {
+        return;
+    }
+    for t in traces {
+        for o in &mut t.observations {
+            for operand in &mut o.operands {
+                if secrets.iter().any(|s| operand.contains(s.as_str())) {
+                    *operand = "[redacted]".into();
+                }
             }
         }
     }
-    let decision = {
-        let env = Env {
-            program,
-            payload: ev.payload,
-            metadata: ev.metadata,
-            state: &work,
-        };
-        decide::combine(program, hook, &fired, &env, &mut budget)?
-    };
-    if decision.proceeds() {
-        work.commit_event(program, ev, &mut budget)?;
-        Ok((decision, Some(work), traces))
-    } else {
-        Ok((decision, None, traces))
+}
+
+fn collect_secrets(
+    program: &Program,
+    state: &Draft<'_>,
+    v: &Value,
+    mask: u64,
+    out: &mut Vec<String>,
+    depth: usize,
+) {
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            if let (Some(value), Some(_)) = (m.get("value"), m.get("provenance")) {
+                let labels = state.labels_of(program, &vm::Val::Json(v)).unwrap_or(0);
+                if labels & mask != 0 {
+                    let shown = vm::Val::from_json(value).describe();
+                    // Strings render quoted; match the bare text too.
+                    out.push(shown.trim_matches('"').to_string());
+                }
+            }
+            for child in m.values() {
+                collect_secrets(program, state, child, mask, out, depth + 1);
+            }
+        }
+        Value::Array(a) => {
+            for child in a {
+                collect_secrets(program, state, child, mask, out, depth + 1);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -3,7 +3,8 @@
 //! `warden.runTest [uri, name]` runs one test of the document and shows the outcome inline, as
 //! a diagnostic on the test's name (kept until the next edit), and as a `window/showMessage`.
 //! `warden.debugTest` does the same with the explain trace of every step in the message.
-//! The command's result is `{ "name", "passed", "message" }` for clients that want it.
+//! The command's result is `{ "name", "passed", "run", "message" }` for clients that want
+//! it. Tests run through `warden::testing` (the runner behind `warden test`).
 
 use lsp_types as lt;
 use serde_json::json;
@@ -142,16 +143,61 @@ pub fn run_test(doc: &Document, name: &str, debug: bool) -> TestOutcome {
     run_with_test_runner(doc, name, debug)
 }
 
-/// The hand-off to the test runner.
-///
-/// WAITING FOR `warden::testing`: the test runner (issue "testing", branch `testing`) is being
-/// built in parallel and is not in this branch yet. When it lands, this function runs the one
-/// test through it (`debug` attaches the explain trace to `detail`) and maps its verdict onto
-/// [`TestOutcome::Passed`] / [`TestOutcome::Failed`]; the lenses, the command, the inline
-/// diagnostic and the message need no change.
-fn run_with_test_runner(_doc: &Document, _name: &str, _debug: bool) -> TestOutcome {
-    TestOutcome::NotRun(
-        "this build of warden has no test runner yet (warden::testing); `warden test` will run it"
-            .into(),
-    )
+/// Runs the test through `warden::testing`, as `warden test --filter NAME FILE` would. The
+/// runner reads the policy (and its modules, fixtures and Rego files) from disk, so a document
+/// with unsaved changes is not run. `debug` adds the runner's full report of each failed step
+/// (the rendered diagnostic and the explain trace of every rule) to the message.
+fn run_with_test_runner(doc: &Document, name: &str, debug: bool) -> TestOutcome {
+    use crate::testing::{self, RunOptions, Suite, TestStatus};
+    let Some(path) = doc.path.as_ref() else {
+        return TestOutcome::NotRun("only files on disk can be run".into());
+    };
+    match std::fs::read_to_string(path) {
+        Ok(disk) if disk == doc.text() => {}
+        Ok(_) => {
+            return TestOutcome::NotRun(
+                "the document has unsaved changes; save it to run its tests".into(),
+            )
+        }
+        Err(e) => return TestOutcome::NotRun(format!("cannot read {}: {e}", path.display())),
+    }
+    let suite = match Suite::load(path) {
+        Ok(s) => s,
+        Err(e) => {
+            return TestOutcome::NotRun(format!(
+                "the policy does not load:\n{}",
+                e.diagnostics.render(false)
+            ))
+        }
+    };
+    let mut report = testing::Report::default();
+    let opts = RunOptions {
+        filter: Some(name.to_string()),
+        color: false,
+        jobs: 1,
+    };
+    testing::run_suites(std::slice::from_ref(&suite), &opts, &mut report);
+    let Some(result) = report.results.iter().find(|r| r.name == name) else {
+        return TestOutcome::NotRun(format!("the runner found no test \"{name}\""));
+    };
+    let summary = format!("{} decision(s) checked", result.steps);
+    match result.status {
+        TestStatus::Passed => TestOutcome::Passed {
+            detail: if debug { summary } else { String::new() },
+        },
+        TestStatus::Failed => {
+            let first = result.failures.first();
+            let message = first.map_or_else(|| "failed".to_string(), |f| f.message.clone());
+            let detail = if debug {
+                let mut d: Vec<String> =
+                    result.failures.iter().map(|f| f.rendered.clone()).collect();
+                d.push(summary);
+                d.join("\n")
+            } else {
+                first.map_or_else(String::new, |f| format!("at line {}: {}", f.line, f.step))
+            };
+            TestOutcome::Failed { message, detail }
+        }
+        TestStatus::Skipped => TestOutcome::NotRun("the runner skipped it".into()),
+    }
 }

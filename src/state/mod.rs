@@ -128,43 +128,49 @@ impl Intent {
     }
 }
 
-/// Everything Warden keeps about one session.
-#[derive(Debug, Clone)]
-pub struct SessionState {
+/// The per-session facts that change with nearly every event: small, copied into each draft.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scalars {
     /// Turn number: 0 before the first turn, then 1, 2, …
     pub turn: u64,
-    turn_ids: imbl::HashMap<Arc<str>, u64>,
     /// Per label bit: 1 + the last turn content with that label entered the context (0: never).
     label_seen: [u64; 64],
     /// Labels of everything that entered the context in the current turn.
     pub turn_labels: u64,
-    /// The provenance graph.
-    pub nodes: imbl::HashMap<Arc<str>, Node>,
-    /// Labels of the content of each committed step, by request id (for compaction).
-    step_labels: imbl::HashMap<Arc<str>, u64>,
-    slots: imbl::Vector<slots::Slot>,
-    pub intent: Option<Arc<Intent>>,
-    /// Committed events.
-    pub events: u64,
+    /// Labels of everything that ever entered the context (what a subagent's summary carries
+    /// back to its parent).
+    pub session_labels: u64,
     /// The latest event time seen, in Unix milliseconds.
     pub now_ms: i64,
+    pub intent: Option<Arc<Intent>>,
 }
 
-impl Default for SessionState {
+impl Default for Scalars {
     fn default() -> Self {
-        SessionState {
+        Scalars {
             turn: 0,
-            turn_ids: imbl::HashMap::new(),
             label_seen: [0; 64],
             turn_labels: 0,
-            nodes: imbl::HashMap::new(),
-            step_labels: imbl::HashMap::new(),
-            slots: imbl::Vector::new(),
-            intent: None,
-            events: 0,
+            session_labels: 0,
             now_ms: 0,
+            intent: None,
         }
     }
+}
+
+/// Everything Warden keeps about one session.
+#[derive(Debug, Clone, Default)]
+pub struct SessionState {
+    pub scalars: Scalars,
+    turn_ids: imbl::HashMap<Arc<str>, u64>,
+    /// The provenance graph.
+    pub nodes: imbl::HashMap<Arc<str>, Node>,
+    /// Labels of the content of each committed step, keyed by the request id (a uuid) as 128
+    /// bits: 16 bytes a step, no allocation. Compaction names steps by request id.
+    step_labels: imbl::HashMap<u128, u64>,
+    slots: imbl::Vector<slots::Slot>,
+    /// Committed events.
+    pub events: u64,
 }
 
 /// The event being decided, as the state sees it.
@@ -174,6 +180,33 @@ pub struct Event<'a> {
     pub payload: &'a Value,
     pub metadata: &'a Value,
     pub time_ms: Option<i64>,
+    /// Labels every piece of content in this event inherits besides its own lineage: for
+    /// `subagentStop`, everything that entered the subagent's context.
+    pub extra_labels: u64,
+}
+
+/// A decision's view of the session: the committed state, read-only, plus what the event
+/// being decided changes. Nothing is copied from the committed maps, so a decision costs the
+/// same whatever the session's length; the changes are applied with
+/// [`SessionState::apply`] only if the step goes ahead.
+#[derive(Debug)]
+pub struct Draft<'a> {
+    base: &'a SessionState,
+    pub scalars: Scalars,
+    new_turn: Option<(Arc<str>, u64)>,
+    new_nodes: Vec<(Arc<str>, Node)>,
+    step: Option<(u128, u64)>,
+    slot_updates: Vec<(u32, Option<String>)>,
+}
+
+/// A draft's changes, detached from the state they were computed against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changes {
+    scalars: Scalars,
+    new_turn: Option<(Arc<str>, u64)>,
+    new_nodes: Vec<(Arc<str>, Node)>,
+    step: Option<(u128, u64)>,
+    slot_updates: Vec<(u32, Option<String>)>,
 }
 
 impl SessionState {
@@ -190,42 +223,221 @@ impl SessionState {
         }
     }
 
+    pub fn turn(&self) -> u64 {
+        self.scalars.turn
+    }
+
+    pub fn intent(&self) -> Option<&Arc<Intent>> {
+        self.scalars.intent.as_ref()
+    }
+
+    /// A read-only view with no changes (what the VM reads through).
+    pub fn view(&self) -> Draft<'_> {
+        Draft::new(self)
+    }
+
+    pub fn turns_since(&self, bit: u8) -> f64 {
+        self.view().turns_since(bit)
+    }
+
+    pub fn history_count(&self, program: &Program, slot: u32, key: Option<&str>) -> u64 {
+        self.view().history_count(program, slot, key)
+    }
+
+    /// Keeps what a draft computed: the step went ahead. In place, so the committed maps are
+    /// never copied.
+    pub fn apply(&mut self, program: &Program, changes: Changes) {
+        self.ensure_slots(program);
+        self.events += 1;
+        for (id, key) in &changes.slot_updates {
+            let Some(spec) = program.history.get(*id as usize) else {
+                continue;
+            };
+            let now = window_now(&changes.scalars, spec.window);
+            if let Some(slot) = self.slots.get_mut(*id as usize) {
+                slot.add(key.as_deref(), now, spec.window);
+            }
+        }
+        self.scalars = changes.scalars;
+        if let Some((id, turn)) = changes.new_turn {
+            self.turn_ids.insert(id, turn);
+        }
+        for (id, node) in changes.new_nodes {
+            self.nodes.insert(id, node);
+        }
+        if let Some((id, labels)) = changes.step {
+            self.step_labels.insert(id, labels);
+        }
+    }
+
+    /// The starting state of a subagent spawned from this session: it sees the parent's
+    /// provenance graph and labels (its context starts as the parent's), and the intent the
+    /// spawn derives for it.
+    pub fn child(&self, intent: Option<Arc<Intent>>) -> SessionState {
+        let mut child = self.clone();
+        child.turn_ids = imbl::HashMap::new();
+        child.slots = imbl::Vector::new();
+        child.events = 0;
+        child.scalars.intent = intent;
+        child
+    }
+
+    /// The intent a `subagentStart` payload derives for the child.
+    pub fn child_intent(&self, payload: &Value) -> Option<Arc<Intent>> {
+        let own = payload
+            .get("subagent_intent")
+            .and_then(Intent::from_json)
+            .map(Arc::new);
+        match payload.get("intent_derivation").and_then(Value::as_str) {
+            Some("fresh") => own,
+            Some("inherit_full") | None => self.scalars.intent.clone(),
+            // A subset or a derivation may only narrow: without a stated child intent, the
+            // parent's applies.
+            _ => own.or_else(|| self.scalars.intent.clone()),
+        }
+    }
+}
+
+fn window_now(s: &Scalars, w: WindowSpec) -> u64 {
+    match w {
+        WindowSpec::LastMillis(_) => s.now_ms.max(0) as u64,
+        _ => s.turn,
+    }
+}
+
+impl<'a> Draft<'a> {
+    pub fn new(base: &'a SessionState) -> Self {
+        Draft {
+            base,
+            scalars: base.scalars.clone(),
+            new_turn: None,
+            new_nodes: Vec::new(),
+            step: None,
+            slot_updates: Vec::new(),
+        }
+    }
+
+    pub fn into_changes(self) -> Changes {
+        Changes {
+            scalars: self.scalars,
+            new_turn: self.new_turn,
+            new_nodes: self.new_nodes,
+            step: self.step,
+            slot_updates: self.slot_updates,
+        }
+    }
+
+    /// For a step that goes ahead: which history counters it adds to (run against this draft,
+    /// so filters see the step's own content).
+    pub fn record_history(
+        &mut self,
+        program: &Program,
+        ev: &Event<'_>,
+        budget: &mut Budget,
+    ) -> Result<(), VmError> {
+        let Some(ids) = program.history_by_hook.get(ev.method) else {
+            return Ok(());
+        };
+        let mut updates: Vec<(u32, Option<String>)> = Vec::new();
+        {
+            let env = Env {
+                program,
+                payload: ev.payload,
+                metadata: ev.metadata,
+                state: self,
+            };
+            for &id in ids {
+                let spec = &program.history[id as usize];
+                if let Some(filter) = &spec.filter {
+                    if vm::run(&env, filter, budget, None)?.truth() != Some(true) {
+                        continue;
+                    }
+                }
+                let key = match spec.key_past.as_slice() {
+                    [] => None,
+                    [one] => match key_of(&env, one, budget)? {
+                        Some(k) => Some(k),
+                        None => continue,
+                    },
+                    parts => {
+                        let mut vals = Vec::new();
+                        for p in parts {
+                            match vm::run(&env, p, budget, None)?.to_json() {
+                                Some(v) => vals.push(v),
+                                None => break,
+                            }
+                        }
+                        if vals.len() != parts.len() {
+                            continue;
+                        }
+                        Some(crate::acs::jcs::canonicalize(&Value::Array(vals)))
+                    }
+                };
+                updates.push((id, key));
+            }
+        }
+        self.slot_updates = updates;
+        Ok(())
+    }
+
+    pub fn intent(&self) -> Option<&Arc<Intent>> {
+        self.scalars.intent.as_ref()
+    }
+
+    fn node(&self, id: &str) -> Option<Node> {
+        self.new_nodes
+            .iter()
+            .rev()
+            .find(|(k, _)| &**k == id)
+            .map(|(_, n)| *n)
+            .or_else(|| self.base.nodes.get(id).copied())
+    }
+
+    fn has_turn(&self, id: &str) -> Option<u64> {
+        match &self.new_turn {
+            Some((k, t)) if &**k == id => Some(*t),
+            _ => self.base.turn_ids.get(id).copied(),
+        }
+    }
+
     /// Turns since a label last entered the context; infinite if it never did.
     pub fn turns_since(&self, bit: u8) -> f64 {
-        match self.label_seen.get(bit as usize).copied().unwrap_or(0) {
+        match self
+            .scalars
+            .label_seen
+            .get(bit as usize)
+            .copied()
+            .unwrap_or(0)
+        {
             0 => f64::INFINITY,
-            seen => self.turn.saturating_sub(seen - 1) as f64,
+            seen => self.scalars.turn.saturating_sub(seen - 1) as f64,
         }
     }
 
-    pub fn label_seen_turn(&self, bit: u8) -> Option<u64> {
-        match self.label_seen.get(bit as usize).copied().unwrap_or(0) {
-            0 => None,
-            seen => Some(seen - 1),
-        }
-    }
-
-    pub fn intent_permits(&self, tool: &str, operation: Option<&str>, resource: Option<&str>) -> bool {
-        self.intent
+    pub fn intent_permits(
+        &self,
+        tool: &str,
+        operation: Option<&str>,
+        resource: Option<&str>,
+    ) -> bool {
+        self.scalars
+            .intent
             .as_ref()
             .is_none_or(|i| i.permits(tool, operation, resource))
     }
 
     /// The node behind a carrier value: a tool argument / output / message item with a
-    /// `provenance`, or a Provenance object itself.
+    /// `provenance`, or a Provenance object itself. Unknown ids get the unknown labels.
     pub fn node_of(&self, program: &Program, v: &Val<'_>) -> Option<Node> {
         let Val::Json(json) = v else { return None };
         let prov = provenance_of(json)?;
         let id = prov.get("provenance_id").and_then(Value::as_str)?;
-        match self.nodes.get(id) {
-            Some(n) => Some(*n),
-            None => Some(Node {
-                labels: program.unknown_labels,
-                origins: 0x7f,
-                depth: 1,
-                turn: self.turn as u32,
-            }),
-        }
+        Some(self.node(id).unwrap_or(Node {
+            labels: program.unknown_labels,
+            origins: 0x7f,
+            depth: 1,
+            turn: self.scalars.turn as u32,
+        }))
     }
 
     /// The labels of a carrier; a list carries the union of its items'. `None` when the value
@@ -244,30 +456,32 @@ impl SessionState {
     }
 
     pub fn history_count(&self, program: &Program, slot: u32, key: Option<&str>) -> u64 {
-        let (Some(s), Some(spec)) = (self.slots.get(slot as usize), program.history.get(slot as usize)) else {
+        let (Some(s), Some(spec)) = (
+            self.base.slots.get(slot as usize),
+            program.history.get(slot as usize),
+        ) else {
             return 0;
         };
-        s.count(key, self.window_now(spec.window), spec.window)
-    }
-
-    fn window_now(&self, w: WindowSpec) -> u64 {
-        match w {
-            WindowSpec::LastMillis(_) => self.now_ms.max(0) as u64,
-            _ => self.turn,
-        }
+        s.count(key, window_now(&self.scalars, spec.window), spec.window)
     }
 
     /// Applies the event's effect on turns, intent and the provenance graph, before rules run
     /// (so rules see the content this very event brings in).
-    pub fn begin_event(&mut self, program: &Program, ev: &Event<'_>, budget: &mut Budget) -> Result<(), VmError> {
-        self.ensure_slots(program);
+    pub fn begin_event(
+        &mut self,
+        program: &Program,
+        ev: &Event<'_>,
+        budget: &mut Budget,
+    ) -> Result<(), VmError> {
         if let Some(t) = ev.time_ms {
-            self.now_ms = self.now_ms.max(t);
+            self.scalars.now_ms = self.scalars.now_ms.max(t);
         }
         self.track_turn(ev);
-        if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") && self.intent.is_none() {
+        if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger")
+            && self.scalars.intent.is_none()
+        {
             if let Some(intent) = ev.payload.get("intent").and_then(Intent::from_json) {
-                self.intent = Some(Arc::new(intent));
+                self.scalars.intent = Some(Arc::new(intent));
             }
         }
         self.insert_provenance(program, ev, budget)
@@ -290,82 +504,81 @@ impl SessionState {
             }
             return;
         };
-        if self.turn_ids.contains_key(turn_id) {
+        if self.has_turn(turn_id).is_some() {
             return;
         }
         // A nested turn (a subagent's) belongs to its parent's turn.
-        let turn = match parent.and_then(|p| self.turn_ids.get(p)).copied() {
+        let turn = match parent.and_then(|p| self.has_turn(p)) {
             Some(parent_turn) => parent_turn,
             None => {
                 self.next_turn();
-                self.turn
+                self.scalars.turn
             }
         };
-        self.turn_ids.insert(Arc::from(turn_id), turn);
+        self.new_turn = Some((Arc::from(turn_id), turn));
     }
 
     fn next_turn(&mut self) {
-        self.turn += 1;
-        self.turn_labels = 0;
+        self.scalars.turn += 1;
+        self.scalars.turn_labels = 0;
     }
 
-    fn insert_provenance(&mut self, program: &Program, ev: &Event<'_>, budget: &mut Budget) -> Result<(), VmError> {
+    fn insert_provenance(
+        &mut self,
+        program: &Program,
+        ev: &Event<'_>,
+        budget: &mut Budget,
+    ) -> Result<(), VmError> {
         let mut found: Vec<&Value> = Vec::new();
         collect_provenance(ev.payload, &mut found, 0);
+        let step_id = uuid_bits(ev.request_id);
         if found.is_empty() {
+            // A step with no content is known to carry nothing (compaction may name it).
+            self.step = step_id.map(|id| (id, 0));
             return Ok(());
         }
         // Compaction: the summary inherits the labels of the steps it replaces.
-        let compacted_labels = if ev.method == "steps/postCompact" {
+        let inherited = if ev.method == "steps/postCompact" {
             let mut l = 0u64;
-            if let Some(entries) = ev.payload.get("entries_compacted").and_then(Value::as_array) {
+            if let Some(entries) = ev
+                .payload
+                .get("entries_compacted")
+                .and_then(Value::as_array)
+            {
                 for e in entries {
                     l |= e
                         .as_str()
-                        .and_then(|id| self.step_labels.get(id).copied())
+                        .and_then(uuid_bits)
+                        .and_then(|id| self.base.step_labels.get(&id).copied())
                         .unwrap_or(program.unknown_labels);
                 }
             }
-            l
+            l | ev.extra_labels
         } else {
-            0
+            ev.extra_labels
         };
-        // Parents inside the same event are inserted first: a few passes settle any order.
-        let mut pending = found;
         let mut step = 0u64;
-        for _ in 0..8 {
-            let mut later = Vec::new();
-            for prov in pending {
-                let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else { continue };
-                if self.nodes.contains_key(id) {
-                    // Known content seen again: it is in the context now.
-                    let n = self.nodes[id];
-                    self.entered(n.labels);
-                    step |= n.labels;
-                    continue;
-                }
-                let parents: Vec<&str> = prov
-                    .get("derived_from")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                let waits = parents.iter().any(|p| {
-                    !self.nodes.contains_key(*p) && later_ids(&later).all(|l| l != *p)
-                });
-                let _ = waits;
-                let node = self.make_node(program, prov, &parents, compacted_labels, budget)?;
-                self.nodes.insert(Arc::from(id), node);
-                self.entered(node.labels);
-                step |= node.labels;
+        for prov in found {
+            let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else {
+                continue;
+            };
+            if let Some(n) = self.node(id) {
+                // Known content seen again: it is in the context now.
+                self.entered(n.labels);
+                step |= n.labels;
+                continue;
             }
-            if later.is_empty() {
-                break;
-            }
-            pending = std::mem::take(&mut later);
+            let parents: Vec<&str> = prov
+                .get("derived_from")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let node = self.make_node(program, prov, &parents, inherited, budget)?;
+            self.new_nodes.push((Arc::from(id), node));
+            self.entered(node.labels);
+            step |= node.labels;
         }
-        if !ev.request_id.is_empty() {
-            self.step_labels.insert(Arc::from(ev.request_id), step);
-        }
+        self.step = step_id.map(|id| (id, step));
         Ok(())
     }
 
@@ -382,7 +595,7 @@ impl SessionState {
         let mut origins = origin_bit(origin);
         let mut depth = 0u16;
         for p in parents {
-            match self.nodes.get(*p) {
+            match self.node(p) {
                 Some(n) => {
                     labels |= n.labels;
                     origins |= n.origins;
@@ -398,92 +611,53 @@ impl SessionState {
         }
         // Model output with no stated lineage carries everything the model could see this turn.
         if origin == "agent_generated" && parents.is_empty() {
-            labels |= self.turn_labels;
+            labels |= self.scalars.turn_labels;
         }
         Ok(Node {
             labels,
             origins,
             depth: depth.saturating_add(1),
-            turn: self.turn.min(u32::MAX as u64) as u32,
+            turn: self.scalars.turn.min(u32::MAX as u64) as u32,
         })
     }
 
     fn entered(&mut self, labels: u64) {
-        self.turn_labels |= labels;
+        self.scalars.turn_labels |= labels;
+        self.scalars.session_labels |= labels;
         let mut bits = labels;
         while bits != 0 {
             let b = bits.trailing_zeros() as usize;
-            self.label_seen[b] = self.turn + 1;
+            self.scalars.label_seen[b] = self.scalars.turn + 1;
             bits &= bits - 1;
         }
     }
+}
 
-    /// Records a step that went ahead: updates every history slot that watches its hook.
-    pub fn commit_event(&mut self, program: &Program, ev: &Event<'_>, budget: &mut Budget) -> Result<(), VmError> {
-        self.ensure_slots(program);
-        self.events += 1;
-        let Some(ids) = program.history_by_hook.get(ev.method) else {
-            return Ok(());
-        };
-        let env = Env {
-            program,
-            payload: ev.payload,
-            metadata: ev.metadata,
-            state: self,
-        };
-        let mut updates: Vec<(u32, Option<String>)> = Vec::new();
-        for &id in ids {
-            let spec = &program.history[id as usize];
-            if let Some(filter) = &spec.filter {
-                if vm::run(&env, filter, budget, None)?.truth() != Some(true) {
-                    continue;
-                }
-            }
-            let key = match spec.key_past.as_slice() {
-                [] => None,
-                [one] => match key_of(&env, one, budget)? {
-                    Some(k) => Some(k),
-                    None => continue,
-                },
-                parts => {
-                    let mut vals = Vec::new();
-                    for p in parts {
-                        match vm::run(&env, p, budget, None)?.to_json() {
-                            Some(v) => vals.push(v),
-                            None => break,
-                        }
-                    }
-                    if vals.len() != parts.len() {
-                        continue;
-                    }
-                    Some(crate::acs::jcs::canonicalize(&Value::Array(vals)))
-                }
-            };
-            updates.push((id, key));
+/// A uuid's 128 bits (any hex digits and dashes; None for anything else).
+fn uuid_bits(s: &str) -> Option<u128> {
+    let mut v: u128 = 0;
+    let mut digits = 0;
+    for c in s.chars() {
+        if c == '-' {
+            continue;
         }
-        for (id, key) in updates {
-            let window = program.history[id as usize].window;
-            let now = self.window_now(window);
-            if let Some(slot) = self.slots.get_mut(id as usize) {
-                slot.add(key.as_deref(), now, window);
-            }
-        }
-        Ok(())
+        v = (v << 4) | c.to_digit(16)? as u128;
+        digits += 1;
     }
+    (digits == 32).then_some(v)
 }
 
 fn key_of(env: &Env<'_>, code: &Code, budget: &mut Budget) -> Result<Option<String>, VmError> {
     Ok(vm::run(env, code, budget, None)?.key_string())
 }
 
-fn later_ids<'v>(later: &'v [&'v Value]) -> impl Iterator<Item = &'v str> + 'v {
-    later
-        .iter()
-        .filter_map(|p| p.get("provenance_id").and_then(Value::as_str))
-}
-
 /// Labels a provenance object earns by itself, from the policy's `label … when …` rules.
-fn own_labels(program: &Program, state: &SessionState, prov: &Value, budget: &mut Budget) -> Result<u64, VmError> {
+fn own_labels(
+    program: &Program,
+    state: &Draft<'_>,
+    prov: &Value,
+    budget: &mut Budget,
+) -> Result<u64, VmError> {
     let env = Env {
         program,
         payload: prov,
@@ -506,7 +680,7 @@ pub fn unknown_labels(program: &Program) -> u64 {
     let prov = serde_json::json!({"provenance_id": "", "origin": "external"});
     let state = SessionState::default();
     let mut budget = Budget::new(program.budget.max(1));
-    own_labels(program, &state, &prov, &mut budget).unwrap_or(u64::MAX)
+    own_labels(program, &state.view(), &prov, &mut budget).unwrap_or(u64::MAX)
 }
 
 /// The Provenance object of a carrier (`{…, provenance: {…}}`), or the value itself if it is one.
@@ -526,7 +700,9 @@ fn collect_provenance<'v>(v: &'v Value, out: &mut Vec<&'v Value>, depth: usize) 
     }
     match v {
         Value::Object(m) => {
-            if m.get("provenance_id").is_some_and(Value::is_string) && m.get("origin").is_some_and(Value::is_string) {
+            if m.get("provenance_id").is_some_and(Value::is_string)
+                && m.get("origin").is_some_and(Value::is_string)
+            {
                 out.push(v);
                 return;
             }

@@ -30,7 +30,9 @@ fn layout(window: WindowSpec, now: u64) -> Option<(u64, usize)> {
 impl Counter {
     pub fn add(&mut self, now: u64, window: WindowSpec) {
         self.total += 1;
-        let Some((id, len)) = layout(window, now) else { return };
+        let Some((id, len)) = layout(window, now) else {
+            return;
+        };
         let ring = Arc::make_mut(&mut self.ring);
         if ring.len() < len {
             ring.resize(len, (u64::MAX, 0));

@@ -9,7 +9,6 @@ pub mod trivia;
 
 pub use parser::{parse, MAX_NESTING};
 
-
 thread_local! {
     static DEEP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

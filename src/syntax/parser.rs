@@ -30,9 +30,14 @@ fn parse_here(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
     let scan = trivia::scan(text, MAX_NESTING);
     if let Some(at) = scan.too_deep {
         diagnostics.push(
-            Diagnostic::error("syntax::too_deep", file, Span::new(at, at + 1), "nesting is too deep")
-                .with_label("this opens more than 64 nested brackets or `not`s")
-                .with_help("split the expression with `let` constants or flatten it"),
+            Diagnostic::error(
+                "syntax::too_deep",
+                file,
+                Span::new(at, at + 1),
+                "nesting is too deep",
+            )
+            .with_label("this opens more than 64 nested brackets or `not`s")
+            .with_help("split the expression with `let` constants or flatten it"),
         );
         return (Module::default(), diagnostics);
     }
@@ -78,13 +83,17 @@ fn parse_here(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
                     }
                     Err(e) => {
                         reported = true;
-                        builder.diagnostics.push(syntax_error(file, chunk, start, &e));
+                        builder
+                            .diagnostics
+                            .push(syntax_error(file, chunk, start, &e));
                     }
                 }
             }
             if !reported {
                 // The pieces parse alone but not together: report the whole-file error.
-                builder.diagnostics.push(syntax_error(file, text, 0, &whole));
+                builder
+                    .diagnostics
+                    .push(syntax_error(file, text, 0, &whole));
             }
             (Module { items }, diagnostics)
         }
@@ -152,7 +161,12 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
     })
 }
 
-fn syntax_error(file: FileId, chunk: &str, base: usize, e: &pest::error::Error<Rule>) -> Diagnostic {
+fn syntax_error(
+    file: FileId,
+    chunk: &str,
+    base: usize,
+    e: &pest::error::Error<Rule>,
+) -> Diagnostic {
     let pos = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((s, _)) => s,
@@ -195,7 +209,9 @@ fn syntax_error(file: FileId, chunk: &str, base: usize, e: &pest::error::Error<R
     if let Some(help) = hint_for(found) {
         d = d.with_help(help);
     } else if !expected.is_empty() {
-        d = d.with_help(format!("insert {expected_text} here, or remove what is in the way"));
+        d = d.with_help(format!(
+            "insert {expected_text} here, or remove what is in the way"
+        ));
     }
     d
 }
@@ -213,7 +229,10 @@ fn found_token(rest: &str) -> &str {
             .unwrap_or(rest.len())
     } else {
         let two = rest.get(..2);
-        if matches!(two, Some("&&" | "||" | "==" | "!=" | "<=" | ">=" | "=>" | "->")) {
+        if matches!(
+            two,
+            Some("&&" | "||" | "==" | "!=" | "<=" | ">=" | "=>" | "->")
+        ) {
             2
         } else {
             first.len_utf8()
@@ -245,7 +264,10 @@ impl Builder<'_> {
     /// A pair's span without the whitespace pest leaves at its end.
     fn span(&self, pair: &Pair<Rule>) -> Span {
         let s = pair.as_span();
-        let trimmed = pair.as_str().trim_end_matches([' ', '\t', '\r', '\n']).len();
+        let trimmed = pair
+            .as_str()
+            .trim_end_matches([' ', '\t', '\r', '\n'])
+            .len();
         Span::new(self.base + s.start(), self.base + s.start() + trimmed)
     }
 
@@ -465,7 +487,9 @@ impl Builder<'_> {
     fn duration(&mut self, pair: Pair<Rule>) -> Duration {
         let span = self.span(&pair);
         let text = pair.as_str();
-        let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let digits_end = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
         let unit = match &text[digits_end..] {
             "ms" => DurationUnit::Millis,
             "s" => DurationUnit::Seconds,
@@ -524,8 +548,26 @@ impl Builder<'_> {
             modifications: Vec::new(),
             span,
         };
+        let mut seen: Vec<Rule> = Vec::new();
         for p in inner.into_inner() {
-            match p.as_rule() {
+            let rule = p.as_rule();
+            if rule != Rule::modification && rule != Rule::reason {
+                if seen.contains(&rule) {
+                    let span = self.span(&p);
+                    self.error(
+                        "syntax::duplicate_part",
+                        span,
+                        format!(
+                            "`{}` is given twice",
+                            p.as_str().split_whitespace().next().unwrap_or("")
+                        ),
+                        "give each part of a decision once",
+                    );
+                    continue;
+                }
+                seen.push(rule);
+            }
+            match rule {
                 Rule::reason => {
                     let mut parts = p.into_inner();
                     let code = parts.next().map(|s| self.string(s));
@@ -731,10 +773,7 @@ impl Builder<'_> {
                         kind => Expr {
                             kind: ExprKind::Unary(
                                 UnaryOp::Neg,
-                                Box::new(Expr {
-                                    kind,
-                                    span: e.span,
-                                }),
+                                Box::new(Expr { kind, span: e.span }),
                             ),
                             span: whole,
                         },
@@ -889,6 +928,21 @@ impl Builder<'_> {
                     by: None,
                 };
                 for p in parts {
+                    let twice = match p.as_rule() {
+                        Rule::window => h.window.is_some(),
+                        Rule::by_key => h.by.is_some(),
+                        _ => false,
+                    };
+                    if twice {
+                        let s = self.span(&p);
+                        self.error(
+                            "syntax::duplicate_part",
+                            s,
+                            "a history expression takes one window and one key".into(),
+                            "remove the second one",
+                        );
+                        continue;
+                    }
                     match p.as_rule() {
                         Rule::window => h.window = Some(self.window(p)),
                         Rule::by_key => {
@@ -975,7 +1029,7 @@ impl Builder<'_> {
         }
     }
 
-    fn from_clause(&mut self, pair: Pair<Rule>) -> ProvenanceSpec {
+    fn provenance_clause(&mut self, pair: Pair<Rule>) -> ProvenanceSpec {
         let inner = pair.into_inner().next().expect("provenance");
         self.provenance_spec(inner)
     }
@@ -1046,7 +1100,7 @@ impl Builder<'_> {
                 for p in inner.into_inner() {
                     match p.as_rule() {
                         Rule::string => text = Some(self.string(p)),
-                        Rule::from_clause => from = Some(self.from_clause(p)),
+                        Rule::from_clause => from = Some(self.provenance_clause(p)),
                         _ => expect = Some(self.expectation(p)),
                     }
                 }
@@ -1063,7 +1117,7 @@ impl Builder<'_> {
                             let mut a = p.into_inner();
                             let name = self.ident(a.next()?);
                             let value = self.expr(a.next()?, 0);
-                            let from = a.next().map(|f| self.from_clause(f));
+                            let from = a.next().map(|f| self.provenance_clause(f));
                             args.push(CallArg { name, value, from });
                         }
                         Rule::expectation => expect = Some(self.expectation(p)),
@@ -1102,7 +1156,7 @@ impl Builder<'_> {
                 let mut rest = Vec::new();
                 for p in parts {
                     match p.as_rule() {
-                        Rule::from_clause => from = Some(self.from_clause(p)),
+                        Rule::from_clause => from = Some(self.provenance_clause(p)),
                         Rule::expectation => expect = Some(self.expectation(p)),
                         _ => rest.push(p),
                     }
@@ -1179,7 +1233,6 @@ impl Builder<'_> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1215,7 +1268,8 @@ default allow
 
     #[test]
     fn recovers_and_reports_every_broken_item() {
-        let src = "rule a on x when => deny \"c\"\nlet ok = 1\nrule b on y when x == => deny \"d\"\n";
+        let src =
+            "rule a on x when => deny \"c\"\nlet ok = 1\nrule b on y when x == => deny \"d\"\n";
         let (m, d) = parse(FileId(0), src);
         assert_eq!(d.len(), 2, "{d:#?}");
         assert_eq!(m.items.len(), 1);

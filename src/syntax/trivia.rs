@@ -63,7 +63,9 @@ pub fn scan(text: &str, max_depth: usize) -> Scan {
             continue;
         }
         if b == b'/' && bytes.get(i + 1) == Some(&b'*') {
-            let end = text[i + 2..].find("*/").map_or(bytes.len(), |n| i + 2 + n + 2);
+            let end = text[i + 2..]
+                .find("*/")
+                .map_or(bytes.len(), |n| i + 2 + n + 2);
             out.comments.push(Comment {
                 span: Span::new(i, end),
                 text: text[i..end].to_string(),
@@ -135,7 +137,10 @@ mod tests {
 
     #[test]
     fn finds_items_and_comments() {
-        let s = scan("// head\nrule a on x\n  when \"rule\" // tail\n=> deny \"c\"\nlet b = 1\n", 64);
+        let s = scan(
+            "// head\nrule a on x\n  when \"rule\" // tail\n=> deny \"c\"\nlet b = 1\n",
+            64,
+        );
         assert_eq!(s.comments.len(), 2);
         assert!(!s.comments[0].trailing);
         assert!(s.comments[1].trailing);

@@ -14,7 +14,9 @@ pub fn call<'a>(b: Builtin, args: &[Val<'a>]) -> Val<'a> {
             Some(Val::Str(x)) => Val::Num(x.chars().count() as f64),
             Some(Val::Json(Value::Array(a))) => Val::Num(a.len() as f64),
             Some(Val::Json(Value::Object(m))) => Val::Num(m.len() as f64),
-            Some(Val::Const(Const::List(items) | Const::StrSet(_, items))) => Val::Num(items.len() as f64),
+            Some(Val::Const(Const::List(items) | Const::StrSet(_, items))) => {
+                Val::Num(items.len() as f64)
+            }
             Some(Val::List(items)) => Val::Num(items.len() as f64),
             _ => Val::Undef,
         },
@@ -34,10 +36,14 @@ pub fn call<'a>(b: Builtin, args: &[Val<'a>]) -> Val<'a> {
                 .map_or(Val::Undef, Val::Bool),
             _ => Val::Undef,
         },
-        Builtin::Domain => s(0).and_then(domain).map_or(Val::Undef, |d| Val::Str(Cow::Owned(d))),
+        Builtin::Domain => s(0)
+            .and_then(domain)
+            .map_or(Val::Undef, |d| Val::Str(Cow::Owned(d))),
         Builtin::ToString => match args.first() {
             Some(Val::Str(x)) => Val::Str(x.clone()),
-            Some(v) => v.to_json().map_or(Val::Undef, |j| Val::Str(Cow::Owned(j.to_string()))),
+            Some(v) => v
+                .to_json()
+                .map_or(Val::Undef, |j| Val::Str(Cow::Owned(j.to_string()))),
             None => Val::Undef,
         },
     }
@@ -62,7 +68,10 @@ mod tests {
 
     #[test]
     fn domains() {
-        assert_eq!(domain("https://User@Mail.Example.com:8443/x?y").as_deref(), Some("mail.example.com"));
+        assert_eq!(
+            domain("https://User@Mail.Example.com:8443/x?y").as_deref(),
+            Some("mail.example.com")
+        );
         assert_eq!(domain("example.org/path").as_deref(), Some("example.org"));
         assert_eq!(domain("http://[::1]:80/").as_deref(), Some("::1"));
         assert_eq!(domain(""), None);

@@ -14,7 +14,7 @@ use serde_json::Value;
 pub use value::{glob as glob_match, Val};
 
 use crate::compile::{Code, Const, Op, Program, Root, Seg};
-use crate::state::SessionState;
+use crate::state::Draft;
 
 /// Why an evaluation stopped without a result. Every one is a decision failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,7 +30,7 @@ pub struct Env<'a> {
     pub program: &'a Program,
     pub payload: &'a Value,
     pub metadata: &'a Value,
-    pub state: &'a SessionState,
+    pub state: &'a Draft<'a>,
 }
 
 /// Instructions left for the whole decision.
@@ -141,7 +141,15 @@ pub fn run<'a>(
                     _ => Val::Undef,
                 });
             }
-            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::In | Op::NotIn | Op::Matches => {
+            Op::Eq
+            | Op::Ne
+            | Op::Lt
+            | Op::Le
+            | Op::Gt
+            | Op::Ge
+            | Op::In
+            | Op::NotIn
+            | Op::Matches => {
                 let b = pop!();
                 let a = pop!();
                 let r = value::compare(op, &a, &b);
@@ -189,7 +197,10 @@ pub fn run<'a>(
             }
             Op::Has(bit) => {
                 let v = pop!();
-                let r = env.state.labels_of(program, &v).map(|l| l & (1u64 << bit) != 0);
+                let r = env
+                    .state
+                    .labels_of(program, &v)
+                    .map(|l| l & (1u64 << bit) != 0);
                 if let Some(t) = trace.as_deref_mut() {
                     t.push(Observation {
                         span: code.spans.get(pc - 1).copied().unwrap_or_default(),
@@ -217,7 +228,9 @@ pub fn run<'a>(
                 stack.push(r.map_or(Val::Undef, Val::Num));
             }
             Op::TurnsSince(bit) => stack.push(Val::Num(env.state.turns_since(bit))),
-            Op::History(slot) => stack.push(Val::Num(env.state.history_count(program, slot, None) as f64)),
+            Op::History(slot) => {
+                stack.push(Val::Num(env.state.history_count(program, slot, None) as f64))
+            }
             Op::HistoryKeyed(slot) => {
                 let key = pop!();
                 stack.push(match key.key_string() {
@@ -253,13 +266,13 @@ pub fn run<'a>(
                 });
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
-            Op::IntentDeclared => stack.push(Val::Bool(env.state.intent.is_some())),
-            Op::IntentRaw => stack.push(match env.state.intent.as_ref().and_then(|i| i.raw.clone()) {
+            Op::IntentDeclared => stack.push(Val::Bool(env.state.intent().is_some())),
+            Op::IntentRaw => stack.push(match env.state.intent().and_then(|i| i.raw.clone()) {
                 Some(s) => Val::Str(Cow::Owned(s.to_string())),
                 None => Val::Undef,
             }),
             Op::IntentScopeMode => stack.push(
-                match env.state.intent.as_ref().and_then(|i| i.scope_mode.clone()) {
+                match env.state.intent().and_then(|i| i.scope_mode.clone()) {
                     Some(s) => Val::Str(Cow::Owned(s.to_string())),
                     None => Val::Undef,
                 },

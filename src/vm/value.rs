@@ -74,7 +74,9 @@ impl<'a> Val<'a> {
             (Val::Json(Value::Array(a)), Val::Num(n)) if *n >= 0.0 && n.fract() == 0.0 => {
                 a.get(*n as usize).map_or(Val::Undef, Val::from_json)
             }
-            (Val::Json(Value::Object(m)), Val::Str(k)) => m.get(&**k).map_or(Val::Undef, Val::from_json),
+            (Val::Json(Value::Object(m)), Val::Str(k)) => {
+                m.get(&**k).map_or(Val::Undef, Val::from_json)
+            }
             (Val::List(items), Val::Num(n)) if *n >= 0.0 && n.fract() == 0.0 => {
                 items.get(*n as usize).cloned().unwrap_or(Val::Undef)
             }
@@ -138,7 +140,9 @@ impl<'a> Val<'a> {
         let text = match self {
             Val::Undef => return "undefined".into(),
             Val::Str(s) => format!("{:?}", &**s),
-            other => other.to_json().map_or_else(|| "undefined".into(), |v| v.to_string()),
+            other => other
+                .to_json()
+                .map_or_else(|| "undefined".into(), |v| v.to_string()),
         };
         if text.chars().count() > 80 {
             let cut: String = text.chars().take(77).collect();
@@ -263,7 +267,9 @@ pub fn arith<'a>(op: &Op, a: Val<'a>, b: Val<'a>) -> Val<'a> {
                 Val::Undef
             }
         }
-        (Val::Str(x), Val::Str(y)) if matches!(op, Op::Add) => Val::Str(Cow::Owned(format!("{x}{y}"))),
+        (Val::Str(x), Val::Str(y)) if matches!(op, Op::Add) => {
+            Val::Str(Cow::Owned(format!("{x}{y}")))
+        }
         _ => Val::Undef,
     }
 }
@@ -284,7 +290,13 @@ mod tests {
     #[test]
     fn undefined_propagates_through_comparisons() {
         assert_eq!(compare(&Op::Eq, &Val::Undef, &Val::Num(1.0)), None);
-        assert_eq!(compare(&Op::Lt, &Val::Str("a".into()), &Val::Num(1.0)), None);
-        assert_eq!(compare(&Op::Eq, &Val::Str("a".into()), &Val::Num(1.0)), Some(false));
+        assert_eq!(
+            compare(&Op::Lt, &Val::Str("a".into()), &Val::Num(1.0)),
+            None
+        );
+        assert_eq!(
+            compare(&Op::Eq, &Val::Str("a".into()), &Val::Num(1.0)),
+            Some(false)
+        );
     }
 }

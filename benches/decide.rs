@@ -1,0 +1,102 @@
+//! One decision after H events of history. `decide`: the evaluator on a session state (state
+//! clone, provenance update, rules, combination, history commit). `handle`: envelope bytes in,
+//! response bytes out through `Guardian::handle` (strict JSON decode and encode included).
+//!
+//! Results and the machine they ran on: benches/RESULTS.md.
+
+#[path = "support/history.rs"]
+mod history;
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use warden::acs::fields;
+use warden::guardian::{decide_event, Guardian, Policy};
+use warden::state::{Event, SessionState};
+
+fn policy() -> Policy {
+    Policy::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/policies/taint_window.ward"
+    ))
+    .unwrap_or_else(|d| panic!("{d}"))
+}
+
+fn event_parts(v: &serde_json::Value) -> (String, String, serde_json::Value, serde_json::Value) {
+    let p = &v["params"];
+    (
+        v["method"].as_str().unwrap().to_string(),
+        p["request_id"].as_str().unwrap().to_string(),
+        p["payload"].clone(),
+        p["metadata"].clone(),
+    )
+}
+
+/// The session state after feeding `events` through the evaluator.
+fn state_after(policy: &Policy, events: &[serde_json::Value]) -> SessionState {
+    let program = policy.program();
+    let mut state = SessionState::new(program);
+    for v in events {
+        let (method, rid, payload, metadata) = event_parts(v);
+        let hook = fields::hook(&method).unwrap();
+        let ev = Event {
+            method: hook.method,
+            request_id: &rid,
+            payload: &payload,
+            metadata: &metadata,
+            time_ms: None,
+            extra_labels: 0,
+        };
+        decide_event(program, hook, &mut state, &ev, false).unwrap();
+    }
+    state
+}
+
+fn decide(c: &mut Criterion) {
+    let policy = policy();
+    let mut group = c.benchmark_group("decide");
+    for &h in &[10u64, 1_000, 100_000, 1_000_000] {
+        for taint in [history::Taint::Recent, history::Taint::Early] {
+            let mut state = state_after(&policy, &history::history(h, taint));
+            let probe = history::probe(h);
+            let (method, rid, payload, metadata) = event_parts(&probe);
+            let hook = fields::hook(&method).unwrap();
+            let program = policy.program().clone();
+            let id = format!("{taint:?}/{h}");
+            group.bench_with_input(BenchmarkId::from_parameter(id), &h, |b, _| {
+                b.iter(|| {
+                    let ev = Event {
+                        method: hook.method,
+                        request_id: &rid,
+                        payload: &payload,
+                        metadata: &metadata,
+                        time_ms: None,
+                        extra_labels: 0,
+                    };
+                    let d =
+                        decide_event(&program, hook, black_box(&mut state), &ev, false).unwrap();
+                    black_box(d.kind)
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn handle(c: &mut Criterion) {
+    let mut group = c.benchmark_group("handle");
+    for &h in &[10u64, 100_000] {
+        let guardian = Guardian::new(policy());
+        for v in history::history(h, history::Taint::Recent) {
+            guardian.handle(&serde_json::to_vec(&v).unwrap());
+        }
+        let probe = serde_json::to_vec(&history::probe(h)).unwrap();
+        group.bench_with_input(BenchmarkId::from_parameter(h), &h, |b, _| {
+            b.iter(|| black_box(guardian.handle(black_box(&probe))))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decide, handle);
+criterion_main!(benches);

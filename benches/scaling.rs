@@ -1,0 +1,127 @@
+//! Scaling with history length, measured end to end (not a criterion bench: one long run each).
+//!
+//! 1. Memory: the live heap a Guardian holds for one session after H events, measured with a
+//!    counting allocator, per session, per provenance node and per event.
+//! 2. `warden replay` wall time on traces of 10 000 and 1 000 000 events (the release binary),
+//!    per event, and the ratio between the two (linear time means a ratio near 1).
+//!
+//! Run: `cargo bench --bench scaling`. Prints a Markdown table for benches/RESULTS.md.
+
+#[path = "support/history.rs"]
+mod history;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+use warden::guardian::{Guardian, Policy};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn policy_path() -> String {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/policies/taint_window.ward"
+    )
+    .to_string()
+}
+
+fn memory(h: u64) -> (f64, usize, f64, f64) {
+    let policy = Policy::load(policy_path()).unwrap_or_else(|d| panic!("{d}"));
+    let guardian = Guardian::new(policy);
+    let events = history::history(h, history::Taint::Recent);
+    let lines: Vec<Vec<u8>> = events
+        .iter()
+        .map(|v| serde_json::to_vec(v).unwrap())
+        .collect();
+    drop(events);
+    let before = LIVE.load(Ordering::Relaxed);
+    for l in &lines {
+        guardian.handle(l);
+    }
+    let after = LIVE.load(Ordering::Relaxed);
+    let state = guardian.snapshot(history::SESSION).unwrap();
+    let nodes = state.nodes.len();
+    drop(state);
+    let bytes = (after - before) as f64;
+    (bytes, nodes, bytes / nodes.max(1) as f64, bytes / h as f64)
+}
+
+fn replay_seconds(h: u64) -> f64 {
+    let path = std::env::temp_dir().join(format!("warden-scaling-{h}.jsonl"));
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for v in history::history(h, history::Taint::Recent) {
+            serde_json::to_writer(&mut f, &v).unwrap();
+            f.write_all(b"\n").unwrap();
+        }
+    }
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+            .args(["replay", "--policy", &policy_path()])
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(out.success());
+        runs.push(start.elapsed().as_secs_f64());
+    }
+    let _ = std::fs::remove_file(&path);
+    runs.sort_by(f64::total_cmp);
+    runs[1]
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a plain `cargo test --benches` passes nothing and should
+    // not spend minutes here.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    println!("| H | live heap | nodes | bytes / node | bytes / event |");
+    println!("|---|---|---|---|---|");
+    for h in [10_000u64, 1_000_000] {
+        let (bytes, nodes, per_node, per_event) = memory(h);
+        println!(
+            "| {h} | {:.1} MiB | {nodes} | {per_node:.0} | {per_event:.0} |",
+            bytes / (1024.0 * 1024.0)
+        );
+    }
+    println!();
+    println!("| H | replay wall time (median of 3) | per event |");
+    println!("|---|---|---|");
+    let mut per = Vec::new();
+    for h in [10_000u64, 1_000_000] {
+        let s = replay_seconds(h);
+        let us = s * 1e6 / h as f64;
+        per.push(us);
+        println!("| {h} | {s:.2} s | {us:.2} µs |");
+    }
+    println!();
+    println!("per-event cost at 1M / at 10k: {:.2}", per[1] / per[0]);
+}

@@ -1,0 +1,109 @@
+//! Deterministic session histories for the benchmarks: H events of a plausible agent session
+//! (turns of user message, tool call, tool result, agent response), with untrusted content
+//! either in the latest turns (`Taint::Recent`) or only at the very start (`Taint::Early`).
+
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+
+pub const SESSION: &str = "5e55e55e-0000-4000-8000-00000000be7c";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Taint {
+    /// Untrusted tool output in every turn, so the final consequential call is denied.
+    Recent,
+    /// Untrusted content only in the first turn, so the final call is allowed.
+    Early,
+}
+
+/// One request envelope.
+pub fn envelope(n: u64, method: &str, turn: u64, payload: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": n,
+        "method": method,
+        "params": {
+            "acs_version": "0.1.0",
+            "request_id": format!("00000000-0000-4000-8000-{:012x}", n),
+            "timestamp": format!("2026-12-01T{:02}:{:02}:{:02}Z", (n / 3600) % 24, (n / 60) % 60, n % 60),
+            "metadata": {"agent_id": "bench", "session_id": SESSION, "turn_id": format!("t{turn}")},
+            "payload": payload,
+        }
+    })
+}
+
+fn prov(id: u64, origin: &str, parents: &[u64]) -> Value {
+    let mut p = json!({"provenance_id": format!("p{id}"), "origin": origin});
+    if !parents.is_empty() {
+        p["derived_from"] = json!(parents.iter().map(|x| format!("p{x}")).collect::<Vec<_>>());
+    }
+    p
+}
+
+/// The history: `h` envelopes, five per turn.
+pub fn history(h: u64, taint: Taint) -> Vec<Value> {
+    let mut out = Vec::with_capacity(h as usize);
+    let mut n = 0u64;
+    while n < h {
+        let turn = n / 5 + 1;
+        let base = n;
+        let untrusted = match taint {
+            Taint::Recent => true,
+            Taint::Early => turn == 1,
+        };
+        let kind = n % 5;
+        let ev = match kind {
+            0 => envelope(
+                n,
+                "steps/turnStart",
+                turn,
+                json!({"turn_id": format!("t{turn}")}),
+            ),
+            1 => envelope(
+                n,
+                "steps/userMessage",
+                turn,
+                json!({"content": [{"type": "text", "value": "look this up", "provenance": prov(base, "user_input", &[])}]}),
+            ),
+            2 => envelope(
+                n,
+                "steps/toolCallRequest",
+                turn,
+                json!({"tool": {"name": "search"}, "arguments": {"q": {"value": "rates", "provenance": prov(base, "agent_generated", &[base - 1])}}}),
+            ),
+            3 => {
+                let origin = if untrusted {
+                    "tool_output"
+                } else {
+                    "user_input"
+                };
+                envelope(
+                    n,
+                    "steps/toolCallResult",
+                    turn,
+                    json!({"tool": {"name": "search"}, "exit_status": "success", "outputs": [{"value": "result text", "provenance": prov(base, origin, &[base - 1])}]}),
+                )
+            }
+            _ => envelope(
+                n,
+                "steps/agentResponse",
+                turn,
+                json!({"content": [{"type": "text", "value": "here you go", "provenance": prov(base, "agent_generated", &[base - 1])}]}),
+            ),
+        };
+        out.push(ev);
+        n += 1;
+    }
+    out
+}
+
+/// The decision being measured: a consequential call in a fresh turn after the history.
+pub fn probe(h: u64) -> Value {
+    let turn = h / 5 + 2;
+    envelope(
+        h + 1,
+        "steps/toolCallRequest",
+        turn,
+        json!({"tool": {"name": "send_email"}, "arguments": {"to": {"value": "a@example.com", "provenance": prov(h + 1, "user_input", &[])}}}),
+    )
+}

@@ -1,0 +1,325 @@
+//! The Rego bridge: `use rego "…" as org` and `use rego data "…" as d`. Rego modules are
+//! loaded once per policy load into one regorus engine. Rules of a package that never reads
+//! `input` are evaluated when the policy compiles and inlined as constants; the others (and
+//! Rego functions) are called at decision time with the event as `input`, each call bounded by
+//! a time limit, and an error is a decision failure.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Longest a single Rego evaluation may run.
+pub const CALL_LIMIT: Duration = Duration::from_millis(50);
+
+/// What one `use rego` brought in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegoImport {
+    /// The alias in the Warden file.
+    pub alias: String,
+    /// `use rego data`: a data document, reached as `data.…`.
+    pub is_data: bool,
+    /// Files and their text (`.rego` modules, or the one data file).
+    pub files: Vec<(PathBuf, String)>,
+    /// The Rego package (`data.org.rules`), for modules.
+    pub package: Option<String>,
+    /// Rule names the package defines (from a scan of the rule heads).
+    pub rules: Vec<String>,
+    /// Whether any of the package's text mentions `input` (then nothing is folded).
+    pub reads_input: bool,
+}
+
+impl RegoImport {
+    /// The `data.` path of a rule (or of a member of a data document).
+    pub fn path_of(&self, rule: &str) -> String {
+        match &self.package {
+            Some(pkg) => format!("{pkg}.{rule}"),
+            None => format!("data.{rule}"),
+        }
+    }
+
+    /// The file that defines a rule, for diagnostics.
+    pub fn file_of(&self, rule: &str) -> Option<&Path> {
+        self.files
+            .iter()
+            .find(|(_, text)| rule_heads(text).iter().any(|r| r == rule))
+            .map(|(p, _)| p.as_path())
+    }
+}
+
+/// Loads a `use rego` path: a `.rego` file, a folder of them, or (for data) a JSON file.
+pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport, String> {
+    let mut files = Vec::new();
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| e.to_string())?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "rego"))
+            .collect();
+        entries.sort();
+        for p in entries {
+            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            files.push((p, text));
+        }
+        if files.is_empty() {
+            return Err(format!("{} holds no .rego files", path.display()));
+        }
+    } else {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        files.push((path.to_path_buf(), text));
+    }
+    if is_data {
+        let (p, text) = &files[0];
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("{}: {e}", p.display()))?;
+        let rules = v
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        return Ok(RegoImport {
+            alias: alias.to_string(),
+            is_data: true,
+            files,
+            package: None,
+            rules,
+            reads_input: false,
+        });
+    }
+    let mut packages: Vec<String> = files.iter().filter_map(|(_, t)| package_of(t)).collect();
+    packages.sort();
+    packages.dedup();
+    let package = match packages.as_slice() {
+        [one] => one.clone(),
+        [] => return Err("no `package` line found".into()),
+        many => {
+            return Err(format!(
+                "the files declare several packages ({}); import each with its own alias",
+                many.join(", ")
+            ))
+        }
+    };
+    let mut rules: Vec<String> = files.iter().flat_map(|(_, t)| rule_heads(t)).collect();
+    rules.sort();
+    rules.dedup();
+    let reads_input = files.iter().any(|(_, t)| mentions_input(t));
+    // Parse now, so a syntax error in the Rego is reported at load.
+    let mut engine = regorus::Engine::new();
+    for (p, text) in &files {
+        engine
+            .add_policy(p.display().to_string(), text.clone())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(RegoImport {
+        alias: alias.to_string(),
+        is_data: false,
+        files,
+        package: Some(format!("data.{package}")),
+        rules,
+        reads_input,
+    })
+}
+
+/// Code with comments and strings blanked out (so scans do not see `input` in a comment).
+fn code_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_str: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match in_str {
+            Some(q) => {
+                if c == '\\' && q == '"' {
+                    chars.next();
+                } else if c == q {
+                    in_str = None;
+                }
+                out.push(if c == '\n' { '\n' } else { ' ' });
+            }
+            None => match c {
+                '#' => {
+                    for d in chars.by_ref() {
+                        if d == '\n' {
+                            out.push('\n');
+                            break;
+                        }
+                    }
+                }
+                '"' | '`' => {
+                    in_str = Some(c);
+                    out.push(' ');
+                }
+                _ => out.push(c),
+            },
+        }
+    }
+    out
+}
+
+fn package_of(text: &str) -> Option<String> {
+    code_only(text).lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("package ")
+            .map(|p| p.trim().to_string())
+    })
+}
+
+/// Names of the rules a module defines: identifiers at the start of a line that begin a rule
+/// head (`name :=`, `name =`, `name if`, `name contains`, `name[`, `name(`, `name {`).
+pub fn rule_heads(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in code_only(text).lines() {
+        if line.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let name: String = line
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() || matches!(name.as_str(), "package" | "import" | "default" | "else") {
+            // `default name := …` defines `name`.
+            if name == "default" {
+                let rest = line["default".len()..].trim_start();
+                let n: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !n.is_empty() {
+                    out.push(n);
+                }
+            }
+            continue;
+        }
+        let rest = line[name.len()..].trim_start();
+        let starts_head = [":=", "=", "if", "contains", "[", "(", "{"]
+            .iter()
+            .any(|t| rest.starts_with(t));
+        if starts_head || rest.is_empty() {
+            out.push(name);
+        }
+    }
+    out
+}
+
+fn mentions_input(text: &str) -> bool {
+    let code = code_only(text);
+    let bytes = code.as_bytes();
+    code.match_indices("input").any(|(i, _)| {
+        let before = i.checked_sub(1).map(|j| bytes[j]);
+        let after = bytes.get(i + 5).copied();
+        let ident = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
+        !ident(before) && !ident(after)
+    })
+}
+
+/// The loaded Rego of one policy: one engine, shared by every decision.
+pub struct Bridge {
+    engine: Mutex<regorus::Engine>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bridge")
+    }
+}
+
+impl PartialEq for Bridge {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+fn to_rego(v: &Value) -> Result<regorus::Value, String> {
+    regorus::Value::from_json_str(&v.to_string()).map_err(|e| e.to_string())
+}
+
+fn from_rego(v: &regorus::Value) -> Result<Option<Value>, String> {
+    if *v == regorus::Value::Undefined {
+        return Ok(None);
+    }
+    let text = v.to_json_str().map_err(|e| e.to_string())?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+impl Bridge {
+    pub fn new(imports: &[RegoImport]) -> Result<Bridge, String> {
+        let mut engine = regorus::Engine::new();
+        for imp in imports {
+            for (p, text) in &imp.files {
+                if imp.is_data {
+                    let v: Value =
+                        serde_json::from_str(text).map_err(|e| format!("{}: {e}", p.display()))?;
+                    engine.add_data(to_rego(&v)?).map_err(|e| e.to_string())?;
+                } else {
+                    engine
+                        .add_policy(p.display().to_string(), text.clone())
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        engine.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
+            limit: CALL_LIMIT,
+            check_interval: std::num::NonZeroU32::new(64).expect("non-zero"),
+        });
+        Ok(Bridge {
+            engine: Mutex::new(engine),
+        })
+    }
+
+    /// Evaluates a rule (`data.pkg.rule`) with the given input (`None`: no input).
+    pub fn eval(&self, path: &str, input: Option<&Value>) -> Result<Option<Value>, String> {
+        let mut engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        match input {
+            Some(i) => engine.set_input(to_rego(i)?),
+            None => engine.set_input(regorus::Value::new_object()),
+        }
+        match engine.eval_rule(path.to_string()) {
+            Ok(v) => from_rego(&v),
+            // A rule with no value for this input is undefined, not an error.
+            Err(e) if e.to_string().contains("not a valid rule path") => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Calls a Rego function (`data.pkg.f(args…)`).
+    pub fn call(&self, path: &str, args: &[Value], input: &Value) -> Result<Option<Value>, String> {
+        let mut engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        engine.set_input(to_rego(input)?);
+        let rendered: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let query = format!("{path}({})", rendered.join(", "));
+        let results = engine.eval_query(query, false).map_err(|e| e.to_string())?;
+        match results.result.first().and_then(|r| r.expressions.first()) {
+            Some(e) => from_rego(&e.value),
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scans_rule_heads_and_input() {
+        let text = r#"package org.rules
+import rego.v1
+# input is mentioned only in this comment
+default allow := false
+trusted_sources := {"vault"}
+allowed_domain(d) if endswith(d, ".example.com")
+deny contains msg if {
+    msg := "x"
+}
+"#;
+        assert_eq!(package_of(text).as_deref(), Some("org.rules"));
+        assert_eq!(
+            rule_heads(text),
+            vec!["allow", "trusted_sources", "allowed_domain", "deny"]
+        );
+        assert!(!mentions_input(text));
+        assert!(mentions_input("package a\nx if input.y\n"));
+        assert!(!mentions_input(
+            "package a\nx := \"input\"\nmy_input := 1\n"
+        ));
+    }
+}

@@ -1,0 +1,698 @@
+//! The policy test runner behind `warden test`: it owns finding test suites (each `.ward`
+//! file's own `test` blocks, and `foo_test.ward` run against `foo.ward`), turning each test's
+//! steps into ACS request envelopes sent to a fresh Guardian ([`scenario`]), replaying fixture
+//! traces, applying mocks, checking expectations, collecting rule and condition coverage, and
+//! reporting in the pretty, JSON and JUnit formats ([`report`]), plus the `--watch` loop
+//! ([`watch`]). `docs/testing.md` is the user-facing description.
+
+pub mod report;
+mod scenario;
+mod value;
+pub mod watch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::check::{self, Checked, Loaded};
+use crate::compile::{DecisionTemplate, Op, Program};
+use crate::diagnostics::{Diagnostics, FileId, Span};
+use crate::guardian::{Policy, RuleTrace};
+use crate::syntax::ast::{DecisionKind, Item, Test, UseKind};
+
+/// One policy and the tests that run against it.
+pub struct Suite {
+    /// The file holding the tests, as given on the command line.
+    pub display: String,
+    /// The policy the tests run against (the same file, or `foo.ward` for `foo_test.ward`).
+    pub policy_path: PathBuf,
+    pub checked: Checked,
+    policy: Policy,
+    test_file: FileId,
+    test_dir: PathBuf,
+    /// Tests in a library module (package `std.…` without a `default`) run with an implicit
+    /// `default allow`.
+    pub library: bool,
+    rego_aliases: Vec<String>,
+    /// Rule `module.name` → the file it is written in.
+    rule_files: HashMap<String, FileId>,
+}
+
+/// Why a suite could not be loaded: the policy's diagnostics (exit code 2).
+pub struct LoadError {
+    pub path: PathBuf,
+    pub diagnostics: Diagnostics,
+}
+
+impl Suite {
+    /// Loads the suite whose tests are in `test_path` (which is also the policy, unless it is
+    /// `foo_test.ward` with a `foo.ward` beside it).
+    pub fn load(test_path: &Path) -> Result<Suite, LoadError> {
+        let err = |diagnostics| LoadError {
+            path: test_path.to_path_buf(),
+            diagnostics,
+        };
+        let policy_path = policy_for(test_path);
+        let unreadable = |p: &Path, e: std::io::Error| {
+            let mut d = Diagnostics::default();
+            let file = d.sources.add(crate::diagnostics::SourceFile::new(
+                p.display().to_string(),
+                "",
+            ));
+            d.items.push(crate::diagnostics::Diagnostic::error(
+                "load::unreadable",
+                file,
+                Span::default(),
+                format!("cannot read {}: {e}", p.display()),
+            ));
+            d
+        };
+        let mut loaded =
+            Loaded::from_path(&policy_path).map_err(|e| err(unreadable(&policy_path, e)))?;
+        if policy_path != test_path {
+            loaded
+                .add_path(test_path)
+                .map_err(|e| err(unreadable(test_path, e)))?;
+        }
+        let test_name = test_path.display().to_string();
+        let checked = check::check(loaded);
+        if checked.has_errors() {
+            return Err(err(checked.diagnostics));
+        }
+        let test_unit = checked
+            .loaded
+            .units
+            .iter()
+            .find(|u| u.name == test_name)
+            .or_else(|| checked.loaded.units.iter().find(|u| u.is_root))
+            .expect("the root unit");
+        let test_file = test_unit.file;
+        let test_dir = test_unit.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+        let root = checked
+            .loaded
+            .units
+            .iter()
+            .find(|u| u.is_root)
+            .expect("the root unit");
+        let library = root
+            .module
+            .package()
+            .is_some_and(|p| p.path.first().is_some_and(|i| i.name == "std"))
+            && !root
+                .module
+                .items
+                .iter()
+                .any(|i| matches!(i, Item::Default(_)));
+        let rego_aliases = checked
+            .loaded
+            .units
+            .iter()
+            .flat_map(|u| u.module.items.iter())
+            .filter_map(|i| match i {
+                Item::Use(u)
+                    if matches!(u.kind, UseKind::Rego { .. } | UseKind::RegoData { .. }) =>
+                {
+                    u.alias.as_ref().map(|a| a.name.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let mut suite = Suite {
+            display: test_name,
+            policy_path,
+            checked,
+            policy: Policy::embedded_default(),
+            test_file,
+            test_dir,
+            library,
+            rego_aliases,
+            rule_files: HashMap::new(),
+        };
+        let mut program = match crate::compile::compile(&suite.checked) {
+            Ok(p) => p,
+            Err(items) => {
+                return Err(err(Diagnostics {
+                    sources: suite.checked.diagnostics.sources.clone(),
+                    items,
+                }))
+            }
+        };
+        suite.adjust(&mut program);
+        suite.rule_files = program
+            .rules
+            .iter()
+            .map(|r| (format!("{}.{}", r.module, r.name), r.file))
+            .collect();
+        suite.policy = Policy::from_program(program);
+        Ok(suite)
+    }
+
+    /// The suite's test blocks, in source order.
+    pub fn tests(&self) -> Vec<&Test> {
+        self.checked
+            .loaded
+            .units
+            .iter()
+            .filter(|u| u.file == self.test_file)
+            .flat_map(|u| u.module.items.iter())
+            .filter_map(|i| match i {
+                Item::Test(t) => Some(t),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What the test runner changes in a compiled program: a library module gets an implicit
+    /// `default allow`.
+    fn adjust(&self, program: &mut Program) {
+        if self.library {
+            program.defaults.entry(None).or_insert(DecisionTemplate {
+                kind: DecisionKind::Allow,
+                code: None,
+                reasoning: Some("the implicit default of a library module under test".into()),
+                approver: None,
+                question: None,
+                timeout_ms: None,
+                on_timeout: None,
+                resolve: None,
+                because: None,
+                modifications: Vec::new(),
+            });
+        }
+    }
+
+    /// A `let` constant's value as JSON (for mock type checks).
+    fn const_json(&self, name: &str) -> Option<serde_json::Value> {
+        let consts = value::Constants::new(&self.checked);
+        for unit in &self.checked.loaded.units {
+            for item in &unit.module.items {
+                if let Item::Let(l) = item {
+                    if l.name.name == name {
+                        return consts.json(&l.value).ok();
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The source text of a comparison in a rule.
+    fn check_text(&self, rule: &str, span: Span) -> String {
+        let Some(file) = self.rule_files.get(rule) else {
+            return format!("{}..{}", span.start, span.end);
+        };
+        let text = &self.checked.loaded.sources.get(*file).text;
+        let t = text.get(span.range()).unwrap_or("");
+        t.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// The rules this suite's policy file defines itself, with their comparisons: the rules
+    /// coverage is reported for.
+    fn own_rules(&self) -> Vec<RuleInfo> {
+        let Ok(program) = crate::compile::compile(&self.checked) else {
+            return Vec::new();
+        };
+        let roots: Vec<FileId> = self
+            .checked
+            .loaded
+            .units
+            .iter()
+            .filter(|u| u.is_root)
+            .map(|u| u.file)
+            .collect();
+        program
+            .rules
+            .iter()
+            .filter(|r| roots.contains(&r.file))
+            .map(|r| {
+                let src = self.checked.loaded.sources.get(r.file);
+                let mut checks = Vec::new();
+                for (op, span) in r.code.ops.iter().zip(&r.code.spans) {
+                    if matches!(
+                        op,
+                        Op::Eq
+                            | Op::Ne
+                            | Op::Lt
+                            | Op::Le
+                            | Op::Gt
+                            | Op::Ge
+                            | Op::In
+                            | Op::NotIn
+                            | Op::Matches
+                            | Op::Has(_)
+                    ) && !checks.iter().any(|(s, _)| s == span)
+                    {
+                        let text = src.text.get(span.range()).unwrap_or("");
+                        checks.push((*span, text.split_whitespace().collect::<Vec<_>>().join(" ")));
+                    }
+                }
+                RuleInfo {
+                    key: format!("{}.{}", r.module, r.name),
+                    file: src.name.clone(),
+                    line: src.line_col(r.span.start as usize).0,
+                    checks,
+                }
+            })
+            .collect()
+    }
+}
+
+struct RuleInfo {
+    key: String,
+    file: String,
+    line: usize,
+    checks: Vec<(Span, String)>,
+}
+
+/// `foo_test.ward` tests `foo.ward` when that exists.
+fn policy_for(test_path: &Path) -> PathBuf {
+    let stem = test_path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if let Some(base) = stem.strip_suffix("_test") {
+        let candidate = test_path.with_file_name(format!("{base}.ward"));
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    test_path.to_path_buf()
+}
+
+/// The test files under the given paths: folders recursively; a `foo.ward` named directly
+/// brings its `foo_test.ward` along.
+pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = check::collect_files(paths)?;
+    for p in paths {
+        if p.is_file() {
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let sibling = p.with_file_name(format!("{stem}_test.ward"));
+            if !stem.ends_with("_test") && sibling.is_file() {
+                files.push(sibling);
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestStatus {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+/// One comparison in an explain trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceCheck {
+    pub text: String,
+    pub result: Option<bool>,
+    pub values: Vec<String>,
+}
+
+/// One rule in an explain trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceRule {
+    pub rule: String,
+    pub fired: bool,
+    pub checks: Vec<TraceCheck>,
+}
+
+/// A failed step (or a test that could not run).
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    /// The step's first source line.
+    pub step: String,
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub method: Option<String>,
+    pub request_id: Option<String>,
+    pub expected: Option<String>,
+    pub actual: Option<String>,
+    pub message: String,
+    pub fired: Vec<String>,
+    pub trace: Vec<TraceRule>,
+    /// The pretty report (a rendered diagnostic plus the explain trace).
+    #[serde(skip)]
+    pub rendered: String,
+}
+
+/// Per rule: whether it fired, and what each comparison evaluated to.
+#[derive(Debug, Clone, Default)]
+pub struct Coverage {
+    pub rules: HashMap<String, RuleHits>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RuleHits {
+    pub fired: bool,
+    /// Comparison span → (seen true, seen false, seen undefined).
+    pub checks: HashMap<Span, (bool, bool, bool)>,
+}
+
+impl Coverage {
+    fn record(&mut self, traces: &[RuleTrace]) {
+        for t in traces {
+            let hits = self.rules.entry(t.rule.clone()).or_default();
+            hits.fired |= t.fired;
+            for o in &t.observations {
+                let e = hits.checks.entry(o.span).or_default();
+                match o.result {
+                    Some(true) => e.0 = true,
+                    Some(false) => e.1 = true,
+                    None => e.2 = true,
+                }
+            }
+        }
+    }
+
+    fn merge(&mut self, other: &Coverage) {
+        for (rule, h) in &other.rules {
+            let mine = self.rules.entry(rule.clone()).or_default();
+            mine.fired |= h.fired;
+            for (span, (t, f, u)) in &h.checks {
+                let e = mine.checks.entry(*span).or_default();
+                e.0 |= t;
+                e.1 |= f;
+                e.2 |= u;
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TestResult {
+    pub file: String,
+    pub name: String,
+    pub status: TestStatus,
+    /// Decisions checked.
+    pub steps: usize,
+    pub failures: Vec<Failure>,
+    pub duration_ms: f64,
+    pub coverage: Coverage,
+}
+
+/// A comparison's coverage.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckCoverage {
+    pub text: String,
+    pub line: usize,
+    pub seen_true: bool,
+    pub seen_false: bool,
+    pub seen_undefined: bool,
+}
+
+/// A rule's coverage.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleCoverage {
+    pub rule: String,
+    pub file: String,
+    pub line: usize,
+    pub fired: bool,
+    pub checks: Vec<CheckCoverage>,
+}
+
+/// Everything one `warden test` run found.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub results: Vec<TestResult>,
+    pub load_errors: Vec<(PathBuf, String)>,
+    pub coverage: Vec<RuleCoverage>,
+}
+
+impl Report {
+    pub fn passed(&self) -> usize {
+        self.count(TestStatus::Passed)
+    }
+    pub fn failed(&self) -> usize {
+        self.count(TestStatus::Failed)
+    }
+    pub fn skipped(&self) -> usize {
+        self.count(TestStatus::Skipped)
+    }
+    fn count(&self, s: TestStatus) -> usize {
+        self.results.iter().filter(|r| r.status == s).count()
+    }
+
+    /// The closing line CI reads: `N passed, N failed` and `, N skipped` when some are.
+    pub fn summary_line(&self) -> String {
+        let mut s = format!("{} passed, {} failed", self.passed(), self.failed());
+        if self.skipped() > 0 {
+            s.push_str(&format!(", {} skipped", self.skipped()));
+        }
+        s
+    }
+
+    /// Percentage of rules (of the files under test) that fired in some test; 100 when there
+    /// are no rules.
+    pub fn coverage_percent(&self) -> f64 {
+        if self.coverage.is_empty() {
+            return 100.0;
+        }
+        let fired = self.coverage.iter().filter(|r| r.fired).count();
+        fired as f64 * 100.0 / self.coverage.len() as f64
+    }
+}
+
+/// How to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Run only tests whose name or `file::name` contains this; the others are skipped.
+    pub filter: Option<String>,
+    /// Colour in rendered failures.
+    pub color: bool,
+    /// Worker threads (0: the machine's parallelism).
+    pub jobs: usize,
+}
+
+/// Loads every suite under the paths and runs their tests in parallel.
+pub fn run_paths(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, String> {
+    let files = collect(paths)?;
+    if files.is_empty() {
+        return Err("no .ward files found in the given paths".into());
+    }
+    let mut suites = Vec::new();
+    let mut report = Report::default();
+    for f in &files {
+        match Suite::load(f) {
+            Ok(s) => suites.push(s),
+            Err(e) => report
+                .load_errors
+                .push((e.path, e.diagnostics.render(opts.color))),
+        }
+    }
+    run_suites(&suites, opts, &mut report);
+    Ok(report)
+}
+
+/// Runs the suites' tests over a work queue on `opts.jobs` threads.
+pub fn run_suites(suites: &[Suite], opts: &RunOptions, report: &mut Report) {
+    let mut work: Vec<(usize, &Test)> = Vec::new();
+    for (i, s) in suites.iter().enumerate() {
+        for t in s.tests() {
+            work.push((i, t));
+        }
+    }
+    let matches = |s: &Suite, t: &Test| match &opts.filter {
+        None => true,
+        Some(f) => {
+            t.name.value.contains(f.as_str())
+                || format!("{}::{}", s.display, t.name.value).contains(f.as_str())
+        }
+    };
+    let results: Mutex<Vec<Option<TestResult>>> = Mutex::new(vec![None; work.len()]);
+    let next = AtomicUsize::new(0);
+    let jobs = if opts.jobs == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        opts.jobs
+    }
+    .min(work.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some((si, test)) = work.get(i) else { break };
+                let suite = &suites[*si];
+                let r = if matches(suite, test) {
+                    crate::syntax::on_deep_stack(|| scenario::run_test(suite, test, opts.color))
+                } else {
+                    TestResult {
+                        file: suite.display.clone(),
+                        name: test.name.value.clone(),
+                        status: TestStatus::Skipped,
+                        steps: 0,
+                        failures: Vec::new(),
+                        duration_ms: 0.0,
+                        coverage: Coverage::default(),
+                    }
+                };
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    report.results.extend(
+        results
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .into_iter()
+            .flatten(),
+    );
+    // Coverage: the rules of the files under test, fired anywhere in the run.
+    let mut total = Coverage::default();
+    for r in &report.results {
+        total.merge(&r.coverage);
+    }
+    let mut rules: BTreeMap<String, RuleCoverage> = BTreeMap::new();
+    for s in suites {
+        for info in s.own_rules() {
+            let hits = total.rules.get(&info.key);
+            let entry = rules
+                .entry(info.key.clone())
+                .or_insert_with(|| RuleCoverage {
+                    rule: info.key.clone(),
+                    file: info.file.clone(),
+                    line: info.line,
+                    fired: false,
+                    checks: Vec::new(),
+                });
+            entry.fired |= hits.is_some_and(|h| h.fired);
+            if entry.checks.is_empty() {
+                let src = s
+                    .checked
+                    .loaded
+                    .sources
+                    .iter()
+                    .find(|(_, f)| f.name == info.file);
+                entry.checks = info
+                    .checks
+                    .iter()
+                    .map(|(span, text)| {
+                        let seen = hits
+                            .and_then(|h| h.checks.get(span))
+                            .copied()
+                            .unwrap_or_default();
+                        CheckCoverage {
+                            text: text.clone(),
+                            line: src.map_or(0, |(_, f)| f.line_col(span.start as usize).0),
+                            seen_true: seen.0,
+                            seen_false: seen.1,
+                            seen_undefined: seen.2,
+                        }
+                    })
+                    .collect();
+            }
+        }
+    }
+    report.coverage = rules.into_values().collect();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command line
+
+/// Output format of `warden test`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Pretty,
+    Json,
+    Junit,
+}
+
+/// The arguments of `warden test`.
+#[derive(Debug, Clone, Default)]
+pub struct CliArgs {
+    pub paths: Vec<PathBuf>,
+    pub filter: Option<String>,
+    pub coverage: bool,
+    pub coverage_min: Option<f64>,
+    pub watch: bool,
+    pub format: Format,
+    pub color: bool,
+}
+
+/// One run: prints the report, returns the exit code (0 all passed, 1 a test failed or
+/// coverage is below the minimum, 2 a policy does not load or the paths are wrong).
+pub fn run_once(args: &CliArgs) -> i32 {
+    let opts = RunOptions {
+        filter: args.filter.clone(),
+        color: args.color && args.format == Format::Pretty,
+        jobs: 0,
+    };
+    let report = match run_paths(&args.paths, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let below = args
+        .coverage_min
+        .filter(|min| report.coverage_percent() < *min);
+    match args.format {
+        Format::Pretty => {
+            let text = report::pretty(&report, args.coverage || args.coverage_min.is_some());
+            let (body, last) = text
+                .trim_end()
+                .rsplit_once('\n')
+                .unwrap_or(("", text.trim_end()));
+            if !body.is_empty() {
+                println!("{body}");
+            }
+            if let Some(min) = below {
+                println!(
+                    "coverage {:.1}% is below the minimum {min}%",
+                    report.coverage_percent()
+                );
+            }
+            println!("{last}");
+        }
+        Format::Json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report::json(&report)).unwrap_or_default()
+            );
+            eprintln!("{}", report.summary_line());
+        }
+        Format::Junit => {
+            print!("{}", report::junit(&report));
+            eprintln!("{}", report.summary_line());
+        }
+    }
+    if !report.load_errors.is_empty() {
+        2
+    } else if report.failed() > 0 || below.is_some() {
+        1
+    } else {
+        0
+    }
+}
+
+/// `warden test`, with `--watch` handled.
+pub fn run_cli(args: &CliArgs) -> i32 {
+    if !args.watch {
+        return run_once(args);
+    }
+    for p in &args.paths {
+        if !p.exists() {
+            eprintln!("error: {}: no such file or folder", p.display());
+            return 2;
+        }
+    }
+    match watch::watch(&args.paths, || {
+        run_once(args);
+    }) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! `warden replay`, tested as data: each `tests/traces/NAME.jsonl` is replayed through the CLI
+//! (with `NAME.ward` as the policy when it exists, else the embedded default) and the output
+//! must equal `NAME.expected.jsonl`. `UPDATE_GOLDEN=1` rewrites the expected files. Every
+//! response line must validate against the ACS response schema.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn replay(policy: Option<&Path>, trace: &Path, extra: &[&str]) -> (String, i32) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.arg("replay").arg(trace).args(extra);
+    if let Some(p) = policy {
+        cmd.arg("--policy").arg(p);
+    }
+    let out = cmd.output().expect("run warden");
+    (
+        String::from_utf8(out.stdout).expect("utf-8 output"),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+fn responses(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad response line {l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn replayed_traces_match_golden_output() {
+    let dir = root().join("tests/traces");
+    let mut traces: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "jsonl")
+                && !p.to_string_lossy().ends_with(".expected.jsonl")
+        })
+        .collect();
+    traces.sort();
+    assert!(traces.len() >= 3);
+    for trace in traces {
+        let policy = trace.with_extension("ward");
+        let (out, code) = replay(policy.is_file().then_some(policy.as_path()), &trace, &[]);
+        assert_eq!(code, 0, "replay of {} failed", trace.display());
+        let input_lines = std::fs::read_to_string(&trace)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count();
+        let rs = responses(&out);
+        assert_eq!(
+            rs.len(),
+            input_lines,
+            "one response per request in {}",
+            trace.display()
+        );
+        for r in &rs {
+            common::schema::assert_valid_response(r);
+        }
+        // The ping's server time is the only thing that changes from run to run.
+        let out: String = rs
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(t) = r.pointer_mut("/result/payload/server_timestamp") {
+                    *t = Value::String("<server time>".into());
+                }
+                serde_json::to_string(&r).unwrap() + "\n"
+            })
+            .collect();
+        let expected = trace.with_extension("expected.jsonl");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&expected, &out).unwrap();
+        } else {
+            let want = std::fs::read_to_string(&expected).unwrap_or_else(|_| {
+                panic!("missing {} (run with UPDATE_GOLDEN=1)", expected.display())
+            });
+            assert_eq!(want, out, "golden mismatch for {}", trace.display());
+        }
+    }
+}
+
+fn decision(r: &Value) -> (&str, Vec<&str>) {
+    let res = &r["result"];
+    (
+        res["decision"].as_str().unwrap_or("error"),
+        res["reason_codes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default(),
+    )
+}
+
+#[test]
+fn the_default_policy_denies_the_injected_call_and_allows_the_benign_ones() {
+    let (out, code) = replay(None, &root().join("examples/traces/injection.jsonl"), &[]);
+    assert_eq!(code, 0);
+    let rs = responses(&out);
+    assert_eq!(rs.len(), 14);
+    for r in &rs {
+        common::schema::assert_valid_response(r);
+    }
+    // Request 6 sends money to an account read from a file: denied with a reason code.
+    assert_eq!(
+        decision(&rs[5]),
+        ("deny", vec!["untrusted_into_consequential"])
+    );
+    // Every other step, including the user's own payment in turn 2, is allowed.
+    for (i, r) in rs.iter().enumerate().filter(|(i, _)| *i != 5) {
+        assert_eq!(decision(r).0, "allow", "step {}", i + 1);
+    }
+    assert_eq!(rs[11]["result"]["payload"]["status"], "ok", "ping answers");
+}
+
+#[test]
+fn decisions_combine_deny_over_defer_over_ask_over_modify_over_allow() {
+    let dir = root().join("tests/traces");
+    let (out, _) = replay(
+        Some(&dir.join("combination.ward")),
+        &dir.join("combination.jsonl"),
+        &[],
+    );
+    let rs = responses(&out);
+    let d: Vec<(&str, Vec<&str>)> = rs.iter().map(decision).collect();
+    assert_eq!(
+        d[1],
+        ("allow", vec!["email.ok"]),
+        "an allow rule cites its code"
+    );
+    assert_eq!(d[2].0, "allow", "a small transfer falls to the default");
+    assert_eq!(d[3], ("defer", vec!["transfer.check"]), "defer beats ask");
+    let defer = &rs[3]["result"]["defer_details"];
+    assert_eq!(defer["timeout_decision"], "deny");
+    assert_eq!(defer["resolution_timeout_ms"], 30000);
+    assert_eq!(defer["reason"], "pending_dependency");
+    assert_eq!(d[4], ("deny", vec!["repo.delete"]), "deny beats ask");
+    assert_eq!(d[5].0, "allow");
+    assert_eq!(d[6], ("modify", vec!["shell.safe"]));
+    assert_eq!(
+        rs[6]["result"]["modifications"]["parameter_overrides"]["cmd"],
+        "echo refused"
+    );
+    assert_eq!(
+        d[7],
+        ("modify", vec!["vault.redact"]),
+        "labels reach outputs"
+    );
+    assert_eq!(
+        rs[7]["result"]["modifications"]["redactions"][0]["path"],
+        "/outputs/0/value"
+    );
+    assert_eq!(
+        d[8],
+        ("deny", vec!["warden.conflicting_modifications"]),
+        "two different overrides of one argument cannot be merged"
+    );
+    assert_eq!(
+        d[9],
+        ("deny", vec!["warden.no_default"]),
+        "no default: fail closed"
+    );
+    assert_eq!(
+        d[10].0, "allow",
+        "postCompact is never denied, even without a default"
+    );
+    assert_eq!(
+        d[11],
+        ("allow", vec!["turn.logged"]),
+        "audit-only hooks record rules"
+    );
+    assert_eq!(d[12], ("deny", vec!["warden.no_default"]));
+}
+
+#[test]
+fn malformed_lines_get_errors_and_replay_goes_on() {
+    let (out, code) = replay(None, &root().join("tests/traces/malformed.jsonl"), &[]);
+    assert_eq!(code, 0);
+    let rs = responses(&out);
+    let codes: Vec<i64> = rs
+        .iter()
+        .map(|r| r["error"]["code"].as_i64().unwrap_or(0))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![-32700, -32601, -32700, -32700, -32600, -32602, -32700, 0, -32700]
+    );
+    // The id is echoed when it can be read, null otherwise.
+    assert_eq!(rs[1]["id"], 8);
+    assert_eq!(rs[3]["id"], Value::Null);
+    assert_eq!(rs[7]["result"]["decision"], "allow");
+}
+
+#[test]
+fn explain_attaches_the_rules_and_values() {
+    let (out, _) = replay(
+        None,
+        &root().join("examples/traces/injection.jsonl"),
+        &["--explain"],
+    );
+    let rs = responses(&out);
+    let explain = &rs[5]["result"]["policy_data"]["warden"];
+    assert_eq!(
+        explain["fired"][0],
+        "std.defaults.defaults_untrusted_argument"
+    );
+    let rules = explain["rules"].as_array().unwrap();
+    let fired = rules.iter().find(|r| r["fired"] == true).unwrap();
+    let checks = fired["checks"].as_array().unwrap();
+    assert!(
+        checks.iter().any(|c| c["values"][0] == "\"send_money\""),
+        "{checks:?}"
+    );
+    for r in &rs {
+        common::schema::assert_valid_response(r);
+    }
+}
+
+#[test]
+fn stdin_is_accepted_and_a_broken_policy_is_refused() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["replay", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1}\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let rs = responses(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(rs.len(), 1);
+    assert!(rs[0]["error"].is_object());
+
+    let bad = std::env::temp_dir().join("warden-broken-policy.ward");
+    std::fs::write(
+        &bad,
+        "rule r on toolCallRequest when tool.nme == 1 => deny \"c\"\n",
+    )
+    .unwrap();
+    let (out, code) = replay(
+        Some(&bad),
+        &root().join("tests/traces/malformed.jsonl"),
+        &[],
+    );
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "nothing is decided with a broken policy");
+}
