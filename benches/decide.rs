@@ -98,5 +98,50 @@ fn handle(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide, handle);
+/// The cost of a Rego value per decision: a native constant, a Rego constant folded at load,
+/// and a Rego rule called at run time, side by side.
+fn rego(c: &mut Criterion) {
+    let dir = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/benches/policies"));
+    let policies = [
+        (
+            "native_constant",
+            "let allowed = {\"read_file\", \"search\", \"send_email\", \"list_files\"}\nrule r on toolCallRequest when tool.name in allowed => deny \"r\"\ndefault allow\n",
+        ),
+        (
+            "folded_rego_constant",
+            "use rego \"allow.rego\" as org\nrule r on toolCallRequest when tool.name in org.allowed => deny \"r\"\ndefault allow\n",
+        ),
+        (
+            "runtime_rego_rule",
+            "use rego \"allow_input.rego\" as org\nrule r on toolCallRequest when org.allowed_tool => deny \"r\"\ndefault allow\n",
+        ),
+    ];
+    let mut group = c.benchmark_group("rego");
+    for (name, text) in policies {
+        let policy = Policy::from_source_in("bench.ward", text, dir.clone())
+            .unwrap_or_else(|d| panic!("{d}"));
+        let program = policy.program().clone();
+        let mut state = SessionState::new(&program);
+        let probe = history::probe(10);
+        let (method, rid, payload, metadata) = event_parts(&probe);
+        let hook = fields::hook(&method).unwrap();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let ev = Event {
+                    method: hook.method,
+                    request_id: &rid,
+                    payload: &payload,
+                    metadata: &metadata,
+                    time_ms: None,
+                    extra_labels: 0,
+                };
+                let d = decide_event(&program, hook, black_box(&mut state), &ev, false).unwrap();
+                black_box(d.kind)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decide, handle, rego);
 criterion_main!(benches);

@@ -194,3 +194,19 @@ fn deeply_nested_input_is_refused_not_crashed() {
         assert_eq!(too_deep, refused, "{}", &src[..40]);
     }
 }
+
+#[test]
+fn examples_and_stdlib_are_formatted() {
+    let files = check::collect_files(&[root().join("examples"), root().join("stdlib")]).unwrap();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let formatted = warden::fmt::format_source(FileId(0), &text)
+            .unwrap_or_else(|d| panic!("{} does not parse: {d:?}", f.display()));
+        assert_eq!(
+            formatted,
+            text,
+            "{} is not formatted (run `warden fmt`)",
+            f.display()
+        );
+    }
+}

@@ -560,7 +560,8 @@ impl Checker<'_> {
     ) -> Type {
         match a {
             Alias::Rego | Alias::RegoData => {
-                // Rego rules are typed as JSON until the Rego bridge reads the module.
+                // Rego values are JSON; their shape is Rego's business.
+                self.check_rego_rule(cx, alias, member, member_span);
                 self.resolved(
                     cx,
                     whole,
@@ -600,6 +601,51 @@ impl Checker<'_> {
                 self.name(cx, member, whole)
             }
         }
+    }
+
+    /// A Rego rule named through an alias must exist in the imported package.
+    fn check_rego_rule(&mut self, cx: &Ctx, alias: &str, rule: &str, span: Span) {
+        let Some((_, import)) = self
+            .loaded
+            .rego
+            .iter()
+            .find(|(f, i)| *f == cx.file && i.alias == alias)
+        else {
+            // The import itself failed to load, and was reported.
+            return;
+        };
+        if import.rules.iter().any(|r| r == rule) {
+            return;
+        }
+        let files: Vec<String> = import
+            .files
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        let what = if import.is_data {
+            "data document"
+        } else {
+            "Rego package"
+        };
+        let mut d = Diagnostic::error(
+            "check::unknown_rego_rule",
+            cx.file,
+            span,
+            format!(
+                "the {what} `{}` ({}) has no rule `{rule}`",
+                import.package.as_deref().unwrap_or("data"),
+                files.join(", ")
+            ),
+        )
+        .with_label("not defined there");
+        d = match did_you_mean(rule, import.rules.iter().map(String::as_str)) {
+            Some(s) => d
+                .with_help(format!("did you mean `{s}`?"))
+                .with_fix(span, s.to_string()),
+            None if import.rules.is_empty() => d.with_help("that file defines no rules"),
+            None => d.with_help(format!("it defines {}", import.rules.join(", "))),
+        };
+        self.diagnostics.push(d);
     }
 
     fn member(&mut self, cx: &mut Ctx, base: &Type, name: &str, span: Span, whole: Span) -> Type {
@@ -766,6 +812,7 @@ impl Checker<'_> {
                     self.aliases[cx.unit].get(root.as_str())
                 {
                     if !self.is_local(cx, root) {
+                        self.check_rego_rule(cx, root, &m.name, m.span);
                         for a in args {
                             self.expr(cx, &a.value);
                         }

@@ -490,6 +490,9 @@ impl<'a> Checker<'a> {
     fn check_rule(&mut self, u: usize, r: &'a ast::RuleDecl) {
         let file = self.file_of(u);
         let hooks = self.resolve_hooks(file, &r.hooks);
+        if let Some(query) = &r.rego {
+            self.check_rego_source(file, query);
+        }
         let mut always_false = false;
         for hook in &hooks {
             if let Some(when) = &r.when {
@@ -517,6 +520,51 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+    }
+
+    /// `from rego "data.pkg.rule"` must name a rule of a package this file imports.
+    fn check_rego_source(&mut self, file: FileId, query: &ast::StringLit) {
+        let imports: Vec<&crate::rego::RegoImport> = self
+            .loaded
+            .rego
+            .iter()
+            .filter(|(f, i)| *f == file && !i.is_data)
+            .map(|(_, i)| i)
+            .collect();
+        let found = imports.iter().any(|i| {
+            i.package.as_deref().is_some_and(|p| {
+                query
+                    .value
+                    .strip_prefix(p)
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .is_some_and(|rule| i.rules.iter().any(|r| r == rule))
+            })
+        });
+        if found {
+            return;
+        }
+        let known: Vec<String> = imports
+            .iter()
+            .flat_map(|i| {
+                let p = i.package.clone().unwrap_or_default();
+                i.rules.iter().map(move |r| format!("{p}.{r}"))
+            })
+            .collect();
+        let mut d = Diagnostic::error(
+            "check::unknown_rego_rule",
+            file,
+            query.span,
+            format!("no Rego package imported here defines `{}`", query.value),
+        )
+        .with_label("unknown Rego rule");
+        d = match did_you_mean(&query.value, known.iter().map(String::as_str)) {
+            Some(s) => d.with_help(format!("did you mean `{s}`?")),
+            None if known.is_empty() => {
+                d.with_help("import the Rego file first: `use rego \"rules.rego\" as org`")
+            }
+            None => d.with_help(format!("the imported rules are {}", known.join(", "))),
+        };
+        self.diagnostics.push(d);
     }
 
     fn expect_bool(&mut self, file: FileId, e: &ast::Expr, t: &Type, what: &str) {

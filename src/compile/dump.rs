@@ -57,7 +57,24 @@ fn op_text(program: &Program, op: &Op) -> String {
             .map_or_else(|| format!("#{b}"), |l| l.name.to_string())
     };
     match op {
-        Op::Const(k) => format!("const      {}", konst(k)),
+        Op::Const(k) => match program.rego_folded.iter().find(|(i, _)| i == k) {
+            Some((_, query)) => format!("const      {}   ; folded from Rego {query}", konst(k)),
+            None => format!("const      {}", konst(k)),
+        },
+        Op::Rego(n) => format!(
+            "rego       {}",
+            program
+                .rego_refs
+                .get(*n as usize)
+                .map_or("?", String::as_str)
+        ),
+        Op::RegoCall(n, argc) => format!(
+            "rego_call  {}/{argc}",
+            program
+                .rego_refs
+                .get(*n as usize)
+                .map_or("?", String::as_str)
+        ),
         Op::Path(p) => format!(
             "path       {}",
             program

@@ -43,15 +43,36 @@ fn compile_here(
             .cloned()
             .collect());
     }
+    let imports: Vec<crate::rego::RegoImport> =
+        checked.loaded.rego.iter().map(|(_, i)| i.clone()).collect();
+    let bridge = if imports.is_empty() {
+        None
+    } else {
+        match crate::rego::Bridge::new(&imports) {
+            Ok(b) => Some(Arc::new(b)),
+            Err(e) => {
+                let file = checked.loaded.rego[0].0;
+                return Err(vec![Diagnostic::error(
+                    "compile::rego",
+                    file,
+                    Span::default(),
+                    format!("the Rego modules do not load together: {e}"),
+                )
+                .with_help("check that the imported packages do not conflict")]);
+            }
+        }
+    };
     let mut cx = Lower {
         checked,
         program: Program {
             budget: DEFAULT_BUDGET,
+            rego: bridge,
             ..Program::default()
         },
         consts: HashMap::new(),
         paths: HashMap::new(),
         const_values: overrides.clone(),
+        rego_values: HashMap::new(),
         errors: Vec::new(),
     };
     cx.labels();
@@ -69,6 +90,8 @@ struct Lower<'a> {
     consts: HashMap<String, u32>,
     paths: HashMap<(u8, String), u32>,
     const_values: HashMap<String, Const>,
+    /// Rego values folded at compile time, by query (`None`: not foldable).
+    rego_values: HashMap<String, Option<Const>>,
     errors: Vec<Diagnostic>,
 }
 
@@ -265,6 +288,7 @@ impl<'a> Lower<'a> {
             }
         };
         let decision = self.decision(&mut frame, &r.decision);
+        let rego_source = r.rego.as_ref().map(|q| self.rego_ref(q.value.clone()));
         let tools = r.when.as_ref().and_then(|w| self.tool_filter(file, w));
         for h in &hooks {
             let ix = self.program.index.entry(h.method).or_default();
@@ -283,6 +307,7 @@ impl<'a> Lower<'a> {
             hooks,
             code,
             decision,
+            rego_source,
             span: r.span,
             file,
         });
@@ -374,6 +399,26 @@ impl<'a> Lower<'a> {
             ExprKind::Number(n) => Const::Num(*n),
             ExprKind::Duration(d) => Const::Num(d.millis as f64),
             ExprKind::String(s) => Const::Str(Arc::from(s.as_str())),
+            ExprKind::Member(..) => match self.resolution(file, e.span).cloned() {
+                Some((Resolution::Rego { alias, rule }, _)) => {
+                    self.rego_fold(file, &alias, &rule, None, e.span)?
+                }
+                _ => return None,
+            },
+            ExprKind::Call(callee, args) => match self.resolution(file, callee.span).cloned() {
+                Some((Resolution::Rego { alias, rule }, _)) => {
+                    let import = self.rego_import(file, &alias)?;
+                    if import.reads_input {
+                        return None;
+                    }
+                    let mut values = Vec::new();
+                    for a in args {
+                        values.push(const_json(&self.fold(file, &a.value)?));
+                    }
+                    self.rego_fold(file, &alias, &rule, Some(values), e.span)?
+                }
+                _ => return None,
+            },
             ExprKind::Name(_) => match self.resolution(file, e.span) {
                 Some((Resolution::Constant(name), _)) => self.constant(name)?,
                 Some((Resolution::EnumValue(v), _)) => Const::Str(Arc::from(v.as_str())),
@@ -533,6 +578,16 @@ impl<'a> Lower<'a> {
                 if self.static_path(frame, e, code) {
                     return;
                 }
+                // A Rego rule that reads `input` (one that does not was folded above).
+                if let Some((Resolution::Rego { alias, rule }, _)) =
+                    self.resolution(frame.file, e.span).cloned()
+                {
+                    if let Some(import) = self.rego_import(frame.file, &alias) {
+                        let id = self.rego_ref(import.path_of(&rule));
+                        Self::emit(code, Op::Rego(id), e.span);
+                    }
+                    return;
+                }
                 // The intent's members.
                 if let Some((Resolution::Builtin("intent"), _)) =
                     self.resolution(frame.file, base.span)
@@ -676,7 +731,6 @@ impl<'a> Lower<'a> {
                 format!("the label `{l}` is not a value"),
                 "use a label after `has` or in `turns_since(…)`",
             ),
-            Some(Resolution::Rego { .. }) => self.rego_unsupported(frame.file, span),
             _ => self.error(
                 frame.file,
                 span,
@@ -686,13 +740,75 @@ impl<'a> Lower<'a> {
         }
     }
 
-    fn rego_unsupported(&mut self, file: FileId, span: Span) {
-        self.error(
-            file,
-            span,
-            "Rego rules cannot be evaluated yet".into(),
-            "the checker accepts `use rego`, but the Rego bridge (regorus) is not part of this build yet",
-        );
+    fn rego_import(&self, file: FileId, alias: &str) -> Option<&'a crate::rego::RegoImport> {
+        self.checked
+            .loaded
+            .rego
+            .iter()
+            .find(|(f, i)| *f == file && i.alias == alias)
+            .map(|(_, i)| i)
+    }
+
+    /// The id of a Rego rule or function called at run time.
+    fn rego_ref(&mut self, path: String) -> u32 {
+        match self.program.rego_refs.iter().position(|p| *p == path) {
+            Some(i) => i as u32,
+            None => {
+                self.program.rego_refs.push(path);
+                self.program.rego_refs.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Folds a Rego rule (or a function of constants) whose package never reads `input`:
+    /// evaluated once, now, and inlined as a constant.
+    fn rego_fold(
+        &mut self,
+        file: FileId,
+        alias: &str,
+        rule: &str,
+        args: Option<Vec<serde_json::Value>>,
+        span: Span,
+    ) -> Option<Const> {
+        let import = self.rego_import(file, alias)?;
+        if import.reads_input {
+            return None;
+        }
+        let path = import.path_of(rule);
+        let query = match &args {
+            None => path.clone(),
+            Some(a) => format!("{path}({})", serde_json::Value::Array(a.clone())),
+        };
+        if let Some(hit) = self.rego_values.get(&query) {
+            return hit.clone();
+        }
+        let bridge = self.program.rego.clone()?;
+        let result = match &args {
+            None => bridge.eval(&path, None),
+            Some(a) => bridge.call(&path, a, &serde_json::json!({})),
+        };
+        let folded = match result {
+            Ok(Some(v)) => Some(json_const(&v)),
+            // Undefined in Rego is "no", as `not` reads it there.
+            Ok(None) => Some(Const::Bool(false)),
+            Err(e) => {
+                self.error(
+                    file,
+                    span,
+                    format!("evaluating the Rego rule `{query}` failed: {e}"),
+                    "fix the Rego rule",
+                );
+                None
+            }
+        };
+        if let Some(c) = &folded {
+            let k = self.konst(c.clone());
+            if !self.program.rego_folded.iter().any(|(i, _)| *i == k) {
+                self.program.rego_folded.push((k, query.clone()));
+            }
+        }
+        self.rego_values.insert(query, folded.clone());
+        folded
     }
 
     fn label_bit(&mut self, frame: &Frame, e: &Expr) -> u8 {
@@ -782,7 +898,16 @@ impl<'a> Lower<'a> {
                     Self::emit(code, Op::Call(b, args.len() as u8), span);
                 }
             },
-            Some(Resolution::Rego { .. }) => self.rego_unsupported(frame.file, span),
+            Some(Resolution::Rego { alias, rule }) => {
+                let Some(import) = self.rego_import(frame.file, &alias) else {
+                    return;
+                };
+                let id = self.rego_ref(import.path_of(&rule));
+                for a in args {
+                    self.value(frame, &a.value, code);
+                }
+                Self::emit(code, Op::RegoCall(id, args.len().min(255) as u8), span);
+            }
             _ => self.error(
                 frame.file,
                 span,
@@ -998,6 +1123,19 @@ fn is_current(e: &Expr) -> bool {
         ExprKind::Current => true,
         ExprKind::Member(b, _) => is_current(b),
         _ => false,
+    }
+}
+
+/// A JSON value as a constant: arrays of strings become hashed sets.
+fn json_const(v: &serde_json::Value) -> Const {
+    match v {
+        serde_json::Value::Bool(b) => Const::Bool(*b),
+        serde_json::Value::Number(n) => n
+            .as_f64()
+            .map_or(Const::Json(Arc::new(v.clone())), Const::Num),
+        serde_json::Value::String(s) => Const::Str(Arc::from(s.as_str())),
+        serde_json::Value::Array(items) => collection(items.iter().map(json_const).collect()),
+        other => Const::Json(Arc::new(other.clone())),
     }
 }
 

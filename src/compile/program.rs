@@ -116,6 +116,11 @@ pub enum Op {
     IntentDeclared,
     IntentRaw,
     IntentScopeMode,
+    /// Push the value of Rego rule `n` (of `Program::rego_refs`), evaluated with the event
+    /// as input.
+    Rego(u32),
+    /// Pop `argc` arguments; push Rego function `n` applied to them.
+    RegoCall(u32, u8),
     /// Pop a value; push whether it is defined.
     Present,
     /// Pop `n` values; push a list of them.
@@ -181,6 +186,9 @@ pub struct CompiledRule {
     pub hooks: Vec<&'static HookSpec>,
     pub code: Code,
     pub decision: DecisionTemplate,
+    /// `from rego "…"`: the Rego deny set (an index into `Program::rego_refs`) whose messages
+    /// are this rule's decisions.
+    pub rego_source: Option<u32>,
     pub span: Span,
     pub file: crate::diagnostics::FileId,
 }
@@ -239,6 +247,12 @@ pub struct Program {
     pub history_by_hook: HashMap<&'static str, Vec<u32>>,
     /// Instruction budget per decision.
     pub budget: u64,
+    /// The Rego engine, when the policy imports Rego.
+    pub rego: Option<std::sync::Arc<crate::rego::Bridge>>,
+    /// `data.` paths of the Rego rules and functions called at run time.
+    pub rego_refs: Vec<String>,
+    /// Constants folded from Rego at compile time, with the rule they came from (for --dump).
+    pub rego_folded: Vec<(u32, String)>,
 }
 
 impl Program {

@@ -180,6 +180,12 @@ impl Printer<'_> {
             Item::Rule(r) => {
                 self.out
                     .push(&format!("rule {} on {}", r.name.name, hooks(&r.hooks)));
+                if let Some(source) = &r.rego {
+                    self.anchor(source.span.start, 2, Blanks::Drop);
+                    self.out
+                        .push(&format!("from rego {}", quote(&source.value)));
+                    return;
+                }
                 if let Some(w) = &r.when {
                     self.anchor(w.span.start, 2, Blanks::Drop);
                     self.out.push("when ");

@@ -126,14 +126,31 @@ pub fn combine(
     env: &Env<'_>,
     budget: &mut Budget,
 ) -> Result<Decision, VmError> {
-    let rules: Vec<&CompiledRule> = fired
+    let fired: Vec<(u32, Option<DecisionTemplate>)> = fired.iter().map(|i| (*i, None)).collect();
+    combine_fired(program, hook, &fired, env, budget)
+}
+
+/// Like [`combine`], where a firing may carry its own decision (a Rego deny message) in
+/// place of its rule's.
+pub fn combine_fired(
+    program: &Program,
+    hook: &'static HookSpec,
+    fired: &[(u32, Option<DecisionTemplate>)],
+    env: &Env<'_>,
+    budget: &mut Budget,
+) -> Result<Decision, VmError> {
+    let rules: Vec<(&CompiledRule, &DecisionTemplate)> = fired
         .iter()
-        .filter_map(|i| program.rules.get(*i as usize))
+        .filter_map(|(i, t)| {
+            let r = program.rules.get(*i as usize)?;
+            Some((r, t.as_ref().unwrap_or(&r.decision)))
+        })
         .collect();
-    let fired_names: Vec<String> = rules
+    let mut fired_names: Vec<String> = rules
         .iter()
-        .map(|r| format!("{}.{}", r.module, r.name))
+        .map(|(r, _)| format!("{}.{}", r.module, r.name))
         .collect();
+    fired_names.dedup();
 
     if rules.is_empty() {
         let template = program
@@ -176,15 +193,15 @@ pub fn combine(
 
     let top = rules
         .iter()
-        .map(|r| r.decision.kind)
+        .map(|(_, t)| t.kind)
         .max()
         .unwrap_or(DecisionKind::Allow);
     if hook.audit_only || !legal(hook, top) {
         // Audit-only hooks always allow; every firing rule is recorded in the reason codes.
         let mut d = Decision::simple(DecisionKind::Allow, "", String::new());
         d.reason_codes.clear();
-        for r in &rules {
-            if let Some(c) = &r.decision.code {
+        for (_, t) in &rules {
+            if let Some(c) = &t.code {
                 push_unique(&mut d.reason_codes, c);
             }
         }
@@ -194,8 +211,8 @@ pub fn combine(
     }
     let winners: Vec<(Option<&CompiledRule>, &DecisionTemplate)> = rules
         .iter()
-        .filter(|r| r.decision.kind == top)
-        .map(|r| (Some(*r), &r.decision))
+        .filter(|(_, t)| t.kind == top)
+        .map(|(r, t)| (Some(*r), *t))
         .collect();
     let mut d = from_templates(program, hook, &winners, env, budget)?;
     d.fired = fired_names;

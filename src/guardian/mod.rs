@@ -428,20 +428,28 @@ pub fn decide_event(
             .and_then(Value::as_str);
         let mut fired = Vec::new();
         let mut traces = Vec::new();
+        let rego_cache = vm::RegoCache::default();
         let mut decision = {
             let env = Env {
                 program,
                 payload: ev.payload,
                 metadata: ev.metadata,
                 state: &draft,
+                rego_cache: Some(&rego_cache),
             };
             for id in program.rules_for(hook.method, tool) {
                 let rule = &program.rules[id as usize];
                 let mut obs = Vec::new();
                 let result = vm::run(&env, &rule.code, &mut budget, explain.then_some(&mut obs))?;
-                let fires = result.truth() == Some(true);
-                if fires {
-                    fired.push(id);
+                let mut fires = result.truth() == Some(true);
+                match (fires, rule.rego_source) {
+                    (true, Some(source)) => {
+                        let messages = rego_messages(rule, env.rego(source, &[])?);
+                        fires = !messages.is_empty();
+                        fired.extend(messages.into_iter().map(|t| (id, Some(t))));
+                    }
+                    (true, None) => fired.push((id, None)),
+                    _ => {}
                 }
                 if explain {
                     traces.push(RuleTrace {
@@ -451,7 +459,7 @@ pub fn decide_event(
                     });
                 }
             }
-            decide::combine(program, hook, &fired, &env, &mut budget)?
+            decide::combine_fired(program, hook, &fired, &env, &mut budget)?
         };
         if explain {
             redact_traces(program, &draft, ev.payload, &mut traces);
@@ -466,6 +474,44 @@ pub fn decide_event(
         state.apply(program, changes);
     }
     Ok(decision)
+}
+
+/// The decisions a Rego deny set asks for: one per message. A message is a string (the
+/// reasoning; the reason code is the rule's name) or an object whose `code` / `reason_code`
+/// and `msg` / `message` / `reason` members give both.
+fn rego_messages(
+    rule: &compile::CompiledRule,
+    set: Option<Value>,
+) -> Vec<compile::DecisionTemplate> {
+    let items = match set {
+        Some(Value::Array(items)) => items,
+        Some(Value::Bool(false)) | Some(Value::Null) | None => Vec::new(),
+        Some(other) => vec![other],
+    };
+    items
+        .into_iter()
+        .map(|m| {
+            let mut t = rule.decision.clone();
+            let text =
+                |v: Option<&Value>| v.and_then(Value::as_str).map(std::sync::Arc::<str>::from);
+            match &m {
+                Value::String(s) => t.reasoning = Some(s.as_str().into()),
+                Value::Object(o) => {
+                    if let Some(code) = text(o.get("code").or_else(|| o.get("reason_code"))) {
+                        t.code = Some(code);
+                    }
+                    t.reasoning = text(
+                        o.get("msg")
+                            .or_else(|| o.get("message"))
+                            .or_else(|| o.get("reason")),
+                    )
+                    .or_else(|| Some(m.to_string().into()));
+                }
+                other => t.reasoning = Some(other.to_string().into()),
+            }
+            t
+        })
+        .collect()
 }
 
 /// Masks, in explain traces, the values of content that carries a `redact` label.

@@ -275,8 +275,16 @@ impl Bridge {
         }
         match engine.eval_rule(path.to_string()) {
             Ok(v) => from_rego(&v),
-            // A rule with no value for this input is undefined, not an error.
-            Err(e) if e.to_string().contains("not a valid rule path") => Err(e.to_string()),
+            // Not a rule: a path into a data document.
+            Err(e) if e.to_string().contains("not a valid rule path") => {
+                let results = engine
+                    .eval_query(path.to_string(), false)
+                    .map_err(|e| e.to_string())?;
+                match results.result.first().and_then(|r| r.expressions.first()) {
+                    Some(x) => from_rego(&x.value),
+                    None => Ok(None),
+                }
+            }
             Err(e) => Err(e.to_string()),
         }
     }

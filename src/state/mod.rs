@@ -345,6 +345,7 @@ impl<'a> Draft<'a> {
                 payload: ev.payload,
                 metadata: ev.metadata,
                 state: self,
+                rego_cache: None,
             };
             for &id in ids {
                 let spec = &program.history[id as usize];
@@ -663,6 +664,7 @@ fn own_labels(
         payload: prov,
         metadata: &Value::Null,
         state,
+        rego_cache: None,
     };
     let mut bits = 0u64;
     for l in &program.labels {

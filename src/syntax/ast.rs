@@ -111,6 +111,9 @@ pub struct Hook {
 pub struct RuleDecl {
     pub name: Ident,
     pub hooks: Vec<Hook>,
+    /// `from rego "data.pkg.deny"`: the rule's decisions come from a Rego deny set. Its
+    /// `decision` is then a deny with the rule's name as reason code.
+    pub rego: Option<StringLit>,
     pub when: Option<Expr>,
     pub decision: Decision,
     pub span: Span,

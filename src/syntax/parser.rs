@@ -363,15 +363,39 @@ impl Builder<'_> {
                 let hooks = self.hooks(inner.next()?);
                 let mut when = None;
                 let mut decision = None;
+                let mut rego = None;
                 for p in inner {
                     match p.as_rule() {
                         Rule::decision => decision = Some(self.decision(p)),
+                        Rule::rego_source => {
+                            let s = self.string(p.into_inner().next()?);
+                            decision = Some(Decision {
+                                kind: DecisionKind::Deny,
+                                reason: Some(Reason {
+                                    code: StringLit {
+                                        value: name.name.clone(),
+                                        span: name.span,
+                                    },
+                                    reasoning: None,
+                                }),
+                                approver: None,
+                                question: None,
+                                timeout: None,
+                                on_timeout: None,
+                                resolve: None,
+                                because: None,
+                                modifications: Vec::new(),
+                                span: s.span,
+                            });
+                            rego = Some(s);
+                        }
                         _ => when = Some(self.expr(p, 0)),
                     }
                 }
                 Item::Rule(RuleDecl {
                     name,
                     hooks,
+                    rego,
                     when,
                     decision: decision?,
                     span,

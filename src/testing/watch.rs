@@ -1,5 +1,5 @@
-//! `warden test --watch`: run, then re-run whenever a `.ward` or `.jsonl` file under the
-//! watched paths changes. Events are debounced (a run starts once 200 ms pass without another
+//! `warden test --watch`: run, then re-run whenever a `.ward`, `.jsonl` (trace), `.rego` or
+//! `.json` (Rego data) file under the watched paths changes. Events are debounced (a run starts once 200 ms pass without another
 //! change), each run clears the screen first, and every run re-runs all the tests under the
 //! watched paths (simple, and cheap: a run takes milliseconds). The loop ends on Ctrl-C, or
 //! when `q` is typed (when standard input is a terminal).
@@ -23,7 +23,8 @@ enum Msg {
 }
 
 fn relevant(p: &Path) -> bool {
-    p.extension().is_some_and(|x| x == "ward" || x == "jsonl")
+    p.extension()
+        .is_some_and(|x| x == "ward" || x == "jsonl" || x == "rego" || x == "json")
 }
 
 /// Runs `run` now and after every debounced change; returns when told to stop.

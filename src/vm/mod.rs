@@ -23,7 +23,12 @@ pub enum VmError {
     Budget(u64),
     #[error("malformed bytecode at instruction {0} (a compiler bug)")]
     Malformed(usize),
+    #[error("Rego evaluation failed: {0}")]
+    Rego(String),
 }
+
+/// Rego results already computed in this decision, by rule and arguments.
+pub type RegoCache = std::cell::RefCell<std::collections::HashMap<(u32, String), Option<Value>>>;
 
 /// What one evaluation can see.
 pub struct Env<'a> {
@@ -31,6 +36,60 @@ pub struct Env<'a> {
     pub payload: &'a Value,
     pub metadata: &'a Value,
     pub state: &'a Draft<'a>,
+    /// Rego results of this decision; `None` evaluates without caching.
+    pub rego_cache: Option<&'a RegoCache>,
+}
+
+impl Env<'_> {
+    /// The `input` a Rego rule sees: the payload and metadata, plus Warden's view of the
+    /// session (the turn, and the labels of each tool argument).
+    fn rego_input(&self) -> Value {
+        let mut labels = serde_json::Map::new();
+        if let Some(args) = self.payload.get("arguments").and_then(Value::as_object) {
+            for (name, arg) in args {
+                if let Some(l) = self.state.labels_of(self.program, &Val::Json(arg)) {
+                    labels.insert(name.clone(), serde_json::json!(self.program.label_names(l)));
+                }
+            }
+        }
+        serde_json::json!({
+            "payload": self.payload,
+            "metadata": self.metadata,
+            "session": {"turn": self.state.scalars.turn},
+            "labels": {"arguments": labels},
+        })
+    }
+
+    /// Evaluates Rego rule `id` (a function, when `args` are given), cached per decision.
+    pub fn rego(&self, id: u32, args: &[Value]) -> Result<Option<Value>, VmError> {
+        let bridge = self
+            .program
+            .rego
+            .as_ref()
+            .ok_or_else(|| VmError::Rego("no Rego engine is loaded".into()))?;
+        let path = self
+            .program
+            .rego_refs
+            .get(id as usize)
+            .ok_or(VmError::Malformed(0))?;
+        let key = (id, Value::Array(args.to_vec()).to_string());
+        if let Some(cache) = self.rego_cache {
+            if let Some(hit) = cache.borrow().get(&key) {
+                return Ok(hit.clone());
+            }
+        }
+        let input = self.rego_input();
+        let result = if args.is_empty() {
+            bridge.eval(path, Some(&input))
+        } else {
+            bridge.call(path, args, &input)
+        }
+        .map_err(VmError::Rego)?;
+        if let Some(cache) = self.rego_cache {
+            cache.borrow_mut().insert(key, result.clone());
+        }
+        Ok(result)
+    }
 }
 
 /// Instructions left for the whole decision.
@@ -277,6 +336,25 @@ pub fn run<'a>(
                     None => Val::Undef,
                 },
             ),
+            Op::Rego(id) => {
+                // Undefined in Rego is "no": `not rule` holds there, and here.
+                let v = env.rego(id, &[])?;
+                stack.push(v.map_or(Val::Bool(false), Val::owned));
+            }
+            Op::RegoCall(id, n) => {
+                let n = n as usize;
+                if stack.len() < n {
+                    return Err(VmError::Malformed(pc));
+                }
+                let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
+                let Some(args) = args.iter().map(Val::to_json).collect::<Option<Vec<_>>>() else {
+                    // An undefined argument makes the call undefined.
+                    stack.push(Val::Undef);
+                    continue;
+                };
+                let v = env.rego(id, &args)?;
+                stack.push(v.map_or(Val::Bool(false), Val::owned));
+            }
             Op::Present => {
                 let v = pop!();
                 stack.push(Val::Bool(!matches!(v, Val::Undef)));

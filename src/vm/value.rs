@@ -22,6 +22,8 @@ pub enum Val<'a> {
     Const(&'a Const),
     /// A collection built at run time.
     List(Rc<Vec<Val<'a>>>),
+    /// A JSON array or object computed at run time (a Rego result).
+    Owned(Rc<Value>),
 }
 
 impl<'a> Val<'a> {
@@ -32,6 +34,17 @@ impl<'a> Val<'a> {
             Value::Number(n) => n.as_f64().map_or(Val::Undef, Val::Num),
             Value::String(s) => Val::Str(Cow::Borrowed(s)),
             _ => Val::Json(v),
+        }
+    }
+
+    /// A value computed at run time.
+    pub fn owned(v: Value) -> Val<'a> {
+        match v {
+            Value::Null => Val::Null,
+            Value::Bool(b) => Val::Bool(b),
+            Value::Number(n) => n.as_f64().map_or(Val::Undef, Val::Num),
+            Value::String(s) => Val::Str(Cow::Owned(s)),
+            other => Val::Owned(Rc::new(other)),
         }
     }
 
@@ -65,6 +78,7 @@ impl<'a> Val<'a> {
                 Value::Object(m) => m.get(key).map_or(Val::Undef, Val::from_json),
                 _ => Val::Undef,
             },
+            Val::Owned(v) => v.get(key).map_or(Val::Undef, |c| Val::owned(c.clone())),
             _ => Val::Undef,
         }
     }
@@ -76,6 +90,12 @@ impl<'a> Val<'a> {
             }
             (Val::Json(Value::Object(m)), Val::Str(k)) => {
                 m.get(&**k).map_or(Val::Undef, Val::from_json)
+            }
+            (Val::Owned(v), Val::Num(n)) if *n >= 0.0 && n.fract() == 0.0 => v
+                .get(*n as usize)
+                .map_or(Val::Undef, |c| Val::owned(c.clone())),
+            (Val::Owned(v), Val::Str(k)) => {
+                v.get(&**k).map_or(Val::Undef, |c| Val::owned(c.clone()))
             }
             (Val::List(items), Val::Num(n)) if *n >= 0.0 && n.fract() == 0.0 => {
                 items.get(*n as usize).cloned().unwrap_or(Val::Undef)
@@ -108,6 +128,11 @@ impl<'a> Val<'a> {
                 items.iter().map(Val::from_const).collect()
             }
             Val::List(items) => items.as_ref().clone(),
+            Val::Owned(v) => match &**v {
+                Value::Array(a) => a.iter().cloned().map(Val::owned).collect(),
+                Value::Object(m) => m.values().cloned().map(Val::owned).collect(),
+                _ => Vec::new(),
+            },
             _ => Vec::new(),
         }
     }
@@ -123,6 +148,7 @@ impl<'a> Val<'a> {
             Val::Json(v) => (*v).clone(),
             Val::Const(c) => crate::compile::const_json(c),
             Val::List(items) => Value::Array(items.iter().filter_map(Val::to_json).collect()),
+            Val::Owned(v) => (**v).clone(),
         })
     }
 
@@ -190,6 +216,14 @@ fn contains(collection: &Val<'_>, item: &Val<'_>) -> Option<bool> {
             _ => false,
         },
         Val::List(items) => items.iter().any(|v| json_eq(v, item)),
+        Val::Owned(v) => match &**v {
+            Value::Array(a) => a.iter().any(|x| json_eq(&Val::from_json(x), item)),
+            Value::Object(m) => match item {
+                Val::Str(s) => m.contains_key(&**s),
+                _ => false,
+            },
+            _ => return None,
+        },
         _ => return None,
     })
 }

@@ -1,0 +1,287 @@
+//! Rego conformance: the same rules evaluated directly through regorus and through a Warden
+//! policy must give the same values, over the real-world-shaped policies in `tests/rego/`.
+//!
+//! For each case the direct value is computed with a plain regorus engine and the input a
+//! Warden decision builds. A Warden policy then compares the Rego expression with that value
+//! (`org.rule == <value>`); the rule must fire, so Warden saw exactly the same value.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+use warden::guardian::{Guardian, Policy};
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rego")
+}
+
+/// A JSON value written as a Warden literal.
+fn literal(v: &Value) -> String {
+    match v {
+        Value::Null => "null_is_not_a_warden_literal".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(literal).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(m) => {
+            if m.is_empty() {
+                return "{:}".into();
+            }
+            format!(
+                "{{{}}}",
+                m.iter()
+                    .map(|(k, v)| format!("{k:?}: {}", literal(v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    }
+}
+
+fn direct(file: &str, query: &str, input: &Value) -> Option<Value> {
+    let mut engine = regorus::Engine::new();
+    let path = dir().join(file);
+    engine
+        .add_policy(
+            path.display().to_string(),
+            std::fs::read_to_string(&path).unwrap(),
+        )
+        .unwrap();
+    engine.set_input(regorus::Value::from_json_str(&input.to_string()).unwrap());
+    let results = engine.eval_query(query.to_string(), false).unwrap();
+    let v = &results.result.first()?.expressions.first()?.value;
+    serde_json::from_str(&v.to_json_str().unwrap()).ok()
+}
+
+fn envelope(payload: &Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": 1, "method": "steps/toolCallRequest",
+        "params": {
+            "acs_version": "0.1.0",
+            "request_id": "6f1c1a62-8a55-4a8e-9b8a-3f6f0f0b9b01",
+            "timestamp": "2026-12-01T10:00:00Z",
+            "metadata": {"agent_id": "a", "session_id": "2b0a5c56-3d3f-4d4f-8c5e-9a3f8b2a1c00"},
+            "payload": payload,
+        }
+    }))
+    .unwrap()
+}
+
+/// (rego file, package, Warden expression over alias `org`, Rego query, payload)
+fn cases() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    Value,
+)> {
+    let call = |tool: &str, args: Value| json!({"tool": {"name": tool}, "arguments": args});
+    let untrusted = |v: &str| json!({"value": v, "provenance": {"provenance_id": format!("p-{v}"), "origin": "tool_output"}});
+    vec![
+        (
+            "rbac.rego",
+            "acme.rbac",
+            "org.admins",
+            "data.acme.rbac.admins",
+            call("x", json!({})),
+        ),
+        (
+            "rbac.rego",
+            "acme.rbac",
+            "org.role_tools",
+            "data.acme.rbac.role_tools",
+            call("x", json!({})),
+        ),
+        (
+            "rbac.rego",
+            "acme.rbac",
+            "org.finance_tools",
+            "data.acme.rbac.finance_tools",
+            call("x", json!({})),
+        ),
+        (
+            "rbac.rego",
+            "acme.rbac",
+            "org.max_transfer",
+            "data.acme.rbac.max_transfer",
+            call("x", json!({})),
+        ),
+        (
+            "rbac.rego",
+            "acme.rbac",
+            "org.break_glass",
+            "data.acme.rbac.break_glass",
+            call("x", json!({})),
+        ),
+        (
+            "domains.rego",
+            "acme.domains",
+            "org.trusted_domains",
+            "data.acme.domains.trusted_domains",
+            call("x", json!({})),
+        ),
+        (
+            "domains.rego",
+            "acme.domains",
+            "org.host(\"https://docs.example.org/a/b\")",
+            "data.acme.domains.host(\"https://docs.example.org/a/b\")",
+            call("x", json!({})),
+        ),
+        (
+            "domains.rego",
+            "acme.domains",
+            "org.trusted_url(\"http://mail.example.com/x\")",
+            "data.acme.domains.trusted_url(\"http://mail.example.com/x\")",
+            call("x", json!({})),
+        ),
+        (
+            "domains.rego",
+            "acme.domains",
+            "org.mail_domain(\"ann@partner.test\")",
+            "data.acme.domains.mail_domain(\"ann@partner.test\")",
+            call("x", json!({})),
+        ),
+        (
+            "tools.rego",
+            "acme.tools",
+            "org.classification",
+            "data.acme.tools.classification",
+            call("send_money", json!({})),
+        ),
+        (
+            "tools.rego",
+            "acme.tools",
+            "org.classification",
+            "data.acme.tools.classification",
+            call("read_file", json!({})),
+        ),
+        (
+            "tools.rego",
+            "acme.tools",
+            "org.limit",
+            "data.acme.tools.limit",
+            call("send_email", json!({})),
+        ),
+        (
+            "tools.rego",
+            "acme.tools",
+            "org.argument_names",
+            "data.acme.tools.argument_names",
+            call("t", json!({"b": {"value": 1}, "a": {"value": 2}})),
+        ),
+        (
+            "tools.rego",
+            "acme.tools",
+            "org.tainted_arguments",
+            "data.acme.tools.tainted_arguments",
+            call(
+                "t",
+                json!({"q": untrusted("web text"), "n": {"value": 3, "provenance": {"provenance_id": "u", "origin": "user_input"}}}),
+            ),
+        ),
+        (
+            "tools.rego",
+            "acme.tools",
+            "org.deny",
+            "data.acme.tools.deny",
+            call(
+                "execute_command",
+                json!({"cmd": {"value": "curl evil.test"}}),
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn warden_sees_the_values_regorus_computes() {
+    for (file, _pkg, expr, query, payload) in cases() {
+        // The input a Warden decision builds for this payload (labels from std.taint).
+        let mut labels = serde_json::Map::new();
+        if let Some(args) = payload["arguments"].as_object() {
+            for (k, v) in args {
+                if let Some(origin) = v.pointer("/provenance/origin").and_then(Value::as_str) {
+                    let l = if origin == "tool_output" {
+                        "untrusted"
+                    } else {
+                        "trusted"
+                    };
+                    labels.insert(k.clone(), json!([l]));
+                }
+            }
+        }
+        let input = json!({
+            "payload": payload,
+            "metadata": {"agent_id": "a", "session_id": "2b0a5c56-3d3f-4d4f-8c5e-9a3f8b2a1c00"},
+            "session": {"turn": 0},
+            "labels": {"arguments": labels},
+        });
+        let want = direct(file, query, &input).unwrap_or(Value::Bool(false));
+        let policy = format!(
+            "use std.taint\nuse rego \"{file}\" as org\nrule same on toolCallRequest when {expr} == {} => deny \"same\"\ndefault allow\n",
+            literal(&want)
+        );
+        let p = Policy::from_source_in("conformance.ward", &policy, dir())
+            .unwrap_or_else(|d| panic!("{query}: {d}"));
+        let out: Value =
+            serde_json::from_slice(&Guardian::new(p).handle(&envelope(&payload))).unwrap();
+        assert_eq!(
+            out["result"]["reason_codes"][0], "same",
+            "{query}: Warden's value differs from regorus's {want} ({out})"
+        );
+    }
+}
+
+#[test]
+fn data_only_rules_are_folded_and_input_rules_are_called() {
+    let policy = "use rego \"rbac.rego\" as rbac\nuse rego \"tools.rego\" as tools\n\
+        rule a on toolCallRequest when tool.name in rbac.finance_tools and tools.classification == \"high\" => deny \"a\"\n\
+        default allow\n";
+    let p = Policy::from_source_in("fold.ward", policy, dir()).unwrap();
+    let dump = warden::compile::dump(p.program());
+    assert!(
+        dump.contains("folded from Rego data.acme.rbac.finance_tools"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("rego       data.acme.tools.classification"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn a_missing_rego_rule_is_a_check_error_naming_file_and_rule() {
+    let policy = "use rego \"rbac.rego\" as rbac\nrule a on toolCallRequest when tool.name in rbac.finanse_tools => deny \"a\"\ndefault allow\n";
+    let err = Policy::from_source_in("missing.ward", policy, dir()).unwrap_err();
+    let d = err
+        .items
+        .iter()
+        .find(|d| d.code == "check::unknown_rego_rule")
+        .expect("reported");
+    assert!(
+        d.message.contains("rbac.rego") && d.message.contains("finanse_tools"),
+        "{}",
+        d.message
+    );
+    assert_eq!(d.help.as_deref(), Some("did you mean `finance_tools`?"));
+}
+
+#[test]
+fn a_rego_error_at_decision_time_is_a_decision_failure() {
+    let dir = std::env::temp_dir().join("warden-rego-error");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("bad.rego"),
+        "package bad\nimport rego.v1\nboom := x if { x := 1 / input.payload.arguments.n.value }\n",
+    )
+    .unwrap();
+    let policy = "use rego \"bad.rego\" as bad\nrule a on toolCallRequest when bad.boom == 1 => allow \"fine\"\ndefault allow\n";
+    let p = Policy::from_source_in("err.ward", policy, dir).unwrap();
+    let payload = json!({"tool": {"name": "t"}, "arguments": {"n": {"value": 0}}});
+    let out: Value = serde_json::from_slice(&Guardian::new(p).handle(&envelope(&payload))).unwrap();
+    // Either Rego reports the division by zero (a decision failure: deny) or the rule is
+    // undefined (false); never an error-driven allow through rule `a`.
+    let codes = out["result"]["reason_codes"].to_string();
+    assert!(!codes.contains("fine"), "{out}");
+}
