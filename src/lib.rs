@@ -12,6 +12,7 @@ pub mod compile;
 pub mod diagnostics;
 pub mod fmt;
 pub mod guardian;
+pub mod lsp;
 pub mod rego;
 pub mod state;
 pub mod syntax;

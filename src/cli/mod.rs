@@ -66,6 +66,12 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Run the language server on standard input and output (for editors)
+    Lsp {
+        /// Accepted for clients that pass it; stdio is the only transport
+        #[arg(long)]
+        stdio: bool,
+    },
 }
 
 /// `warden test`; the runner is `crate::testing` (docs/testing.md).
@@ -144,6 +150,7 @@ pub fn main() -> i32 {
         } => run_replay(&trace, policy.as_deref(), explain, fail_with_error),
         Command::Compile { path, dump } => run_compile(&path, dump),
         Command::Test(args) => run_test(args),
+        Command::Lsp { stdio: _ } => crate::lsp::run(),
     }
 }
 

@@ -1,0 +1,2 @@
+" Warden policies: *.ward
+autocmd BufRead,BufNewFile *.ward setfiletype ward

@@ -1,0 +1,152 @@
+//! Open documents: their text, incremental UTF-16 edits, and the analysis of the latest text.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use lsp_types as lt;
+use lsp_types::Url;
+
+use super::convert;
+use super::lens::TestOutcome;
+use crate::check::{self, Checked, Loaded};
+use crate::diagnostics::{FileId, SourceFile, Span};
+
+/// The checker's view of one version of a document.
+#[derive(Debug)]
+pub struct Analysis {
+    pub checked: Checked,
+}
+
+impl Analysis {
+    /// Checks `text` as the policy rooted at `name` (a path, when the document is a file, so that
+    /// `use` of sibling modules and Rego files resolves as `warden check` resolves it).
+    pub fn new(name: &str, text: &str, dir: Option<PathBuf>) -> Analysis {
+        Analysis {
+            checked: check::check(Loaded::from_source(name, text, dir)),
+        }
+    }
+
+    /// The root document's file in the analysis.
+    pub fn root(&self) -> FileId {
+        FileId(0)
+    }
+
+    pub fn source(&self, file: FileId) -> &SourceFile {
+        self.checked.loaded.sources.get(file)
+    }
+}
+
+/// One open document.
+#[derive(Debug)]
+pub struct Document {
+    pub uri: Url,
+    pub version: i32,
+    /// The current text, with its line index.
+    pub file: SourceFile,
+    pub path: Option<PathBuf>,
+    pub analysis: Analysis,
+    /// Outcomes of `warden.runTest` since the last edit, shown on the tests' names.
+    pub test_results: HashMap<String, TestOutcome>,
+}
+
+impl Document {
+    pub fn open(uri: Url, version: i32, text: String) -> Document {
+        let path = uri.to_file_path().ok();
+        let name = name_of(&uri, path.as_ref());
+        let dir = path
+            .as_ref()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()));
+        let analysis = Analysis::new(&name, &text, dir);
+        Document {
+            uri,
+            version,
+            file: SourceFile::new(name, text),
+            path,
+            analysis,
+            test_results: HashMap::new(),
+        }
+    }
+
+    pub fn text(&self) -> &str {
+        &self.file.text
+    }
+
+    /// Applies the client's edits in order (ranges in UTF-16, against the text as edited so
+    /// far) and re-checks the document.
+    pub fn change(&mut self, version: i32, changes: Vec<lt::TextDocumentContentChangeEvent>) {
+        let mut text = self.file.text.to_string();
+        for c in changes {
+            match c.range {
+                Some(r) => {
+                    let index = SourceFile::new("", text.as_str());
+                    let start = index.offset_utf16(r.start.line, r.start.character);
+                    let end = index.offset_utf16(r.end.line, r.end.character).max(start);
+                    text.replace_range(start..end, &c.text);
+                }
+                None => text = c.text,
+            }
+        }
+        self.version = version;
+        self.reanalyse(text);
+        self.test_results.clear();
+    }
+
+    fn reanalyse(&mut self, text: String) {
+        let dir = self
+            .path
+            .as_ref()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()));
+        self.analysis = Analysis::new(&self.file.name, &text, dir);
+        self.file = SourceFile::new(self.file.name.clone(), text);
+    }
+
+    /// The byte offset of an LSP position in the current text.
+    pub fn offset(&self, pos: lt::Position) -> usize {
+        self.file.offset_utf16(pos.line, pos.character)
+    }
+
+    pub fn range(&self, span: Span) -> lt::Range {
+        convert::range(&self.file, span)
+    }
+
+    /// The diagnostics to publish: the checker's for this file, and the outcomes of tests run
+    /// from their code lens.
+    pub fn lsp_diagnostics(&self) -> Vec<lt::Diagnostic> {
+        let mut out: Vec<lt::Diagnostic> = self
+            .analysis
+            .checked
+            .diagnostics
+            .items
+            .iter()
+            .filter(|d| d.file == self.analysis.root())
+            .map(|d| convert::diagnostic(&self.analysis, d, &self.uri))
+            .collect();
+        out.extend(super::lens::result_diagnostics(self));
+        out
+    }
+
+    /// The whole-document edit `warden fmt` would make (`None` when the text has syntax errors
+    /// or is already formatted).
+    pub fn format(&self) -> Option<Vec<lt::TextEdit>> {
+        let formatted = crate::fmt::format_source(FileId(0), self.text()).ok()?;
+        if formatted == self.text() {
+            return Some(Vec::new());
+        }
+        let end = self.file.line_col_utf16(self.text().len());
+        Some(vec![lt::TextEdit {
+            range: lt::Range {
+                start: lt::Position::new(0, 0),
+                end: lt::Position::new(end.0, end.1),
+            },
+            new_text: formatted,
+        }])
+    }
+}
+
+/// What the checker calls a document: its path for files, its URI otherwise.
+fn name_of(uri: &Url, path: Option<&PathBuf>) -> String {
+    match path {
+        Some(p) => p.display().to_string(),
+        None => uri.to_string(),
+    }
+}

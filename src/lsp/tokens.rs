@@ -1,0 +1,251 @@
+//! Semantic tokens: a lexical pass over the document (comments, strings, numbers, keywords)
+//! refined by the checker's resolutions (hooks, labels, payload fields, constants, builtins).
+
+use std::collections::HashMap;
+
+use lsp_types as lt;
+
+use super::document::Document;
+use crate::check::{DefKind, Resolution};
+use crate::syntax::ast::{Item, UseKind};
+use crate::syntax::trivia;
+
+/// Token types, in legend order.
+const TYPES: &[lt::SemanticTokenType] = &[
+    lt::SemanticTokenType::KEYWORD,
+    lt::SemanticTokenType::EVENT,
+    lt::SemanticTokenType::TYPE,
+    lt::SemanticTokenType::PROPERTY,
+    lt::SemanticTokenType::STRING,
+    lt::SemanticTokenType::NUMBER,
+    lt::SemanticTokenType::COMMENT,
+    lt::SemanticTokenType::FUNCTION,
+    lt::SemanticTokenType::VARIABLE,
+    lt::SemanticTokenType::NAMESPACE,
+    lt::SemanticTokenType::ENUM_MEMBER,
+];
+
+const KEYWORD: u32 = 0;
+const HOOK: u32 = 1;
+const LABEL: u32 = 2;
+const FIELD: u32 = 3;
+const STRING: u32 = 4;
+const NUMBER: u32 = 5;
+const COMMENT: u32 = 6;
+const FUNCTION: u32 = 7;
+const VARIABLE: u32 = 8;
+const NAMESPACE: u32 = 9;
+const ENUM_MEMBER: u32 = 10;
+
+const MODIFIERS: &[lt::SemanticTokenModifier] = &[
+    lt::SemanticTokenModifier::DECLARATION,
+    lt::SemanticTokenModifier::READONLY,
+    lt::SemanticTokenModifier::DEFAULT_LIBRARY,
+];
+const DECLARATION: u32 = 1;
+const READONLY: u32 = 2;
+const DEFAULT_LIBRARY: u32 = 4;
+
+/// The words highlighted as keywords (where the checker resolved nothing else there).
+pub const KEYWORDS: &[&str] = &[
+    "package", "use", "rego", "data", "as", "let", "label", "redact", "rule", "on", "when",
+    "default", "allow", "deny", "ask", "defer", "modify", "approver", "human", "agent", "service",
+    "question", "timeout", "else", "resolve", "because", "set", "replace", "with", "and", "or",
+    "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
+    "turn", "turns", "last", "session", "by", "test", "strict", "from", "user", "call", "result",
+    "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "intent", "permits",
+];
+
+pub fn legend() -> lt::SemanticTokensLegend {
+    lt::SemanticTokensLegend {
+        token_types: TYPES.to_vec(),
+        token_modifiers: MODIFIERS.to_vec(),
+    }
+}
+
+/// Names whose meaning the checker knows: start offset → (length, type, modifiers).
+fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
+    let a = &doc.analysis;
+    let text = doc.text();
+    let mut out = HashMap::new();
+    for ((file, span), (r, _)) in &a.checked.resolutions {
+        if *file != a.root() {
+            continue;
+        }
+        let (start, end) = (span.start as usize, span.end as usize);
+        let Some(s) = text.get(start..end) else {
+            continue;
+        };
+        let (kind, mods) = match r {
+            Resolution::Field { .. } | Resolution::Argument(_) => (FIELD, 0),
+            Resolution::Constant(_) => (VARIABLE, READONLY),
+            Resolution::Label(_) => (LABEL, 0),
+            Resolution::Variable(_) => (VARIABLE, 0),
+            Resolution::EnumValue(_) => (ENUM_MEMBER, 0),
+            Resolution::Rego { .. } => (FUNCTION, 0),
+            Resolution::Builtin("intent") => (VARIABLE, DEFAULT_LIBRARY),
+            Resolution::Builtin(_) => (FUNCTION, DEFAULT_LIBRARY),
+            Resolution::Hook(_) => {
+                out.insert(start, (end - start, HOOK, 0));
+                continue;
+            }
+        };
+        // The resolved name is the last segment of a member path (`tool.name` → `name`).
+        let last = s.rfind('.').map_or(start, |i| start + i + 1);
+        let entry = out.entry(last).or_insert((end - last, kind, mods));
+        if entry.0 >= end - last {
+            *entry = (end - last, kind, mods);
+        }
+        // `taint.untrusted`, `org.rule`: the head is a module or Rego alias.
+        if matches!(
+            r,
+            Resolution::Constant(_) | Resolution::Label(_) | Resolution::Rego { .. }
+        ) {
+            if let Some(dot) = s.find('.') {
+                out.entry(start).or_insert((dot, NAMESPACE, 0));
+            }
+        }
+    }
+    for d in &a.checked.definitions {
+        if d.file != a.root() {
+            continue;
+        }
+        let (kind, mods) = match d.kind {
+            DefKind::Rule => (FUNCTION, DECLARATION),
+            DefKind::Label => (LABEL, DECLARATION),
+            DefKind::Constant => (VARIABLE, DECLARATION | READONLY),
+            DefKind::Test | DefKind::Module => continue,
+        };
+        out.insert(d.span.start as usize, (d.span.len(), kind, mods));
+    }
+    if let Some(unit) = a.checked.loaded.units.first() {
+        for item in &unit.module.items {
+            match item {
+                Item::Use(u) => {
+                    if let UseKind::Module { path } = &u.kind {
+                        for id in path {
+                            out.insert(id.span.start as usize, (id.span.len(), NAMESPACE, 0));
+                        }
+                    }
+                    if let Some(alias) = &u.alias {
+                        out.insert(
+                            alias.span.start as usize,
+                            (alias.span.len(), NAMESPACE, DECLARATION),
+                        );
+                    }
+                }
+                Item::Package(p) => {
+                    for id in &p.path {
+                        out.insert(id.span.start as usize, (id.span.len(), NAMESPACE, 0));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+struct Builder<'a> {
+    doc: &'a Document,
+    data: Vec<lt::SemanticToken>,
+    prev: (u32, u32),
+}
+
+impl Builder<'_> {
+    /// Adds a token (split at line ends: tokens may not span lines).
+    fn push(&mut self, start: usize, end: usize, kind: u32, mods: u32) {
+        let text = self.doc.text();
+        let mut s = start;
+        while s < end {
+            let line_end = text[s..end].find('\n').map_or(end, |i| s + i);
+            if line_end > s {
+                let (line, col) = self.doc.file.line_col_utf16(s);
+                let len: usize = text[s..line_end].chars().map(char::len_utf16).sum();
+                let (pl, pc) = self.prev;
+                let delta_line = line - pl;
+                let delta_start = if delta_line == 0 { col - pc } else { col };
+                self.data.push(lt::SemanticToken {
+                    delta_line,
+                    delta_start,
+                    length: len as u32,
+                    token_type: kind,
+                    token_modifiers_bitset: mods,
+                });
+                self.prev = (line, col);
+            }
+            s = line_end + 1;
+        }
+    }
+}
+
+pub fn semantic_tokens(doc: &Document) -> lt::SemanticTokens {
+    let text = doc.text();
+    let bytes = text.as_bytes();
+    let known = classified(doc);
+    let comments = trivia::scan(text, usize::MAX).comments;
+    let mut b = Builder {
+        doc,
+        data: Vec::new(),
+        prev: (0, 0),
+    };
+    let mut next_comment = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(c) = comments.get(next_comment) {
+            if i >= c.span.start as usize {
+                b.push(c.span.start as usize, c.span.end as usize, COMMENT, 0);
+                i = (c.span.end as usize).max(i + 1);
+                next_comment += 1;
+                continue;
+            }
+        }
+        let ch = bytes[i];
+        if ch == b'"' {
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j] != b'"' && bytes[j] != b'\n' {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            let end = (j + 1).min(bytes.len());
+            b.push(i, end, STRING, 0);
+            i = end;
+            continue;
+        }
+        if ch.is_ascii_digit() {
+            let mut j = i;
+            while j < bytes.len()
+                && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_' || bytes[j] == b'.')
+            {
+                j += 1;
+            }
+            b.push(i, j, NUMBER, 0);
+            i = j;
+            continue;
+        }
+        if ch.is_ascii_alphabetic() || ch == b'_' || ch == b'$' {
+            let mut j = i + 1;
+            while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_') {
+                j += 1;
+            }
+            if let Some(&(len, kind, mods)) = known.get(&i) {
+                b.push(i, i + len, kind, mods);
+                i = (i + len).max(j.min(i + len.max(1)));
+                continue;
+            }
+            let word = &text[i..j];
+            if KEYWORDS.contains(&word) {
+                b.push(i, j, KEYWORD, 0);
+            } else if ch == b'$' {
+                b.push(i, j, VARIABLE, DEFAULT_LIBRARY);
+            }
+            i = j;
+            continue;
+        }
+        // Skip one character (whole, for non-ASCII text).
+        i += text[i..].chars().next().map_or(1, char::len_utf8);
+    }
+    lt::SemanticTokens {
+        result_id: None,
+        data: b.data,
+    }
+}

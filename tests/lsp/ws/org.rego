@@ -1,0 +1,5 @@
+package org
+
+default deny_tool := false
+
+deny_tool if input.tool.name == "rm"
