@@ -45,7 +45,7 @@ echo "== Invariant"
 if [ ! -e "$OUT/invariant.err" ]; then
   "$PEERS/target/release/dump_histories" "$OUT/histories"
   # The local analyzer only: no API key, no network.
-  env -u INVARIANT_API_KEY LOCAL_POLICY=1 "$PEERS/.venv/bin/python" "$PEERS/invariant_bench.py" \
+  env -u INVARIANT_API_KEY LOCAL_POLICY=1 INVARIANT_MAX_ITERATIONS=1000000000 "$PEERS/.venv/bin/python" "$PEERS/invariant_bench.py" \
     "$OUT/histories" "$OUT/invariant.json" 2>&1 | tee "$OUT/invariant.log" \
     || echo "the Invariant script failed: $(tail -1 "$OUT/invariant.log")" > "$OUT/invariant.err"
 fi

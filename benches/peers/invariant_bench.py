@@ -28,9 +28,12 @@ raise "taint.window" if:
     c.metadata["turn"] - o.metadata["turn"] <= 3
 """
 
-HS = [10, 100, 1000, 10000]
+HS = [int(h) for h in os.environ.get("INVARIANT_HS", "10,100,1000,10000").split(",")]
 BUDGET_S = float(os.environ.get("INVARIANT_BUDGET_S", "20"))
-MAX_ONE_S = float(os.environ.get("INVARIANT_MAX_ONE_S", "120"))
+MAX_ONE_S = float(os.environ.get("INVARIANT_MAX_ONE_S", "60"))
+# Invariant stops a check after 100 evaluation steps by default (INVARIANT_MAX_ITERATIONS),
+# which a history of 100 events already exceeds; lift the cap to measure (set before import).
+os.environ.setdefault("INVARIANT_MAX_ITERATIONS", "1000000000")
 
 
 def turn_of(env):
@@ -82,7 +85,7 @@ def main():
             t0 = time.perf_counter()
             r = policy.analyze_pending(past, pending)
             dt = time.perf_counter() - t0
-            assert len(r.errors) == 1, f"Invariant must deny the probe at H={h}: {r}"
+            assert len(r.errors) >= 1, f"Invariant must deny the probe at H={h}: {r}"
             times.append(dt)
             spent = time.perf_counter() - start
             if len(times) >= 50 or (len(times) >= 3 and spent > BUDGET_S) or dt > MAX_ONE_S:
@@ -91,8 +94,15 @@ def main():
         results["medians_ns"][str(h)] = med * 1e9
         results["runs"][str(h)] = len(times)
         print(f"invariant H={h}: median {med * 1e3:.3f} ms over {len(times)} runs", flush=True)
-        if med > MAX_ONE_S:
-            results["notes"]["skipped"] = f"H above {h}: one check took {med:.0f} s"
+        # The flow rule pairs every tool output with every call: quadratic in H. Skip an H whose
+        # extrapolated time per check is above MAX_ONE_S, and say so.
+        later = [x for x in HS if x > h]
+        if later and med * (later[0] / h) ** 2 > MAX_ONE_S:
+            est = med * (later[0] / h) ** 2
+            results["notes"]["skipped"] = (
+                f"H = {later[0]:,} not run: one check extrapolates to about {est:,.0f} s"
+                f" (time × {(later[0] / h) ** 2:,.0f} from H = {h:,}, quadratic)"
+            )
             break
     with open(out_path, "w") as f:
         json.dump(results, f, indent=1)

@@ -84,7 +84,11 @@ fn bench_warden(
         extra_labels: 0,
     };
     let d = decide_event(&program, hook, state, &ev, false).unwrap();
-    assert_eq!(format!("{:?}", d.kind), "Deny", "warden must deny the probe");
+    assert_eq!(
+        format!("{:?}", d.kind),
+        "Deny",
+        "warden must deny the probe"
+    );
     c.bench_with_input(BenchmarkId::new("warden", h), &h, |b, _| {
         b.iter(|| {
             let d = decide_event(&program, hook, black_box(&mut *state), &ev, false).unwrap();
@@ -113,7 +117,11 @@ fn bench_rego(
 ) {
     let mut e = rego_engine(file);
     let got = rego_decide(&mut e, input());
-    assert_eq!(got, regorus::Value::from("deny"), "{name} must deny the probe at H={h}");
+    assert_eq!(
+        got,
+        regorus::Value::from("deny"),
+        "{name} must deny the probe at H={h}"
+    );
     g.bench_with_input(BenchmarkId::new(name, h), &h, |b, _| {
         b.iter(|| black_box(rego_decide(&mut e, black_box(input()))))
     });
@@ -162,7 +170,11 @@ fn bench_cedar(
     context: impl Fn() -> cedar_policy::Context,
 ) {
     let cedar = Cedar::new(file);
-    assert_eq!(cedar.decide(context()), cedar_policy::Decision::Deny, "cedar must deny at H={h}");
+    assert_eq!(
+        cedar.decide(context()),
+        cedar_policy::Decision::Deny,
+        "cedar must deny at H={h}"
+    );
     g.bench_with_input(BenchmarkId::new("cedar", h), &h, |b, _| {
         b.iter(|| black_box(cedar.decide(black_box(context()))))
     });
@@ -176,6 +188,15 @@ fn host_after(events: &[Value]) -> HostSession {
     host
 }
 
+/// The history lengths: `HS` and 1M; `PEERS_MAX_H` caps them (for a quick try).
+fn hs() -> Vec<u64> {
+    let max = std::env::var("PEERS_MAX_H")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX);
+    HS.iter().copied().chain([1_000_000]).filter(|&h| h <= max).collect()
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -187,7 +208,7 @@ fn config() -> Criterion {
 fn taint_window(c: &mut Criterion) {
     let policy = warden_policy("taint_window");
     let mut g = c.benchmark_group("taint_window");
-    for &h in HS.iter().chain(&[1_000_000]) {
+    for h in hs() {
         let events = history::history(h, history::Taint::Recent);
         let probe = history::probe(h);
         let (method, _, payload, metadata) = parts(&probe);
@@ -209,17 +230,25 @@ fn taint_window(c: &mut Criterion) {
         });
         assert!(host.decide_taint_window(method, payload, metadata));
         g.bench_with_input(BenchmarkId::new("hand_decide", h), &h, |b, _| {
-            b.iter(|| black_box(black_box(&mut host).decide_taint_window(method, payload, metadata)))
+            b.iter(|| {
+                black_box(black_box(&mut host).decide_taint_window(method, payload, metadata))
+            })
         });
 
         let summary = host.summary(payload, metadata);
-        bench_rego(&mut g, "regorus_summary", "taint_window_summary.rego", h, || {
-            summary.to_rego_taint()
-        });
+        bench_rego(
+            &mut g,
+            "regorus_summary",
+            "taint_window_summary.rego",
+            h,
+            || summary.to_rego_taint(),
+        );
         bench_cedar(&mut g, "taint_window.cedar", h, || summary.to_cedar_taint());
         if h <= 10_000 {
             let input = regorus::Value::from(rego_history_input(&events, &probe));
-            bench_rego(&mut g, "regorus_history", "taint_window.rego", h, || input.clone());
+            bench_rego(&mut g, "regorus_history", "taint_window.rego", h, || {
+                input.clone()
+            });
         }
     }
     g.finish();
@@ -228,7 +257,7 @@ fn taint_window(c: &mut Criterion) {
 fn twenty_rules(c: &mut Criterion) {
     let policy = warden_policy("twenty_rules");
     let mut g = c.benchmark_group("twenty_rules");
-    for &h in HS.iter().chain(&[1_000_000]) {
+    for h in hs() {
         let events = history::history(h, history::Taint::Recent);
         let probe = history::probe(h);
         let (_, _, payload, metadata) = parts(&probe);
@@ -239,13 +268,19 @@ fn twenty_rules(c: &mut Criterion) {
 
         let host = host_after(&events);
         let summary = host.summary(payload, metadata);
-        bench_rego(&mut g, "regorus_summary", "twenty_rules_summary.rego", h, || {
-            summary.to_rego()
-        });
+        bench_rego(
+            &mut g,
+            "regorus_summary",
+            "twenty_rules_summary.rego",
+            h,
+            || summary.to_rego(),
+        );
         bench_cedar(&mut g, "twenty_rules.cedar", h, || summary.to_cedar());
         if h <= 10_000 {
             let input = regorus::Value::from(rego_history_input(&events, &probe));
-            bench_rego(&mut g, "regorus_history", "twenty_rules.rego", h, || input.clone());
+            bench_rego(&mut g, "regorus_history", "twenty_rules.rego", h, || {
+                input.clone()
+            });
         }
     }
     g.finish();
@@ -253,7 +288,7 @@ fn twenty_rules(c: &mut Criterion) {
 
 fn handle(c: &mut Criterion) {
     let mut g = c.benchmark_group("handle");
-    for &h in &[10u64, 1_000_000] {
+    for h in hs().into_iter().filter(|&h| h == 10 || h == 1_000_000) {
         let guardian = Guardian::new(warden_policy("taint_window"));
         for v in history::history(h, history::Taint::Recent) {
             guardian.handle(&serde_json::to_vec(&v).unwrap());

@@ -74,7 +74,10 @@ turns_since_untrusted := now - max(untrusted_turns) if count(untrusted_turns) > 
 
 turns_since_web := now - max(web_turns) if count(web_turns) > 0
 
-lineage_depth(id) := max({count(p) - 1 | some p in graph.reachable_paths(parents, {id})})
+lineage_depth(id) := max({d |
+	some p in graph.reachable_paths(parents, {id})
+	d := count(p) - 1
+})
 
 # --- history counters --------------------------------------------------------------------
 

@@ -19,7 +19,12 @@ use serde_json::{json, Value};
 
 pub const HS: [u64; 4] = [10, 100, 1_000, 10_000];
 
-pub const CONSEQUENTIAL: [&str; 4] = ["send_email", "send_money", "update_password", "post_webpage"];
+pub const CONSEQUENTIAL: [&str; 4] = [
+    "send_email",
+    "send_money",
+    "update_password",
+    "post_webpage",
+];
 
 /// Turn number of a `turn_id` written by the generator (`t{n}`).
 pub fn turn_of(v: &Value) -> u64 {
@@ -32,9 +37,7 @@ pub fn turn_of(v: &Value) -> u64 {
 
 /// The Rego history-array input: `{history: [{method, turn, payload}], event: {…}}`.
 pub fn rego_history_input(events: &[Value], probe: &Value) -> Value {
-    let entry = |v: &Value| {
-        json!({"method": v["method"], "turn": turn_of(v), "payload": v["params"]["payload"]})
-    };
+    let entry = |v: &Value| json!({"method": v["method"], "turn": turn_of(v), "payload": v["params"]["payload"]});
     json!({
         "history": events.iter().map(entry).collect::<Vec<_>>(),
         "event": entry(probe),
@@ -83,7 +86,13 @@ fn origin_bit(o: &str) -> u8 {
 
 fn labels_of_origins(origins: u8) -> u8 {
     let mut l = 0;
-    if origins & (origin_bit("tool_output") | origin_bit("retrieved") | origin_bit("a2a_inbound") | origin_bit("external")) != 0 {
+    if origins
+        & (origin_bit("tool_output")
+            | origin_bit("retrieved")
+            | origin_bit("a2a_inbound")
+            | origin_bit("external"))
+        != 0
+    {
         l |= UNTRUSTED;
     }
     if origins & (origin_bit("retrieved") | origin_bit("external")) != 0 {
@@ -154,14 +163,16 @@ pub struct Draft {
 }
 
 fn records(payload: &Value) -> impl Iterator<Item = &Value> {
-    ["content", "arguments", "outputs"].into_iter().flat_map(move |k| {
-        let items: Box<dyn Iterator<Item = &Value>> = match payload.get(k) {
-            Some(Value::Array(a)) => Box::new(a.iter()),
-            Some(Value::Object(m)) => Box::new(m.values()),
-            _ => Box::new(std::iter::empty()),
-        };
-        items.filter_map(|i| i.get("provenance"))
-    })
+    ["content", "arguments", "outputs"]
+        .into_iter()
+        .flat_map(move |k| {
+            let items: Box<dyn Iterator<Item = &Value>> = match payload.get(k) {
+                Some(Value::Array(a)) => Box::new(a.iter()),
+                Some(Value::Object(m)) => Box::new(m.values()),
+                _ => Box::new(std::iter::empty()),
+            };
+            items.filter_map(|i| i.get("provenance"))
+        })
 }
 
 impl HostSession {
@@ -204,7 +215,10 @@ impl HostSession {
 
     /// The event's changes: the turn, the provenance records it brings.
     pub fn draft(&self, payload: &Value, metadata: &Value) -> Draft {
-        let tid = metadata.get("turn_id").and_then(Value::as_str).unwrap_or("");
+        let tid = metadata
+            .get("turn_id")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let new_turn = !tid.is_empty() && tid != self.turn_id;
         let mut d = Draft {
             turn: self.turn + new_turn as u64,
@@ -320,7 +334,11 @@ impl HostSession {
             turns_since_read_file: self
                 .last_read_file_turn
                 .map_or(NEVER, |t| (d.turn - t) as i64),
-            calls_this_turn: if same_turn { self.calls_this_turn as i64 } else { 0 },
+            calls_this_turn: if same_turn {
+                self.calls_this_turn as i64
+            } else {
+                0
+            },
             calls_by_tool: if same_turn {
                 self.calls_by_tool
                     .iter()
@@ -355,7 +373,10 @@ impl Summary {
         use cedar_policy::RestrictedExpression as R;
         cedar_policy::Context::from_pairs([
             ("tool".to_string(), R::new_string(self.tool.clone())),
-            ("turns_since_untrusted".to_string(), R::new_long(self.turns_since_untrusted)),
+            (
+                "turns_since_untrusted".to_string(),
+                R::new_long(self.turns_since_untrusted),
+            ),
         ])
         .expect("a valid context")
     }
@@ -416,17 +437,47 @@ impl Summary {
         .expect("distinct argument names");
         cedar_policy::Context::from_pairs([
             ("tool".to_string(), R::new_string(self.tool.clone())),
-            ("turns_since_untrusted".to_string(), R::new_long(self.turns_since_untrusted)),
-            ("turns_since_web".to_string(), R::new_long(self.turns_since_web)),
-            ("turns_since_read_file".to_string(), R::new_long(self.turns_since_read_file)),
-            ("calls_this_turn".to_string(), R::new_long(self.calls_this_turn)),
-            ("emails_this_turn".to_string(), R::new_long(by("send_email"))),
-            ("payments_this_turn".to_string(), R::new_long(by("send_money"))),
+            (
+                "turns_since_untrusted".to_string(),
+                R::new_long(self.turns_since_untrusted),
+            ),
+            (
+                "turns_since_web".to_string(),
+                R::new_long(self.turns_since_web),
+            ),
+            (
+                "turns_since_read_file".to_string(),
+                R::new_long(self.turns_since_read_file),
+            ),
+            (
+                "calls_this_turn".to_string(),
+                R::new_long(self.calls_this_turn),
+            ),
+            (
+                "emails_this_turn".to_string(),
+                R::new_long(by("send_email")),
+            ),
+            (
+                "payments_this_turn".to_string(),
+                R::new_long(by("send_money")),
+            ),
             ("searches_this_turn".to_string(), R::new_long(by("search"))),
-            ("read_email_this_turn".to_string(), R::new_bool(by("read_email") > 0)),
-            ("intent_declared".to_string(), R::new_bool(self.intent_declared)),
-            ("intent_permits_tool".to_string(), R::new_bool(self.intent_permits_tool)),
-            ("any_arg_untrusted".to_string(), R::new_bool(self.args.iter().any(|a| a.untrusted))),
+            (
+                "read_email_this_turn".to_string(),
+                R::new_bool(by("read_email") > 0),
+            ),
+            (
+                "intent_declared".to_string(),
+                R::new_bool(self.intent_declared),
+            ),
+            (
+                "intent_permits_tool".to_string(),
+                R::new_bool(self.intent_permits_tool),
+            ),
+            (
+                "any_arg_untrusted".to_string(),
+                R::new_bool(self.args.iter().any(|a| a.untrusted)),
+            ),
             (
                 "max_arg_depth".to_string(),
                 R::new_long(self.args.iter().map(|a| a.depth as i64).max().unwrap_or(0)),
