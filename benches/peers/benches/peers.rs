@@ -194,7 +194,11 @@ fn hs() -> Vec<u64> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(u64::MAX);
-    HS.iter().copied().chain([1_000_000]).filter(|&h| h <= max).collect()
+    HS.iter()
+        .copied()
+        .chain([1_000_000])
+        .filter(|&h| h <= max)
+        .collect()
 }
 
 fn config() -> Criterion {
