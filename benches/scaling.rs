@@ -31,7 +31,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -40,14 +43,21 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOC: Counting = Counting;
 
 fn policy_path() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/benches/policies/taint_window.ward").to_string()
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/policies/taint_window.ward"
+    )
+    .to_string()
 }
 
 fn memory(h: u64) -> (f64, usize, f64, f64) {
     let policy = Policy::load(policy_path()).unwrap_or_else(|d| panic!("{d}"));
     let guardian = Guardian::new(policy);
     let events = history::history(h, history::Taint::Recent);
-    let lines: Vec<Vec<u8>> = events.iter().map(|v| serde_json::to_vec(v).unwrap()).collect();
+    let lines: Vec<Vec<u8>> = events
+        .iter()
+        .map(|v| serde_json::to_vec(v).unwrap())
+        .collect();
     drop(events);
     let before = LIVE.load(Ordering::Relaxed);
     for l in &lines {

@@ -10,6 +10,8 @@ use crate::check::{self, collect_files};
 use crate::diagnostics::{Diagnostic, Diagnostics, JsonDiagnostic, SourceFile, SourceMap};
 use crate::guardian::{self, Guardian, Policy};
 
+mod serve;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "warden",
@@ -55,6 +57,15 @@ enum Command {
         #[arg(long)]
         dump: bool,
     },
+    /// Run the Guardian: ACS JSON-RPC over stdio or HTTP (see docs/serve.md)
+    Serve(serve::ServeArgs),
+    /// Audit-chain tools
+    Audit {
+        #[command(subcommand)]
+        command: serve::AuditCommand,
+    },
+    /// Feed an agent platform's hook envelope (stdin) to a Guardian
+    Hook(serve::HookArgs),
     /// Format policies canonically (in place, or report with --check)
     Fmt {
         /// Files or folders
@@ -91,6 +102,9 @@ pub fn main() -> i32 {
             fail_with_error,
         } => run_replay(&trace, policy.as_deref(), explain, fail_with_error),
         Command::Compile { path, dump } => run_compile(&path, dump),
+        Command::Serve(args) => serve::run_serve(args),
+        Command::Audit { command } => serve::run_audit(command),
+        Command::Hook(args) => serve::run_hook(args),
     }
 }
 
@@ -225,6 +239,7 @@ fn run_replay(
         } else {
             guardian::OnDecisionFailure::Deny
         },
+        ..guardian::Options::default()
     };
     let guardian = Guardian::with_options(policy, options);
     let input: Box<dyn BufRead> = if trace.as_os_str() == "-" {
