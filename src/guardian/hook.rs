@@ -349,3 +349,74 @@ pub fn parse_http_response(resp: &[u8]) -> Result<(u16, Vec<u8>), String> {
     };
     Ok((status, body))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_agent_events_map_onto_acs_steps() {
+        let mut s = HookSession {
+            session_id: new_uuid(0),
+            ..HookSession::default()
+        };
+        let methods = |v: &[Value]| -> Vec<String> {
+            v.iter()
+                .map(|e| e["method"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let out = map_core_agent(
+            &json!({"hook_event_name": "tool-start", "tool_name": "read_file",
+                    "tool_input": {"path": "/etc/hosts"}}),
+            &mut s,
+        )
+        .unwrap();
+        assert_eq!(
+            methods(&out),
+            [
+                "handshake/hello",
+                "steps/sessionStart",
+                "steps/turnStart",
+                "steps/toolCallRequest"
+            ]
+        );
+        let call = &out[3]["params"];
+        assert_eq!(call["payload"]["arguments"]["path"]["value"], "/etc/hosts");
+        assert_eq!(
+            call["payload"]["arguments"]["path"]["provenance"]["origin"],
+            "agent_generated"
+        );
+        assert_eq!(
+            call["metadata"]["turn_id"],
+            json!(s.turn_id.clone().unwrap())
+        );
+        assert!(out[1]["params"]["metadata"].get("turn_id").is_none());
+        for e in &out {
+            assert!(crate::acs::envelope::decode_request(&serde_json::to_vec(e).unwrap()).is_ok());
+        }
+        let rid = call["request_id"].clone();
+        let out = map_core_agent(
+            &json!({"hook_event_name": "tool-end", "tool_name": "read_file", "tool_output": "x"}),
+            &mut s,
+        )
+        .unwrap();
+        assert_eq!(methods(&out), ["steps/toolCallResult"]);
+        assert_eq!(out[0]["params"]["payload"]["request_id_ref"], rid);
+        assert_eq!(
+            out[0]["params"]["payload"]["outputs"][0]["provenance"]["source_id"],
+            "read_file"
+        );
+        let out = map_core_agent(&json!({"hook_event_name": "model-start"}), &mut s).unwrap();
+        assert!(out.is_empty(), "a model call inside a turn is no step");
+        let out = map_core_agent(&json!({"hook_event_name": "agent-end"}), &mut s).unwrap();
+        assert_eq!(methods(&out), ["steps/turnEnd"]);
+        let out = map_core_agent(&json!({"hook_event_name": "model-start"}), &mut s).unwrap();
+        assert_eq!(methods(&out), ["steps/turnStart"]);
+        assert_eq!(
+            methods(&end_session(&mut s)),
+            ["steps/turnEnd", "steps/sessionEnd"]
+        );
+        assert!(map_core_agent(&json!({"hook_event_name": "x"}), &mut s).is_err());
+        assert!(map_core_agent(&json!({}), &mut s).is_err());
+    }
+}

@@ -192,6 +192,8 @@ struct Session {
     parent_link: Option<String>,
     /// Set when the session went over a memory cap; every later request is refused.
     refused: Option<String>,
+    /// When the session was sealed (Guardian clock), for dropping its tombstone later.
+    sealed_at_ms: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -353,6 +355,19 @@ impl Guardian {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = sessions.get(sid) {
             return Ok(s.clone());
+        }
+        if sessions.len() >= self.options.protocol.caps.max_sessions {
+            // Drop the tombstones of sessions sealed longer ago than the skew window: a replay
+            // of their requests fails the timestamp check.
+            let now = protocol::now_ms();
+            let window = self.options.protocol.skew_window_ms;
+            sessions.retain(|_, s| match s.try_lock() {
+                Ok(s) => {
+                    !(s.sealed
+                        && window.is_none_or(|w| now.saturating_sub(s.sealed_at_ms) > w as i64))
+                }
+                Err(_) => true,
+            });
         }
         if sessions.len() >= self.options.protocol.caps.max_sessions {
             return Err(RpcError::session_refused(format!(
@@ -596,11 +611,13 @@ impl Guardian {
             extra_labels,
             entries,
         };
-        self.after_step(&mut s, sid, hook.method, &p.payload, proceeds);
-        drop(s);
+        // Journalled under the session's lock, so the journal holds each session's steps in
+        // the order they were decided; the answer waits for the commit.
         if let Err(e) = self.journal(vec![record]) {
             return fail(RpcError::internal(e));
         }
+        self.after_step(&mut s, sid, hook.method, &p.payload, proceeds);
+        drop(s);
         Decided {
             response: Response::result(id, result),
             traces,
@@ -631,8 +648,10 @@ impl Guardian {
         }
         if method == "steps/sessionEnd" {
             s.sealed = true;
+            s.sealed_at_ms = protocol::now_ms();
             s.final_labels = s.state.as_ref().map(|st| st.scalars.session_labels);
             s.state = None;
+            s.window = ReplayWindow::default();
         }
     }
 

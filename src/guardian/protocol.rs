@@ -360,3 +360,79 @@ pub fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_window_refuses_duplicates_and_ages_out() {
+        let mut w = ReplayWindow::default();
+        let a = id_key("6f1c1a62-8a55-4a8e-9b8a-3f6f0f0b9b01");
+        assert_eq!(a, 0x6f1c1a628a554a8e9b8a3f6f0f0b9b01);
+        assert_ne!(id_key("not a uuid"), id_key("not a uuid either"));
+        w.insert(1_000, a, Some(hash_key("nonce-nonce-nonce")), 10);
+        assert_eq!(w.check(a, None, 10, true), Err(Replay::DuplicateId));
+        assert_eq!(
+            w.check(2, Some(hash_key("nonce-nonce-nonce")), 10, true),
+            Err(Replay::DuplicateNonce)
+        );
+        assert_eq!(w.check(2, None, 10, true), Ok(()));
+        // Older than the window: forgotten (the timestamp check refuses it anyway).
+        w.prune(1_000 + 301_000, Some(300_000));
+        assert!(w.is_empty());
+        assert_eq!(w.check(a, None, 10, true), Ok(()));
+    }
+
+    #[test]
+    fn a_full_window_refuses_with_a_clock_and_evicts_without() {
+        let mut w = ReplayWindow::default();
+        for i in 0..4 {
+            w.insert(0, i, None, 4);
+        }
+        assert_eq!(w.check(9, None, 4, true), Err(Replay::Full));
+        assert_eq!(w.check(9, None, 4, false), Ok(()));
+        w.insert(0, 9, None, 4);
+        assert_eq!(w.len(), 4);
+        assert_eq!(w.check(0, None, 4, false), Ok(()), "the oldest was evicted");
+    }
+
+    #[test]
+    fn negotiation() {
+        let p = Protocol::strict();
+        let hello = serde_json::json!({
+            "acs_versions_supported": ["0.1.3", "1.0.0"],
+            "methods_implemented": ["steps/toolCallRequest", "steps/bogus", "handshake/hello",
+                                    "protocols/MCP/tools/call"],
+            "transports_supported": ["stdio"],
+            "provenance_producer": "none",
+            "wrapped_protocols": [{"protocol": "MCP", "version": "2025-06-18"}],
+        });
+        let known = |m: &str| m.starts_with("steps/toolCall") || m.starts_with("protocols/");
+        let (n, h) = negotiate(&p, &hello, known).unwrap();
+        assert_eq!(
+            n.methods,
+            vec!["protocols/MCP/tools/call", "steps/toolCallRequest"]
+        );
+        assert!(n.mcp && n.allows("protocols/MCP/tools/call"));
+        assert!(!n.allows("steps/userMessage"));
+        assert_eq!(h["profiles_accepted"], serde_json::json!(["acs-core"]));
+        let mut strict = p.clone();
+        strict.require_provenance = true;
+        assert_eq!(negotiate(&strict, &hello, known).unwrap_err().code, -32002);
+        let mut v = hello.clone();
+        v["acs_versions_supported"] = serde_json::json!(["1.0.0"]);
+        let e = negotiate(&p, &v, known).unwrap_err();
+        assert_eq!(e.code, -32001);
+        assert_eq!(
+            e.data.unwrap()["supported_versions"],
+            serde_json::json!(["0.1.0"])
+        );
+        let mut v = hello.clone();
+        v["transports_supported"] = serde_json::json!(["http"]);
+        assert_eq!(negotiate(&p, &v, known).unwrap_err().code, -32000);
+        let mut v = hello;
+        v.as_object_mut().unwrap().remove("methods_implemented");
+        assert_eq!(negotiate(&p, &v, known).unwrap_err().code, -32602);
+    }
+}

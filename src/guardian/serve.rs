@@ -368,3 +368,55 @@ pub fn watch(
         .map_err(|e| e.to_string())?;
     Ok(watcher)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(input: &[u8], max: usize) -> Vec<Frame> {
+        let mut r = io::BufReader::with_capacity(7, input);
+        let mut out = Vec::new();
+        while let Some(f) = read_frame(&mut r, max).unwrap() {
+            out.push(f);
+        }
+        out
+    }
+
+    #[test]
+    fn both_framings_are_detected_per_message() {
+        let input = b"{\"a\":1}\r\n\n  \nContent-Length: 7\r\nContent-Type: application/json\r\n\r\n{\"b\":2}{\"c\":3}\n";
+        assert_eq!(
+            frames(input, 100),
+            vec![
+                Frame::Line(b"{\"a\":1}".to_vec()),
+                Frame::Framed(b"{\"b\":2}".to_vec()),
+                Frame::Line(b"{\"c\":3}".to_vec()),
+            ]
+        );
+    }
+
+    #[test]
+    fn oversized_messages_are_skipped_in_bounded_memory() {
+        let mut input = vec![b'x'; 1000];
+        input.extend_from_slice(b"\nContent-Length: 500\r\n\r\n");
+        input.extend(vec![b'y'; 500]);
+        input.extend_from_slice(b"ok\ncontent-length: zz\n\n");
+        let f = frames(&input, 100);
+        assert_eq!(
+            f[0],
+            Frame::TooLarge {
+                len: 1000,
+                framed: false
+            }
+        );
+        assert_eq!(
+            f[1],
+            Frame::TooLarge {
+                len: 500,
+                framed: true
+            }
+        );
+        assert_eq!(f[2], Frame::Line(b"ok".to_vec()));
+        assert!(matches!(f[3], Frame::BadHeader(_)));
+    }
+}

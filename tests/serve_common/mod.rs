@@ -186,7 +186,7 @@ pub fn stream_request(s: u64, i: u64, n: u64, timestamp: &str) -> Value {
                 json!({"tool": {"name": "ls"}, "arguments": {}}),
                 true,
             ),
-            2 | 3 | 4 => (
+            2..=4 => (
                 "steps/toolCallRequest",
                 json!({"tool": {"name": if i % 2 == 0 { "send" } else { "ls" }},
                        "arguments": {"to": {"value": "x"}}}),
