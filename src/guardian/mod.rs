@@ -832,8 +832,8 @@ impl Guardian {
                     let Some(hook) = fields::hook(&method) else {
                         continue;
                     };
-                    let payload = params.get("payload").cloned().unwrap_or(Value::Null);
-                    let metadata = params.get("metadata").cloned().unwrap_or(Value::Null);
+                    let payload = params.get("payload").unwrap_or(&Value::Null);
+                    let metadata = params.get("metadata").unwrap_or(&Value::Null);
                     let request_id = params
                         .get("request_id")
                         .and_then(Value::as_str)
@@ -871,8 +871,8 @@ impl Guardian {
                     let ev = Event {
                         method: hook.method,
                         request_id,
-                        payload: &payload,
-                        metadata: &metadata,
+                        payload,
+                        metadata,
                         time_ms,
                         extra_labels,
                     };
@@ -880,7 +880,7 @@ impl Guardian {
                     if proceeds {
                         reapply_event(program, state, &ev);
                     }
-                    self.after_step(&mut s, &sid, hook.method, &payload, proceeds);
+                    self.after_step(&mut s, &sid, hook.method, payload, proceeds);
                 }
             }
         }
