@@ -1,5 +1,7 @@
 //! The embedding API: load a [`Policy`], build a [`Guardian`], and hand it ACS request
-//! envelopes. This is what `warden replay` (and later `warden serve`) are built on.
+//! envelopes. This is what `warden replay` and `warden serve` are built on: the protocol
+//! (handshake, signatures, replay window, caps: [`Protocol`]), the audit chain ([`audit`]) and
+//! the journal ([`journal`], [`store`]) live here, so every front end shares them (docs/serve.md).
 //!
 //! ```
 //! use warden::guardian::{Guardian, Policy};
