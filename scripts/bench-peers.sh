@@ -51,7 +51,10 @@ if [ ! -e "$OUT/invariant.err" ]; then
 fi
 
 t_run=$(( $(date +%s) - t0 ))
+# Sections measured by other commands (serve load, Rego) are kept as they are.
+keep=$(awk '/^## (serve load|Rego)/{f=1} f' "$ROOT/benches/RESULTS.md" 2>/dev/null || true)
 python3 "$PEERS/results.py" --peers "$PEERS/target/criterion" --main "$ROOT/target/criterion" \
   --scaling "$OUT/scaling.log" --invariant "$OUT/invariant.json" \
-  --build-seconds "$t_build" --run-seconds "$t_run" > "$ROOT/benches/RESULTS.md"
+  --build-seconds "$t_build" --run-seconds "$t_run" > "$OUT/RESULTS.md"
+{ cat "$OUT/RESULTS.md"; if [ -n "$keep" ]; then printf '\n%s\n' "$keep"; fi; } > "$ROOT/benches/RESULTS.md"
 echo "== wrote benches/RESULTS.md (build ${t_build} s, run ${t_run} s)"

@@ -10,6 +10,8 @@ use crate::check::{self, collect_files};
 use crate::diagnostics::{Diagnostic, Diagnostics, JsonDiagnostic, SourceFile, SourceMap};
 use crate::guardian::{self, Guardian, Policy};
 
+mod serve;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "warden",
@@ -57,6 +59,15 @@ enum Command {
     },
     /// Run the policies' tests (`test` blocks, `*_test.ward` files, fixture traces)
     Test(TestArgs),
+    /// Run the Guardian: ACS JSON-RPC over stdio or HTTP (see docs/serve.md)
+    Serve(serve::ServeArgs),
+    /// Audit-chain tools
+    Audit {
+        #[command(subcommand)]
+        command: serve::AuditCommand,
+    },
+    /// Feed an agent platform's hook envelope (stdin) to a Guardian
+    Hook(serve::HookArgs),
     /// Format policies canonically (in place, or report with --check)
     Fmt {
         /// Files or folders
@@ -151,6 +162,9 @@ pub fn main() -> i32 {
         Command::Compile { path, dump } => run_compile(&path, dump),
         Command::Test(args) => run_test(args),
         Command::Lsp { stdio: _ } => crate::lsp::run(),
+        Command::Serve(args) => serve::run_serve(args),
+        Command::Audit { command } => serve::run_audit(command),
+        Command::Hook(args) => serve::run_hook(args),
     }
 }
 
@@ -285,6 +299,7 @@ fn run_replay(
         } else {
             guardian::OnDecisionFailure::Deny
         },
+        ..guardian::Options::default()
     };
     let guardian = Guardian::with_options(policy, options);
     let input: Box<dyn BufRead> = if trace.as_os_str() == "-" {

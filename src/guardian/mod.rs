@@ -1,5 +1,7 @@
 //! The embedding API: load a [`Policy`], build a [`Guardian`], and hand it ACS request
-//! envelopes. This is what `warden replay` (and later `warden serve`) are built on.
+//! envelopes. This is what `warden replay` and `warden serve` are built on: the protocol
+//! (handshake, signatures, replay window, caps: [`Protocol`]), the audit chain ([`audit`]) and
+//! the journal ([`journal`], [`store`]) live here, so every front end shares them (docs/serve.md).
 //!
 //! ```
 //! use warden::guardian::{Guardian, Policy};
@@ -26,16 +28,32 @@
 //! a time, in the order they take the lock. The policy can be swapped atomically
 //! ([`Guardian::set_policy`]); a decision in flight finishes on the policy it started with.
 
+// Error responses are the rare path, built once per refused request: no need to box them.
+#![allow(clippy::result_large_err)]
+
+pub mod audit;
 pub mod decide;
+pub mod hook;
+pub mod journal;
+pub mod protocol;
+pub mod serve;
+pub mod store;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::Value;
 
 pub use decide::Decision;
+pub use journal::{Journal, MemoryJournal, Record};
+pub use protocol::{Caps, Negotiated, Protocol};
 
+use audit::Chain;
+use protocol::ReplayWindow;
+
+use crate::acs::crypto;
 use crate::acs::envelope::{self, DecodeOptions, Id, Request, Response, RpcError};
 use crate::acs::fields;
 use crate::check::{self, Loaded};
@@ -49,6 +67,8 @@ use crate::vm::{self, Budget, Env, Observation, VmError};
 #[derive(Debug, Clone)]
 pub struct Policy {
     program: Arc<Program>,
+    /// SHA-256 of the compiled program's dump: names the policy in the audit chain.
+    digest: Arc<str>,
     /// Warnings from the checker (a policy with errors does not load).
     pub warnings: Diagnostics,
 }
@@ -61,8 +81,10 @@ impl Policy {
         match compile::compile(&checked) {
             Ok(mut program) => {
                 program.unknown_labels = crate::state::unknown_labels(&program);
+                let digest = sha256_hex(compile::dump(&program).as_bytes());
                 Ok(Policy {
                     program: Arc::new(program),
+                    digest: Arc::from(digest),
                     warnings: checked.diagnostics,
                 })
             }
@@ -76,8 +98,10 @@ impl Policy {
     /// A policy from a program compiled elsewhere (the test runner compiles with mocks).
     pub fn from_program(mut program: Program) -> Policy {
         program.unknown_labels = crate::state::unknown_labels(&program);
+        let digest = sha256_hex(compile::dump(&program).as_bytes());
         Policy {
             program: Arc::new(program),
+            digest: Arc::from(digest),
             warnings: Diagnostics::default(),
         }
     }
@@ -126,6 +150,11 @@ impl Policy {
     pub fn program(&self) -> &Arc<Program> {
         &self.program
     }
+
+    /// SHA-256 (hex) of the compiled program: what the audit chain records on a reload.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
 }
 
 /// What to answer when a decision cannot be reached (budget exhausted, evaluation error).
@@ -134,7 +163,8 @@ pub enum OnDecisionFailure {
     /// Deny, with reason code `warden.decision_failure` (the default: explicit and closed).
     #[default]
     Deny,
-    /// Answer a JSON-RPC internal error (-32603); the client applies its own failure mode.
+    /// Answer a JSON-RPC internal error (-32603); the client applies its own failure mode
+    /// (the ServerHello tells it `on_decision_failure: "deny"`).
     Error,
 }
 
@@ -143,6 +173,9 @@ pub struct Options {
     pub on_decision_failure: OnDecisionFailure,
     /// Attach an explain trace to every result (`policy_data.warden`).
     pub explain: bool,
+    /// Handshake, signatures, replay protection, audit chain and caps. The default is the
+    /// lenient mode `warden replay` uses; `warden serve` runs [`Protocol::strict`].
+    pub protocol: Protocol,
 }
 
 /// One rule's part in a decision, for explain traces.
@@ -158,13 +191,44 @@ struct Session {
     state: Option<SessionState>,
     /// For a subagent's session: the session that spawned it.
     parent: Option<String>,
+    negotiated: Option<Arc<Negotiated>>,
+    window: ReplayWindow,
+    chain: Chain,
+    /// `sessionEnd` was decided: the chain is sealed and the state dropped.
+    sealed: bool,
+    /// The labels of a sealed session's context (what its parent's `subagentStop` reads).
+    final_labels: Option<u64>,
+    /// Digest of the policy the session's last step was decided on.
+    policy_digest: Option<Arc<str>>,
+    /// For a subagent: the parent's chain head after its `subagentStart` entry, recorded in
+    /// the child's root entry.
+    parent_link: Option<String>,
+    /// Set when the session went over a memory cap; every later request is refused.
+    refused: Option<String>,
+    /// When the session was sealed (Guardian clock), for dropping its tombstone later.
+    sealed_at_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Active {
+    program: Arc<Program>,
+    digest: Arc<str>,
 }
 
 /// Decides ACS requests for many sessions against one policy.
 pub struct Guardian {
-    policy: RwLock<Arc<Program>>,
+    policy: RwLock<Active>,
     sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
     options: Options,
+    journal: Option<Arc<dyn Journal>>,
+    /// The journal failed: nothing more can be acknowledged, every request is refused.
+    failed: AtomicBool,
+}
+
+/// What a decided step leaves for the caller: the journal record and the child to spawn.
+struct Decided {
+    response: Response,
+    traces: Vec<RuleTrace>,
 }
 
 impl Guardian {
@@ -174,23 +238,49 @@ impl Guardian {
 
     pub fn with_options(policy: Policy, options: Options) -> Guardian {
         Guardian {
-            policy: RwLock::new(policy.program),
+            policy: RwLock::new(Active {
+                program: policy.program,
+                digest: policy.digest,
+            }),
             sessions: Mutex::new(HashMap::new()),
             options,
+            journal: None,
+            failed: AtomicBool::new(false),
         }
     }
 
-    /// Swaps the policy; sessions keep their state.
-    pub fn set_policy(&self, policy: Policy) {
-        let mut p = self.policy.write().unwrap_or_else(|e| e.into_inner());
-        *p = policy.program;
+    /// A Guardian that writes every decided step (and handshake) to `journal` before it
+    /// answers.
+    pub fn with_journal(policy: Policy, options: Options, journal: Arc<dyn Journal>) -> Guardian {
+        let mut g = Guardian::with_options(policy, options);
+        g.journal = Some(journal);
+        g
     }
 
-    fn program(&self) -> Arc<Program> {
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Swaps the policy; sessions keep their state. Each session's next audited step is
+    /// preceded by a `warden/policy_reload` entry naming the new policy's digest.
+    pub fn set_policy(&self, policy: Policy) {
+        let mut p = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        *p = Active {
+            program: policy.program,
+            digest: policy.digest,
+        };
+    }
+
+    fn active(&self) -> Active {
         self.policy
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Digest of the policy in force.
+    pub fn policy_digest(&self) -> Arc<str> {
+        self.active().digest
     }
 
     /// Envelope bytes in, response bytes out. Never panics; malformed input gets the JSON-RPC
@@ -201,13 +291,20 @@ impl Guardian {
 
     /// Like [`Guardian::handle`], returning the typed response.
     pub fn handle_response(&self, bytes: &[u8]) -> Response {
+        let max = self.options.protocol.caps.max_envelope_bytes;
+        if bytes.len() > max {
+            return Response::error(Id::Null, too_large(bytes.len(), max));
+        }
         let known = |m: &str| is_known_method(m);
         let opts = DecodeOptions {
             known_method: Some(&known),
-            ..DecodeOptions::default()
+            limits: crate::acs::json::Limits {
+                max_bytes: max,
+                ..Default::default()
+            },
         };
         match envelope::decode_request_with(bytes, &opts) {
-            Ok((req, _raw)) => self.decide(&req),
+            Ok((req, raw)) => self.process(&req, Some(&raw)).0,
             Err(resp) => *resp,
         }
     }
@@ -219,133 +316,429 @@ impl Guardian {
 
     /// Decides one request and returns the explain trace of every rule that ran.
     pub fn decide_traced(&self, req: &Request) -> (Response, Vec<RuleTrace>) {
+        self.process(req, None)
+    }
+
+    fn process(&self, req: &Request, raw: Option<&Value>) -> (Response, Vec<RuleTrace>) {
         let id = req.id.clone();
         let p = &req.params;
-        match req.method.as_str() {
-            "system/ping" => {
-                let mut r = Decision::simple(DecisionKind::Allow, "", "alive".into())
-                    .to_result(&p.request_id);
-                r.reason_codes.clear();
-                r.payload = Some(decide::ping_payload(&p.payload, now_rfc3339()));
-                return (Response::result(id, r), Vec::new());
+        if req.method == "system/ping" {
+            // Always allow, whatever the policy, signature or session: never audited, never
+            // signed, never an ACS error.
+            let mut r =
+                Decision::simple(DecisionKind::Allow, "", "alive".into()).to_result(&p.request_id);
+            r.reason_codes.clear();
+            r.payload = Some(decide::ping_payload(&p.payload, now_rfc3339()));
+            return (Response::result(id, r), Vec::new());
+        }
+        let owned;
+        let raw = match raw {
+            Some(r) => r,
+            None => {
+                owned = serde_json::to_value(req).unwrap_or(Value::Null);
+                &owned
             }
-            "handshake/hello" => {
-                return (
-                    Response::result(id, self.server_hello(&p.request_id)),
-                    Vec::new(),
+        };
+        let proto = &self.options.protocol;
+        let key = proto
+            .key
+            .as_ref()
+            .map(|ikm| crypto::session_key(ikm, &p.metadata.session_id));
+        let Decided {
+            mut response,
+            traces,
+        } = if self.failed.load(Ordering::SeqCst) {
+            Decided {
+                response: Response::error(
+                    id,
+                    RpcError::internal("the journal failed; this Guardian refuses every request"),
+                ),
+                traces: Vec::new(),
+            }
+        } else {
+            self.process_session(req, raw, key.as_ref())
+        };
+        if let Some(k) = key {
+            sign_response(&k, &proto.key_id, &mut response);
+        }
+        (response, traces)
+    }
+
+    fn session_handle(&self, sid: &str) -> Result<Arc<Mutex<Session>>, RpcError> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = sessions.get(sid) {
+            return Ok(s.clone());
+        }
+        if sessions.len() >= self.options.protocol.caps.max_sessions {
+            // Drop the tombstones of sessions sealed longer ago than the skew window: a replay
+            // of their requests fails the timestamp check.
+            let now = protocol::now_ms();
+            let window = self.options.protocol.skew_window_ms;
+            sessions.retain(|_, s| match s.try_lock() {
+                Ok(s) => {
+                    !(s.sealed
+                        && window.is_none_or(|w| now.saturating_sub(s.sealed_at_ms) > w as i64))
+                }
+                Err(_) => true,
+            });
+        }
+        if sessions.len() >= self.options.protocol.caps.max_sessions {
+            return Err(RpcError::session_refused(format!(
+                "this Guardian holds its maximum of {} sessions",
+                self.options.protocol.caps.max_sessions
+            )));
+        }
+        Ok(sessions.entry(sid.to_string()).or_default().clone())
+    }
+
+    fn process_session(&self, req: &Request, raw: &Value, key: Option<&[u8; 32]>) -> Decided {
+        let id = req.id.clone();
+        let fail = |e: RpcError| Decided {
+            response: Response::error(id.clone(), e),
+            traces: Vec::new(),
+        };
+        let p = &req.params;
+        let proto = &self.options.protocol;
+        let sid = p.metadata.session_id.as_str();
+        if let Some(k) = key {
+            if let Err(e) = crypto::verify(k, raw) {
+                return fail(RpcError::signature_invalid(e.to_string()));
+            }
+        }
+        let hook = if req.method == "handshake/hello" {
+            None
+        } else {
+            match fields::hook(&req.method) {
+                Some(h) => Some(h),
+                None => return fail(RpcError::method_not_found(&req.method)),
+            }
+        };
+        // Facts from other sessions, read before this session is locked (one lock at a time).
+        let child_info = match req.method.as_str() {
+            "steps/subagentStop" => p
+                .payload
+                .get("subagent_session_id")
+                .and_then(Value::as_str)
+                .map(|c| (c.to_string(), self.session_facts(c))),
+            _ => None,
+        };
+        let session = match self.session_handle(sid) {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+        if s.sealed {
+            return fail(RpcError::session_refused(
+                "the session has ended and its audit chain is sealed",
+            ));
+        }
+        if let Some(why) = &s.refused {
+            return fail(RpcError::session_refused(why.clone()));
+        }
+        let Some(hook) = hook else {
+            return match self.hello(&mut s, sid, p) {
+                Ok(r) => Decided {
+                    response: Response::result(id, r),
+                    traces: Vec::new(),
+                },
+                Err(e) => fail(e),
+            };
+        };
+        match &s.negotiated {
+            None if proto.require_handshake => {
+                return fail(
+                    RpcError::capability_not_negotiated(&req.method)
+                        .with_data("reason", "handshake_required")
+                        .with_data("message", "handshake/hello must come first in a session"),
                 )
+            }
+            Some(n) if !n.allows(&req.method) => {
+                return fail(RpcError::capability_not_negotiated(&req.method))
             }
             _ => {}
         }
-        let Some(hook) = fields::hook(&req.method) else {
-            return (
-                Response::error(id, RpcError::method_not_found(&req.method)),
-                Vec::new(),
+        let time_ms = envelope::rfc3339_unix_ms(&p.timestamp);
+        let now = protocol::now_ms();
+        if let (Some(w), Some(t)) = (proto.skew_window_ms, time_ms) {
+            if now.abs_diff(t) > w {
+                return fail(RpcError::timestamp_out_of_window(
+                    format!(
+                        "timestamp {} is {} ms from the Guardian's clock",
+                        p.timestamp,
+                        now - t
+                    ),
+                    w,
+                ));
+            }
+        }
+        let id_key = protocol::id_key(&p.request_id);
+        let nonce_key = p.nonce.as_deref().map(protocol::hash_key);
+        if proto.replay_protection {
+            s.window.prune(now, proto.skew_window_ms);
+            match s.window.check(
+                id_key,
+                nonce_key,
+                proto.caps.max_request_ids,
+                proto.skew_window_ms.is_some(),
+            ) {
+                Ok(()) => {}
+                Err(protocol::Replay::DuplicateId) => {
+                    return fail(RpcError::replay_detected(format!(
+                        "request_id {} was already used in this session",
+                        p.request_id
+                    )))
+                }
+                Err(protocol::Replay::DuplicateNonce) => {
+                    return fail(RpcError::replay_detected(
+                        "the nonce was already used in this session",
+                    ))
+                }
+                Err(protocol::Replay::Full) => {
+                    return fail(RpcError::session_refused(format!(
+                        "more than {} requests within the skew window",
+                        proto.caps.max_request_ids
+                    )))
+                }
+            }
+        }
+        let active = self.active();
+        let program = &active.program;
+        let state = s.state.get_or_insert_with(|| SessionState::new(program));
+        if state.nodes.len() > proto.caps.max_nodes
+            || state.history_keys() > proto.caps.max_history_keys
+        {
+            let why = format!(
+                "the session went over its memory caps ({} provenance nodes, {} history keys)",
+                proto.caps.max_nodes, proto.caps.max_history_keys
             );
-        };
-        let program = self.program();
-        let session = {
-            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-            sessions
-                .entry(p.metadata.session_id.clone())
-                .or_default()
-                .clone()
-        };
+            s.refused = Some(why.clone());
+            return fail(RpcError::session_refused(why));
+        }
         // A subagent's summary carries back everything that entered the subagent's context.
-        let extra_labels = if hook.method == "steps/subagentStop" {
-            p.payload
-                .get("subagent_session_id")
-                .and_then(Value::as_str)
-                .and_then(|child| self.session_labels(child))
-                .unwrap_or(program.unknown_labels)
-        } else {
-            0
+        let extra_labels = match &child_info {
+            Some((_, Some((labels, _)))) => *labels,
+            Some((_, None)) => program.unknown_labels,
+            None => 0,
         };
-        let mut session = session.lock().unwrap_or_else(|e| e.into_inner());
-        let metadata = serde_json::to_value(&p.metadata).unwrap_or(Value::Null);
+        let metadata = raw
+            .pointer("/params/metadata")
+            .cloned()
+            .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
         let ev = Event {
             method: hook.method,
             request_id: &p.request_id,
             payload: &p.payload,
             metadata: &metadata,
-            time_ms: envelope::rfc3339_unix_ms(&p.timestamp),
+            time_ms,
             extra_labels,
         };
-        let state = session
-            .state
-            .get_or_insert_with(|| SessionState::new(&program));
-        match decide_event(&program, hook, state, &ev, self.options.explain) {
-            Ok(decision) => {
-                if decision.proceeds() && hook.method == "steps/subagentStart" {
-                    self.spawn_child(&p.metadata.session_id, state, &p.payload);
+        let (mut result, traces, proceeds) =
+            match decide_event(program, hook, state, &ev, self.options.explain) {
+                Ok(decision) => {
+                    let traces = decision.trace.clone();
+                    let mut result = decision.to_result(&p.request_id);
+                    if self.options.explain {
+                        result
+                            .policy_data
+                            .insert("warden".into(), explain_json(&decision, &traces));
+                    }
+                    (result, traces, decision.proceeds())
                 }
-                let traces = decision.trace.clone();
-                let mut result = decision.to_result(&p.request_id);
-                if self.options.explain {
-                    result
-                        .policy_data
-                        .insert("warden".into(), explain_json(&decision, &traces));
-                }
-                (Response::result(id, result), traces)
+                Err(e) => match self.failure(id.clone(), &p.request_id, hook, &e) {
+                    Ok(result) => (result, Vec::new(), false),
+                    Err(response) => {
+                        return Decided {
+                            response,
+                            traces: Vec::new(),
+                        }
+                    }
+                },
+            };
+        if proto.replay_protection {
+            s.window.insert(
+                time_ms.unwrap_or(now),
+                id_key,
+                nonce_key,
+                proto.caps.max_request_ids,
+            );
+        }
+        let params = raw.get("params").unwrap_or(&Value::Null);
+        let mut entries = Vec::new();
+        if proto.audit {
+            if s.chain.len > 0 && s.policy_digest.as_deref() != Some(&*active.digest) {
+                let e = audit::reload_entry(s.chain.next_id(sid), &active.digest, now_rfc3339());
+                entries.push(s.chain.append(e));
             }
-            Err(e) => (self.failure(id, &p.request_id, hook, &e), Vec::new()),
+            let mut e = audit::step_entry(
+                s.chain.next_id(sid),
+                hook.method,
+                params,
+                result.decision.as_str(),
+            );
+            if s.chain.len == 0 {
+                if let (Some(parent), Some(link)) = (&s.parent, &s.parent_link) {
+                    e.insert("parent_session_id".into(), Value::String(parent.clone()));
+                    e.insert("parent_chain_hash".into(), Value::String(link.clone()));
+                }
+            }
+            let claimed = |k: &str| p.payload.get(k).and_then(Value::as_str);
+            match hook.method {
+                "steps/subagentStop" => {
+                    let head = child_info
+                        .as_ref()
+                        .and_then(|(_, f)| f.as_ref())
+                        .and_then(|(_, h)| h.clone());
+                    if let (Some(c), Some(h)) = (claimed("final_chain_hash"), &head) {
+                        if c != h {
+                            push_code(&mut result, "chain_mismatch");
+                        }
+                    }
+                    e.insert(
+                        "subagent_chain_hash".into(),
+                        head.map(Value::String).unwrap_or(Value::Null),
+                    );
+                }
+                "steps/postCompact" | "steps/sessionEnd" => {
+                    let k = if hook.method == "steps/postCompact" {
+                        "pre_compact_chain_hash"
+                    } else {
+                        "final_chain_hash"
+                    };
+                    if let Some(c) = claimed(k) {
+                        if Some(c) != s.chain.head.as_deref() {
+                            push_code(&mut result, "chain_mismatch");
+                        }
+                    }
+                }
+                _ => {}
+            }
+            entries.push(s.chain.append(e));
+            result.chain_hash = s.chain.head.clone();
+        }
+        s.policy_digest = Some(active.digest.clone());
+        let record = Record::Step {
+            session: sid.to_string(),
+            method: hook.method.to_string(),
+            params: params.clone(),
+            proceeds,
+            extra_labels,
+            entries,
+        };
+        // Journalled under the session's lock, so the journal holds each session's steps in
+        // the order they were decided; the answer waits for the commit.
+        if let Err(e) = self.journal(vec![record]) {
+            return fail(RpcError::internal(e));
+        }
+        self.after_step(&mut s, sid, hook.method, &p.payload, proceeds);
+        drop(s);
+        Decided {
+            response: Response::result(id, result),
+            traces,
         }
     }
 
+    /// What a decided step does to the session besides its state: spawning a subagent's
+    /// session, sealing at `sessionEnd`.
+    fn after_step(
+        &self,
+        s: &mut Session,
+        sid: &str,
+        method: &str,
+        payload: &Value,
+        proceeds: bool,
+    ) {
+        if proceeds && method == "steps/subagentStart" {
+            if let Some(state) = &s.state {
+                self.spawn_child(
+                    sid,
+                    state,
+                    payload,
+                    s.negotiated.clone(),
+                    s.chain.head.clone(),
+                    s.policy_digest.clone(),
+                );
+            }
+        }
+        if method == "steps/sessionEnd" {
+            s.sealed = true;
+            s.sealed_at_ms = protocol::now_ms();
+            s.final_labels = s.state.as_ref().map(|st| st.scalars.session_labels);
+            s.state = None;
+            s.window = ReplayWindow::default();
+        }
+    }
+
+    fn journal(&self, records: Vec<Record>) -> Result<(), String> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        j.append(records).map_err(|e| {
+            self.failed.store(true, Ordering::SeqCst);
+            format!("the decision could not be made durable: {e}")
+        })
+    }
+
+    fn hello(
+        &self,
+        s: &mut Session,
+        sid: &str,
+        p: &envelope::Params,
+    ) -> Result<envelope::AcsResult, RpcError> {
+        if s.negotiated.is_some() {
+            return Err(RpcError::session_refused(
+                "the session is already negotiated (ACS v0.1 has no renegotiation)",
+            ));
+        }
+        let (negotiated, hello) =
+            protocol::negotiate(&self.options.protocol, &p.payload, is_known_method)?;
+        self.journal(vec![Record::Handshake {
+            session: sid.to_string(),
+            negotiated: negotiated.clone(),
+        }])
+        .map_err(RpcError::internal)?;
+        s.negotiated = Some(Arc::new(negotiated));
+        let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
+            .to_result(&p.request_id);
+        r.reason_codes.clear();
+        r.payload = Some(hello);
+        Ok(r)
+    }
+
+    /// The answer to a decision failure: a result, or the error response to send.
     fn failure(
         &self,
         id: Id,
         request_id: &str,
         hook: &'static fields::HookSpec,
         e: &VmError,
-    ) -> Response {
+    ) -> Result<envelope::AcsResult, Response> {
         let why = format!("the policy could not decide: {e}");
         match self.options.on_decision_failure {
-            OnDecisionFailure::Error => Response::error(id, RpcError::internal(why)),
-            OnDecisionFailure::Deny if hook.allows(fields::DecisionKind::Deny) => Response::result(
-                id,
+            OnDecisionFailure::Error => Err(Response::error(id, RpcError::internal(why))),
+            OnDecisionFailure::Deny if hook.allows(fields::DecisionKind::Deny) => Ok(
                 Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why)
                     .to_result(request_id),
             ),
             // Hooks that cannot be denied are only recorded; say so loudly.
-            OnDecisionFailure::Deny => Response::result(
-                id,
-                Decision::simple(DecisionKind::Allow, decide::DECISION_FAILURE, why)
-                    .to_result(request_id),
-            ),
+            OnDecisionFailure::Deny => {
+                Ok(
+                    Decision::simple(DecisionKind::Allow, decide::DECISION_FAILURE, why)
+                        .to_result(request_id),
+                )
+            }
         }
     }
 
-    fn server_hello(&self, request_id: &str) -> envelope::AcsResult {
-        let program = self.program();
-        let mut methods: Vec<&str> = fields::HOOKS.iter().map(|h| h.method).collect();
-        methods.push("system/ping");
-        methods.sort_unstable();
-        methods.dedup();
-        let hello = serde_json::json!({
-            "negotiated_version": "0.1.0",
-            "methods_evaluated": methods,
-            "selected_transport": "stdio",
-            "timeout_config": {"default_ms": 1000},
-            "skew_window_ms": 300000,
-            "on_decision_failure": match self.options.on_decision_failure {
-                OnDecisionFailure::Deny => "deny",
-                OnDecisionFailure::Error => "proceed",
-            },
-            "signature_algorithms_supported": [],
-            "policy_requires_provenance": false,
-            "profiles_accepted": ["acs-core", "acs-provenance"],
-            "rules": program.rules.len(),
-        });
-        let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
-            .to_result(request_id);
-        r.reason_codes.clear();
-        r.payload = hello.as_object().cloned();
-        r
-    }
-
     /// Creates the child session a `subagentStart` announced (if it is not known yet).
-    fn spawn_child(&self, parent_id: &str, parent: &SessionState, payload: &Value) {
+    fn spawn_child(
+        &self,
+        parent_id: &str,
+        parent: &SessionState,
+        payload: &Value,
+        negotiated: Option<Arc<Negotiated>>,
+        link: Option<String>,
+        digest: Option<Arc<str>>,
+    ) {
         let Some(child_id) = payload.get("subagent_session_id").and_then(Value::as_str) else {
             return;
         };
@@ -355,12 +748,16 @@ impl Guardian {
             Arc::new(Mutex::new(Session {
                 state: Some(child),
                 parent: Some(parent_id.to_string()),
+                negotiated,
+                parent_link: link,
+                policy_digest: digest,
+                ..Session::default()
             }))
         });
     }
 
-    /// Labels of everything that entered a session's context; `None` for an unknown session.
-    fn session_labels(&self, id: &str) -> Option<u64> {
+    /// A session's context labels and chain head; `None` for an unknown session.
+    fn session_facts(&self, id: &str) -> Option<(u64, Option<String>)> {
         let session = self
             .sessions
             .lock()
@@ -368,7 +765,11 @@ impl Guardian {
             .get(id)
             .cloned()?;
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
-        s.state.as_ref().map(|st| st.scalars.session_labels)
+        let labels = match &s.state {
+            Some(st) => st.scalars.session_labels,
+            None => s.final_labels?,
+        };
+        Some((labels, s.chain.head.clone()))
     }
 
     /// The session that spawned a subagent session, if it is one.
@@ -395,10 +796,179 @@ impl Guardian {
         s.state.clone()
     }
 
+    /// A session's audit chain head and length.
+    pub fn chain_head(&self, id: &str) -> Option<(Option<String>, u64)> {
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()?;
+        let s = session.lock().unwrap_or_else(|e| e.into_inner());
+        Some((s.chain.head.clone(), s.chain.len))
+    }
+
     /// Number of sessions the Guardian holds.
     pub fn session_count(&self) -> usize {
         self.sessions.lock().map(|s| s.len()).unwrap_or(0)
     }
+
+    /// Rebuilds sessions from journal records (in the order they were written), without
+    /// writing them again: each committed step's effect on the state is re-applied (the
+    /// policy's rules are not re-run; the journal says whether the step went ahead), the
+    /// replay window, negotiation, chain head and seal are restored. Exact when the policy
+    /// is the one the records were decided on.
+    pub fn restore(&self, records: impl IntoIterator<Item = Record>) -> usize {
+        let active = self.active();
+        let program = &active.program;
+        let now = protocol::now_ms();
+        let proto = &self.options.protocol;
+        let mut n = 0;
+        for record in records {
+            n += 1;
+            let Ok(session) = self.session_handle(record.session()) else {
+                continue;
+            };
+            let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+            match record {
+                Record::Handshake { negotiated, .. } => {
+                    s.negotiated = Some(Arc::new(negotiated));
+                }
+                Record::Step {
+                    session: sid,
+                    method,
+                    params,
+                    proceeds,
+                    extra_labels,
+                    entries,
+                } => {
+                    let Some(hook) = fields::hook(&method) else {
+                        continue;
+                    };
+                    let payload = params.get("payload").unwrap_or(&Value::Null);
+                    let metadata = params.get("metadata").unwrap_or(&Value::Null);
+                    let request_id = params
+                        .get("request_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let timestamp = params.get("timestamp").and_then(Value::as_str);
+                    let time_ms = timestamp.and_then(envelope::rfc3339_unix_ms);
+                    if proto.replay_protection {
+                        s.window.insert(
+                            time_ms.unwrap_or(now),
+                            protocol::id_key(request_id),
+                            params
+                                .get("nonce")
+                                .and_then(Value::as_str)
+                                .map(protocol::hash_key),
+                            proto.caps.max_request_ids,
+                        );
+                    }
+                    for e in &entries {
+                        s.chain.head = e
+                            .get("entry_hash")
+                            .and_then(Value::as_str)
+                            .map(str::to_string);
+                        s.chain.len += 1;
+                        if e.get("step_type").and_then(Value::as_str) == Some(audit::POLICY_RELOAD)
+                        {
+                            s.policy_digest = e
+                                .get("policy_digest")
+                                .and_then(Value::as_str)
+                                .map(Arc::from);
+                        }
+                    }
+                    if s.policy_digest.is_none() {
+                        s.policy_digest = Some(active.digest.clone());
+                    }
+                    let ev = Event {
+                        method: hook.method,
+                        request_id,
+                        payload,
+                        metadata,
+                        time_ms,
+                        extra_labels,
+                    };
+                    let state = s.state.get_or_insert_with(|| SessionState::new(program));
+                    if proceeds {
+                        reapply_event(program, state, &ev);
+                    }
+                    self.after_step(&mut s, &sid, hook.method, payload, proceeds);
+                }
+            }
+        }
+        if let Some(w) = proto.skew_window_ms {
+            let sessions: Vec<_> = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .cloned()
+                .collect();
+            for s in sessions {
+                s.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .window
+                    .prune(now, Some(w));
+            }
+        }
+        n
+    }
+}
+
+fn push_code(r: &mut envelope::AcsResult, code: &str) {
+    if !r.reason_codes.iter().any(|c| c == code) {
+        r.reason_codes.push(code.to_string());
+    }
+}
+
+fn too_large(len: usize, max: usize) -> RpcError {
+    RpcError::invalid_request(format!(
+        "the envelope is {len} bytes; this Guardian accepts at most {max}"
+    ))
+    .with_data("reason", "envelope_too_large")
+    .with_data("max_envelope_bytes", max as u64)
+}
+
+/// The error for an envelope over the size limit (what HTTP answers with status 413).
+pub fn too_large_response(len: usize, max: usize) -> Response {
+    Response::error(Id::Null, too_large(len, max))
+}
+
+/// Signs a response in place: `result.signature` or `error.signature`, over JCS of the whole
+/// envelope without it.
+pub fn sign_response(key: &[u8], key_id: &str, response: &mut Response) {
+    match &mut response.outcome {
+        envelope::Outcome::Result(r) => r.signature = None,
+        envelope::Outcome::Error(e) => e.signature = None,
+    }
+    let value = crypto::sign(key, &response.to_value());
+    let sig = envelope::Signature {
+        algorithm: crypto::HMAC_SHA256.to_string(),
+        value,
+        key_id: key_id.to_string(),
+    };
+    match &mut response.outcome {
+        envelope::Outcome::Result(r) => r.signature = Some(sig),
+        envelope::Outcome::Error(e) => e.signature = Some(sig),
+    }
+}
+
+/// Re-applies a step that went ahead to a state: the same draft changes and history
+/// counters [`decide_event`] applies, without running the rules (they only decide).
+pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
+    let mut budget = Budget::new(program.budget);
+    state.ensure_slots(program);
+    let changes = {
+        let mut draft = Draft::new(state);
+        if draft.begin_event(program, ev, &mut budget).is_err()
+            || draft.record_history(program, ev, &mut budget).is_err()
+        {
+            return;
+        }
+        draft.into_changes()
+    };
+    state.apply(program, changes);
 }
 
 /// Methods the Guardian answers: every hook, plus ping and the handshake.
@@ -593,10 +1163,11 @@ fn explain_json(decision: &Decision, traces: &[RuleTrace]) -> Value {
 }
 
 fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
+    now_rfc3339_at(protocol::now_ms().div_euclid(1000))
+}
+
+/// RFC 3339 (UTC, seconds) of a Unix time in seconds.
+pub fn now_rfc3339_at(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     // Civil-from-days (Howard Hinnant's algorithm).
@@ -616,4 +1187,13 @@ fn now_rfc3339() -> String {
         (rem % 3600) / 60,
         rem % 60
     )
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

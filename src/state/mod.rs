@@ -227,6 +227,11 @@ impl SessionState {
         self.scalars.turn
     }
 
+    /// Distinct keys over all keyed history counters (what `warden serve` caps per session).
+    pub fn history_keys(&self) -> usize {
+        self.slots.iter().map(slots::Slot::key_count).sum()
+    }
+
     pub fn intent(&self) -> Option<&Arc<Intent>> {
         self.scalars.intent.as_ref()
     }

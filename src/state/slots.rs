@@ -65,6 +65,11 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// Number of distinct keys counted.
+    pub fn key_count(&self) -> usize {
+        self.keyed.len()
+    }
+
     pub fn add(&mut self, key: Option<&str>, now: u64, window: WindowSpec) {
         match key {
             None => self.plain.add(now, window),

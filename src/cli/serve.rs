@@ -1,0 +1,308 @@
+//! `warden serve`, `warden audit verify` and `warden hook`: thin layers over
+//! `guardian::{serve, store, hook}`.
+
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::Value;
+
+use crate::guardian::{self, hook, serve, store, OnDecisionFailure, Options, Protocol};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The policy (default: the embedded default policy)
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Serve JSON-RPC on standard input and output (the default)
+    #[arg(long, conflicts_with = "listen")]
+    stdio: bool,
+    /// Serve HTTP on this loopback address, e.g. 127.0.0.1:8700 (port 0: any free port; the
+    /// bound address is printed on stderr)
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Keep sessions and the audit chain in this folder (restored on restart)
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Recompile the policy when it changes and swap it in if it checks
+    #[arg(long, requires = "policy")]
+    watch: bool,
+    /// File holding the HMAC input keying material: every request must be signed with the
+    /// per-session key derived from it, and every response is signed
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// `key_id` on the signatures Warden makes
+    #[arg(long, default_value = "warden")]
+    key_id: String,
+    /// Accepted clock skew of request timestamps, in milliseconds
+    #[arg(long, default_value_t = guardian::protocol::DEFAULT_SKEW_WINDOW_MS)]
+    skew_window_ms: u64,
+    /// Refuse clients whose handshake says provenance_producer "none" (-32002)
+    #[arg(long)]
+    require_provenance: bool,
+    /// Accept hook traffic without a prior handshake (as `warden replay` does)
+    #[arg(long)]
+    no_handshake: bool,
+    /// What a decision failure answers: a deny (default) or a JSON-RPC -32603 error
+    #[arg(long, value_enum, default_value_t = FailureArg::Deny)]
+    on_decision_failure: FailureArg,
+    /// Largest envelope accepted, in bytes
+    #[arg(long, default_value_t = 1 << 20)]
+    max_envelope_bytes: usize,
+    /// Attach explain traces to results
+    #[arg(long)]
+    explain: bool,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum FailureArg {
+    Deny,
+    Error,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Verify every session's audit chain in a `--state` folder; report the first broken link
+    Verify {
+        /// The state folder of a (stopped) `warden serve --state DIR`
+        dir: PathBuf,
+        /// Print each session's head and length
+        #[arg(long)]
+        verbose: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct HookArgs {
+    /// The platform's hook dialect
+    #[arg(long, value_enum)]
+    dialect: Dialect,
+    /// A running `warden serve --listen`: http://127.0.0.1:PORT
+    #[arg(long, conflicts_with = "state")]
+    url: Option<String>,
+    /// Decide locally against this state folder instead (not while a server uses it)
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// The policy for --state (default: the embedded default)
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Where the hook keeps its session between invocations
+    #[arg(long)]
+    session_file: Option<PathBuf>,
+    /// Sign requests with keys derived from this input keying material
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    #[arg(long, default_value = "warden")]
+    key_id: String,
+    /// Close the session (turnEnd if a turn is open, then sessionEnd); reads no stdin
+    #[arg(long)]
+    end_session: bool,
+    /// Seconds to wait for the Guardian
+    #[arg(long, default_value_t = 5)]
+    timeout: u64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Dialect {
+    CoreAgent,
+}
+
+fn read_key(path: &std::path::Path) -> Result<Arc<[u8]>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // A trailing newline from `echo secret > F` is not part of the key.
+    let trimmed = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let trimmed = trimmed.strip_suffix(b"\r").unwrap_or(trimmed);
+    if trimmed.is_empty() {
+        return Err(format!("{}: the key file is empty", path.display()));
+    }
+    Ok(Arc::from(trimmed))
+}
+
+fn fail(message: &str) -> i32 {
+    eprintln!("error: {message}");
+    2
+}
+
+pub fn run_serve(a: ServeArgs) -> i32 {
+    let policy = match serve::load_policy(a.policy.as_deref()) {
+        Ok(p) => p,
+        Err(d) => {
+            eprint!("{d}");
+            return fail("the policy has errors; nothing was served");
+        }
+    };
+    let mut protocol = Protocol::strict();
+    protocol.require_handshake = !a.no_handshake;
+    protocol.skew_window_ms = Some(a.skew_window_ms);
+    protocol.require_provenance = a.require_provenance;
+    protocol.key_id = a.key_id.clone();
+    protocol.transport = if a.listen.is_some() { "http" } else { "stdio" };
+    protocol.caps.max_envelope_bytes = a.max_envelope_bytes;
+    if let Some(k) = &a.key_file {
+        match read_key(k) {
+            Ok(k) => protocol.key = Some(k),
+            Err(e) => return fail(&e),
+        }
+    }
+    let options = Options {
+        on_decision_failure: match a.on_decision_failure {
+            FailureArg::Deny => OnDecisionFailure::Deny,
+            FailureArg::Error => OnDecisionFailure::Error,
+        },
+        explain: a.explain,
+        protocol,
+    };
+    let (g, _store) = match serve::build(policy, options, a.state.as_deref()) {
+        Ok(x) => x,
+        Err(e) => return fail(&e),
+    };
+    let _watcher = match (a.watch, &a.policy) {
+        (true, Some(p)) => match serve::watch(g.clone(), p.clone(), Duration::from_millis(150)) {
+            Ok(w) => Some(w),
+            Err(e) => return fail(&e),
+        },
+        _ => None,
+    };
+    let _ = a.stdio;
+    match a.listen {
+        Some(addr) => {
+            if !addr.ip().is_loopback() {
+                eprintln!("warden: warning: {addr} is not a loopback address; ACS traffic should stay on the host or behind TLS");
+            }
+            let r = serve::run_http(g, addr, |bound| {
+                eprintln!("warden: listening on http://{bound}/acs");
+            });
+            match r {
+                Ok(()) => 0,
+                Err(e) => fail(&format!("{addr}: {e}")),
+            }
+        }
+        None => match serve::run_stdio(&g, std::io::stdin().lock(), std::io::stdout().lock()) {
+            Ok(()) => 0,
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+            Err(e) => fail(&e.to_string()),
+        },
+    }
+}
+
+pub fn run_audit(c: AuditCommand) -> i32 {
+    let AuditCommand::Verify { dir, verbose } = c;
+    let records = match store::read_dir(&dir) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let chains = guardian::journal::chains(&records);
+    if verbose {
+        for (s, entries) in &chains {
+            let head = entries
+                .last()
+                .and_then(|e| e.get("entry_hash"))
+                .and_then(Value::as_str)
+                .unwrap_or("-");
+            println!("{s}: {} entries, head {head}", entries.len());
+        }
+    }
+    match guardian::audit::verify_sessions(&chains) {
+        Ok(n) => {
+            println!(
+                "ok: {} session chain(s), {n} entries verified",
+                chains.len()
+            );
+            0
+        }
+        Err((session, index, entry, reason)) => {
+            println!("broken: session {session}, entry {index}: {reason}");
+            println!("entry: {entry}");
+            1
+        }
+    }
+}
+
+pub fn run_hook(a: HookArgs) -> i32 {
+    let Dialect::CoreAgent = a.dialect;
+    let key = match &a.key_file {
+        Some(k) => match read_key(k) {
+            Ok(k) => Some(k),
+            Err(e) => return fail(&e),
+        },
+        None => None,
+    };
+    let session_file = a
+        .session_file
+        .clone()
+        .unwrap_or_else(hook::default_session_file);
+    let mut session = hook::load_session(&session_file);
+    let requests = if a.end_session {
+        hook::end_session(&mut session)
+    } else {
+        let mut input = Vec::new();
+        if let Err(e) = std::io::stdin().read_to_end(&mut input) {
+            return fail(&format!("stdin: {e}"));
+        }
+        let v: Value = match serde_json::from_slice(&input) {
+            Ok(v) => v,
+            Err(e) => return fail(&format!("the hook envelope is not JSON: {e}")),
+        };
+        match hook::map_core_agent(&v, &mut session) {
+            Ok(r) => r,
+            Err(e) => return fail(&e),
+        }
+    };
+    let mut requests = requests;
+    if let Some(k) = &key {
+        for r in &mut requests {
+            hook::sign_request(k, &a.key_id, r);
+        }
+    }
+    let timeout = Duration::from_secs(a.timeout.max(1));
+    let local = match (&a.url, &a.state) {
+        (None, Some(dir)) => {
+            let policy = match serve::load_policy(a.policy.as_deref()) {
+                Ok(p) => p,
+                Err(d) => {
+                    eprint!("{d}");
+                    return fail("the policy has errors");
+                }
+            };
+            let mut protocol = Protocol::strict();
+            protocol.key = key.clone();
+            protocol.key_id = a.key_id.clone();
+            let options = Options {
+                protocol,
+                ..Options::default()
+            };
+            match serve::build(policy, options, Some(dir)) {
+                Ok((g, store)) => Some((g, store)),
+                Err(e) => return fail(&e),
+            }
+        }
+        (Some(_), _) => None,
+        (None, None) => return fail("give --url of a running warden serve, or --state DIR"),
+    };
+    let mut code = 0;
+    for r in &requests {
+        let body = serde_json::to_vec(r).unwrap_or_default();
+        let out = match (&local, &a.url) {
+            (Some((g, _)), _) => Ok(g.handle(&body)),
+            (None, Some(url)) => hook::http_post(url, &body, timeout),
+            (None, None) => Err("no Guardian".to_string()),
+        };
+        match out {
+            Ok(bytes) => println!("{}", String::from_utf8_lossy(&bytes)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                code = 1;
+                break;
+            }
+        }
+    }
+    if a.end_session {
+        let _ = std::fs::remove_file(&session_file);
+    } else if let Err(e) = hook::save_session(&session_file, &session) {
+        return fail(&e);
+    }
+    code
+}

@@ -1,0 +1,144 @@
+//! The audit chain: one ContextEntry per audited step (NOTES §6), hashed with
+//! [`crate::acs::crypto::entry_hash`], and the chain head each session keeps.
+
+// Error responses are the rare path, built once per refused request: no need to box them.
+#![allow(clippy::result_large_err)]
+
+use serde_json::{json, Map, Value};
+
+use crate::acs::crypto;
+
+/// `step_type` of the entry written when a session is first decided on a new policy.
+pub const POLICY_RELOAD: &str = "warden/policy_reload";
+
+/// A session's chain: its head and length (the entries themselves go to the journal).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chain {
+    pub head: Option<String>,
+    pub len: u64,
+}
+
+impl Chain {
+    /// Seals `entry` onto the chain: sets `previous_hash` and `entry_hash`, moves the head.
+    pub fn append(&mut self, mut entry: Map<String, Value>) -> Value {
+        let prev = self.head.clone();
+        let content = Value::Object(entry.clone());
+        // The head is always a hash this chain computed, so it parses.
+        let hash = crypto::entry_hash(&content, prev.as_deref()).unwrap_or_default();
+        entry.insert(
+            "previous_hash".into(),
+            prev.map(Value::String).unwrap_or(Value::Null),
+        );
+        entry.insert("entry_hash".into(), Value::String(hash.clone()));
+        self.head = Some(hash);
+        self.len += 1;
+        Value::Object(entry)
+    }
+
+    /// The next entry's id: `<session_id>/<index>`, deterministic so that a replayed or
+    /// restored run produces the same chain.
+    pub fn next_id(&self, session: &str) -> String {
+        format!("{session}/{}", self.len)
+    }
+}
+
+/// The entry for a decided step, before hashing.
+pub fn step_entry(
+    entry_id: String,
+    method: &str,
+    params: &Value,
+    decision: &str,
+) -> Map<String, Value> {
+    let mut e = Map::new();
+    e.insert("entry_id".into(), Value::String(entry_id));
+    e.insert(
+        "step_id".into(),
+        params.get("request_id").cloned().unwrap_or(Value::Null),
+    );
+    e.insert("step_type".into(), Value::String(method.into()));
+    if let Some(t) = params.get("timestamp") {
+        e.insert("timestamp".into(), t.clone());
+    }
+    e.insert(
+        "request_hash".into(),
+        Value::String(crypto::request_hash(params)),
+    );
+    if let Some(s) = provenance_summary(params.get("payload").unwrap_or(&Value::Null)) {
+        e.insert("provenance_summary".into(), s);
+    }
+    e.insert("decision".into(), Value::String(decision.into()));
+    e
+}
+
+/// The entry recording that a session's later steps are decided by a new policy.
+pub fn reload_entry(entry_id: String, digest: &str, timestamp: String) -> Map<String, Value> {
+    let mut e = Map::new();
+    e.insert("entry_id".into(), Value::String(entry_id.clone()));
+    e.insert("step_id".into(), Value::String(entry_id));
+    e.insert("step_type".into(), Value::String(POLICY_RELOAD.into()));
+    e.insert("timestamp".into(), Value::String(timestamp));
+    e.insert("policy_digest".into(), Value::String(digest.into()));
+    e
+}
+
+/// Origins and counts of the provenance records in a payload (ProvenanceSummary), if any.
+pub fn provenance_summary(payload: &Value) -> Option<Value> {
+    let mut origins: Vec<String> = Vec::new();
+    let mut by_origin = Map::new();
+    let mut count = 0u64;
+    walk(payload, 0, &mut |origin| {
+        count += 1;
+        if !origins.iter().any(|o| o == origin) {
+            origins.push(origin.to_string());
+        }
+        let n = by_origin.get(origin).and_then(Value::as_u64).unwrap_or(0);
+        by_origin.insert(origin.to_string(), json!(n + 1));
+    });
+    (count > 0).then(|| {
+        json!({
+            "origins_seen": origins,
+            "entry_count": count,
+            "entry_count_by_origin": by_origin,
+        })
+    })
+}
+
+fn walk(v: &Value, depth: usize, f: &mut dyn FnMut(&str)) {
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            if let (Some(Value::String(_)), Some(Value::String(origin))) =
+                (m.get("provenance_id"), m.get("origin"))
+            {
+                f(origin);
+            }
+            for c in m.values() {
+                walk(c, depth + 1, f);
+            }
+        }
+        Value::Array(a) => {
+            for c in a {
+                walk(c, depth + 1, f);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Verifies the stored chain of each session; the first broken link of the first broken
+/// chain, as (session, index, entry, reason).
+pub fn verify_sessions(
+    chains: &[(String, Vec<Value>)],
+) -> Result<usize, (String, usize, Value, String)> {
+    let mut n = 0;
+    for (session, entries) in chains {
+        if let Err(e) = crypto::verify_chain(entries) {
+            let entry = entries.get(e.index).cloned().unwrap_or(Value::Null);
+            return Err((session.clone(), e.index, entry, e.to_string()));
+        }
+        n += entries.len();
+    }
+    Ok(n)
+}

@@ -1,0 +1,86 @@
+//! What the Guardian writes down before it answers: the journal records from which every
+//! session (state, replay window, negotiation, chain head) is rebuilt after a restart.
+
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::protocol::Negotiated;
+
+/// One journal record. A session's records, in order, rebuild it exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    /// A handshake settled a session.
+    Handshake {
+        session: String,
+        negotiated: Negotiated,
+    },
+    /// A decided step: the request (`method`, `params` as received), whether it went ahead,
+    /// the labels it inherited from outside the session (a subagent's, at `subagentStop`),
+    /// and the chain entries it wrote (a policy-reload entry may come first).
+    Step {
+        session: String,
+        method: String,
+        params: Value,
+        proceeds: bool,
+        #[serde(default)]
+        extra_labels: u64,
+        entries: Vec<Value>,
+    },
+}
+
+impl Record {
+    pub fn session(&self) -> &str {
+        match self {
+            Record::Handshake { session, .. } | Record::Step { session, .. } => session,
+        }
+    }
+}
+
+/// Where records go. `append` returns once the records are durable (or fails).
+pub trait Journal: Send + Sync {
+    fn append(&self, records: Vec<Record>) -> Result<(), String>;
+}
+
+/// A journal in memory (for tests and embedding).
+#[derive(Debug, Default)]
+pub struct MemoryJournal {
+    pub records: Mutex<Vec<Record>>,
+}
+
+impl Journal for MemoryJournal {
+    fn append(&self, records: Vec<Record>) -> Result<(), String> {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(records);
+        Ok(())
+    }
+}
+
+impl MemoryJournal {
+    pub fn take(&self) -> Vec<Record> {
+        std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Each session's chain entries, in order of first appearance.
+pub fn chains<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<(String, Vec<Value>)> {
+    let mut order: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = Default::default();
+    for r in records {
+        if let Record::Step {
+            session, entries, ..
+        } = r
+        {
+            let i = *index.entry(session.clone()).or_insert_with(|| {
+                order.push((session.clone(), Vec::new()));
+                order.len() - 1
+            });
+            order[i].1.extend(entries.iter().cloned());
+        }
+    }
+    order
+}

@@ -1,0 +1,189 @@
+//! The durable journal behind `--state DIR`: one redb database (`DIR/warden.redb`) holding the
+//! journal records in a single table keyed by a global sequence number. Writes are group
+//! committed: a committer thread takes every record batch waiting, writes them in one
+//! transaction, commits with `Durability::Immediate` (fsync) and only then releases the
+//! requests, so an answered decision is on disk.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use redb::{Database, Durability, ReadableTable, TableDefinition};
+
+use super::journal::{Journal, Record};
+
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// Format of the records in `log`: JSON of [`Record`].
+pub const FORMAT: &[u8] = b"warden-journal-1";
+
+type Batch = (Vec<Vec<u8>>, mpsc::SyncSender<Result<(), String>>);
+
+/// The redb-backed journal.
+pub struct Store {
+    db: Arc<Database>,
+    tx: Mutex<Option<mpsc::Sender<Batch>>>,
+    committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub path: PathBuf,
+}
+
+/// The database file inside a state folder.
+pub fn db_path(dir: &Path) -> PathBuf {
+    dir.join("warden.redb")
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<Store, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = db_path(dir);
+        let db = Database::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        {
+            let w = db.begin_write().map_err(err)?;
+            {
+                let mut meta = w.open_table(META).map_err(err)?;
+                let existing = meta.get("format").map_err(err)?.map(|v| v.value().to_vec());
+                match existing {
+                    None => {
+                        meta.insert("format", FORMAT).map_err(err)?;
+                    }
+                    Some(f) if f == FORMAT => {}
+                    Some(f) => {
+                        return Err(format!(
+                            "{}: unknown journal format {:?}",
+                            path.display(),
+                            String::from_utf8_lossy(&f)
+                        ))
+                    }
+                }
+                w.open_table(LOG).map_err(err)?;
+            }
+            w.commit().map_err(err)?;
+        }
+        let db = Arc::new(db);
+        let next = {
+            let r = db.begin_read().map_err(err)?;
+            let t = r.open_table(LOG).map_err(err)?;
+            let last = t.last().map_err(err)?.map(|(k, _)| k.value());
+            last.map_or(0, |k| k + 1)
+        };
+        let (tx, rx) = mpsc::channel::<Batch>();
+        let writer = db.clone();
+        let committer = std::thread::Builder::new()
+            .name("warden-journal".into())
+            .spawn(move || commit_loop(&writer, rx, next))
+            .map_err(err)?;
+        Ok(Store {
+            db,
+            tx: Mutex::new(Some(tx)),
+            committer: Mutex::new(Some(committer)),
+            path,
+        })
+    }
+
+    /// Every record, in the order it was written.
+    pub fn records(&self) -> Result<Vec<Record>, String> {
+        read_records(&self.db)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut c) = self.committer.lock() {
+            if let Some(c) = c.take() {
+                let _ = c.join();
+            }
+        }
+    }
+}
+
+fn read_records(db: &Database) -> Result<Vec<Record>, String> {
+    let r = db.begin_read().map_err(err)?;
+    let t = r.open_table(LOG).map_err(err)?;
+    let mut out = Vec::new();
+    for item in t.iter().map_err(err)? {
+        let (k, v) = item.map_err(err)?;
+        let rec: Record = serde_json::from_slice(v.value())
+            .map_err(|e| format!("journal record {}: {e}", k.value()))?;
+        out.push(rec);
+    }
+    Ok(out)
+}
+
+/// Reads the records of a state folder without starting a writer (for `warden audit`).
+pub fn read_dir(dir: &Path) -> Result<Vec<Record>, String> {
+    let path = db_path(dir);
+    if !path.is_file() {
+        return Err(format!("{}: no Warden state here", path.display()));
+    }
+    let db = Database::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    read_records(&db)
+}
+
+fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+            if batch.len() >= 4096 {
+                break;
+            }
+        }
+        let result = (|| -> Result<u64, String> {
+            let mut w = db.begin_write().map_err(err)?;
+            w.set_durability(Durability::Immediate);
+            let mut n = next;
+            {
+                let mut t = w.open_table(LOG).map_err(err)?;
+                for (recs, _) in &batch {
+                    for r in recs {
+                        t.insert(n, r.as_slice()).map_err(err)?;
+                        n += 1;
+                    }
+                }
+            }
+            w.commit().map_err(err)?;
+            Ok(n)
+        })();
+        let outcome = match result {
+            Ok(n) => {
+                next = n;
+                Ok(())
+            }
+            Err(e) => Err(format!("the journal could not commit: {e}")),
+        };
+        for (_, done) in batch {
+            let _ = done.send(outcome.clone());
+        }
+    }
+}
+
+impl Journal for Store {
+    fn append(&self, records: Vec<Record>) -> Result<(), String> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let encoded: Vec<Vec<u8>> = records
+            .iter()
+            .map(|r| serde_json::to_vec(r).map_err(err))
+            .collect::<Result<_, _>>()?;
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        {
+            let tx = self.tx.lock().map_err(err)?;
+            let tx = tx.as_ref().ok_or("the journal is closed")?;
+            tx.send((encoded, done_tx))
+                .map_err(|_| "the journal writer stopped".to_string())?;
+        }
+        done_rx
+            .recv()
+            .map_err(|_| "the journal writer stopped".to_string())?
+    }
+}

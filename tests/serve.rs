@@ -1,0 +1,822 @@
+//! `warden serve` end to end: a whole session over stdio and over HTTP (handshake, hooks,
+//! ping, a replay, a stale timestamp, a forged signature, sessionEnd), every response checked
+//! against the ACS response schema; the upstream signature vectors through the server; the
+//! audit chain verified by `warden audit verify`; the core-agent hook dialect.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::schema::{acs_dir, assert_valid_response, read_json};
+use serde_json::{json, Value};
+use warden::acs::crypto;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_warden")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "warden-serve-{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn uuid(n: u64) -> String {
+    format!("00000000-0000-4000-8000-{n:012x}")
+}
+
+fn now() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let secs = ms / 1000;
+    // Reuse the library's formatter.
+    let base = warden::guardian::now_rfc3339_at(secs);
+    format!("{}.{:03}Z", &base[..base.len() - 1], ms % 1000)
+}
+
+static REQ: AtomicU64 = AtomicU64::new(1);
+
+fn envelope(method: &str, sid: &str, payload: Value, turn: Option<&str>) -> Value {
+    let n = REQ.fetch_add(1, Ordering::SeqCst);
+    let mut metadata = json!({"agent_id": "agent", "session_id": sid});
+    if let Some(t) = turn {
+        metadata["turn_id"] = json!(t);
+    }
+    json!({"jsonrpc": "2.0", "id": n, "method": method, "params": {
+        "acs_version": "0.1.0", "request_id": uuid(n + 0x1000_0000), "timestamp": now(),
+        "metadata": metadata, "payload": payload}})
+}
+
+fn hello_payload() -> Value {
+    json!({
+        "acs_versions_supported": ["0.1.0"],
+        "methods_implemented": ["steps/sessionStart", "steps/turnStart", "steps/userMessage",
+            "steps/toolCallRequest", "steps/toolCallResult", "steps/turnEnd",
+            "steps/subagentStart", "steps/subagentStop", "steps/sessionEnd", "system/ping"],
+        "transports_supported": ["stdio", "http"],
+        "provenance_producer": "deterministic",
+        "profiles_supported": ["acs-core", "acs-audit"],
+    })
+}
+
+fn sign(ikm: &[u8], mut env: Value) -> Value {
+    let sid = env["params"]["metadata"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    crypto::attach_signature(&crypto::session_key(ikm, &sid), "k1", &mut env).unwrap();
+    env
+}
+
+fn verify_response(ikm: &[u8], sid: &str, r: &Value) {
+    crypto::verify(&crypto::session_key(ikm, sid), r)
+        .unwrap_or_else(|e| panic!("response signature: {e}: {r}"));
+}
+
+const POLICY: &str = r#"
+rule no_rm on toolCallRequest when tool.name == "rm" => deny "no_rm": "never delete"
+default allow
+"#;
+
+/// A `warden serve --stdio` child with a reader thread for its responses (either framing).
+struct Stdio_ {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<(bool, Value)>,
+}
+
+impl Stdio_ {
+    fn start(args: &[&str]) -> Stdio_ {
+        let mut child = Command::new(bin())
+            .arg("serve")
+            .arg("--stdio")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start warden serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                if let Some(n) = line.strip_prefix("Content-Length:") {
+                    let n: usize = n.trim().parse().unwrap();
+                    let mut blank = String::new();
+                    r.read_line(&mut blank).unwrap();
+                    let mut body = vec![0; n];
+                    r.read_exact(&mut body).unwrap();
+                    let _ = tx.send((true, serde_json::from_slice(&body).unwrap()));
+                } else if !line.trim().is_empty() {
+                    let _ = tx.send((false, serde_json::from_str(&line).unwrap()));
+                }
+            }
+        });
+        Stdio_ {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+        }
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) -> (bool, Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+        let (framed, v) = self.rx.recv_timeout(WAIT).expect("a response in time");
+        assert_valid_response(&v);
+        (framed, v)
+    }
+
+    fn send(&mut self, v: &Value) -> Value {
+        let mut line = serde_json::to_vec(v).unwrap();
+        line.push(b'\n');
+        let (framed, r) = self.send_raw(&line);
+        assert!(!framed);
+        r
+    }
+
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "warden serve exited with {status}");
+    }
+}
+
+fn code(r: &Value) -> i64 {
+    r["error"]["code"].as_i64().unwrap_or(0)
+}
+
+#[test]
+fn a_whole_session_over_stdio() {
+    let dir = tmp("stdio");
+    let ikm = b"a deployment secret of some length";
+    std::fs::write(dir.join("key"), ikm).unwrap();
+    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
+    let state = dir.join("state");
+    let mut s = Stdio_::start(&[
+        "--policy",
+        dir.join("p.ward").to_str().unwrap(),
+        "--key-file",
+        dir.join("key").to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    let sid = uuid(1);
+    let turn = "t1";
+
+    // Hook traffic before the handshake.
+    let r = s.send(&sign(
+        ikm,
+        envelope("steps/sessionStart", &sid, json!({}), None),
+    ));
+    assert_eq!(code(&r), -32003, "{r}");
+    assert_eq!(r["error"]["data"]["reason"], "handshake_required");
+    verify_response(ikm, &sid, &r);
+
+    // The handshake.
+    let r = s.send(&sign(
+        ikm,
+        envelope("handshake/hello", &sid, hello_payload(), None),
+    ));
+    let hello = &r["result"]["payload"];
+    assert_eq!(hello["negotiated_version"], "0.1.0", "{r}");
+    assert_eq!(hello["selected_transport"], "stdio");
+    assert_eq!(hello["on_decision_failure"], "deny");
+    assert_eq!(hello["skew_window_ms"], 300000);
+    assert_eq!(
+        hello["signature_algorithms_supported"],
+        json!(["HMAC-SHA256"])
+    );
+    assert!(hello["timeout_config"]["default_ms"].is_u64());
+    assert!(hello["methods_evaluated"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("steps/toolCallRequest")));
+    assert_eq!(hello["profiles_accepted"], json!(["acs-core", "acs-audit"]));
+    verify_response(ikm, &sid, &r);
+    // No renegotiation.
+    let r = s.send(&sign(
+        ikm,
+        envelope("handshake/hello", &sid, hello_payload(), None),
+    ));
+    assert_eq!(code(&r), -32000);
+
+    // Hooks: each audited, chained and signed.
+    let r = s.send(&sign(
+        ikm,
+        envelope("steps/sessionStart", &sid, json!({}), None),
+    ));
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    let root = r["result"]["chain_hash"].as_str().unwrap().to_string();
+    verify_response(ikm, &sid, &r);
+    let r = s.send(&sign(
+        ikm,
+        envelope(
+            "steps/turnStart",
+            &sid,
+            json!({"turn_id": turn, "triggered_by": "user_message"}),
+            Some(turn),
+        ),
+    ));
+    assert_ne!(r["result"]["chain_hash"].as_str().unwrap(), root);
+    let call = sign(
+        ikm,
+        envelope(
+            "steps/toolCallRequest",
+            &sid,
+            json!({"tool": {"name": "rm"}, "arguments": {"path": {"value": "/"}}}),
+            Some(turn),
+        ),
+    );
+    let r = s.send(&call);
+    assert_eq!(r["result"]["decision"], "deny");
+    assert_eq!(r["result"]["reason_codes"], json!(["no_rm"]));
+    verify_response(ikm, &sid, &r);
+
+    // The same request again: a replay.
+    let r = s.send(&call);
+    assert_eq!(code(&r), -32005, "{r}");
+    verify_response(ikm, &sid, &r);
+
+    // Ping: unsigned is fine, never audited, never signed.
+    let ping = envelope("system/ping", &sid, json!({"echo": "hi"}), None);
+    let r = s.send(&ping);
+    assert_eq!(r["result"]["decision"], "allow");
+    assert_eq!(r["result"]["payload"]["echo"], "hi");
+    assert!(r["result"].get("chain_hash").is_none());
+    assert!(r["result"].get("signature").is_none());
+
+    // A stale timestamp.
+    let mut stale = envelope(
+        "steps/userMessage",
+        &sid,
+        json!({"content": [{"type": "text", "value": "x"}]}),
+        Some(turn),
+    );
+    stale["params"]["timestamp"] = json!("2020-01-01T00:00:00Z");
+    let r = s.send(&sign(ikm, stale));
+    assert_eq!(code(&r), -32006, "{r}");
+    assert_eq!(r["error"]["data"]["skew_window_ms"], 300000);
+
+    // A forged signature (signed with another key), and a missing one.
+    let forged = sign(
+        b"not the key",
+        envelope(
+            "steps/toolCallRequest",
+            &sid,
+            json!({"tool": {"name": "ls"}, "arguments": {}}),
+            Some(turn),
+        ),
+    );
+    let r = s.send(&forged);
+    assert_eq!(code(&r), -32004, "{r}");
+    let r = s.send(&envelope(
+        "steps/toolCallRequest",
+        &sid,
+        json!({"tool": {"name": "ls"}, "arguments": {}}),
+        Some(turn),
+    ));
+    assert_eq!(code(&r), -32004, "{r}");
+    // The forged request's id was not burnt: the genuine one goes through.
+    let mut genuine = forged.clone();
+    genuine["params"]
+        .as_object_mut()
+        .unwrap()
+        .remove("signature");
+    let r = s.send(&sign(ikm, genuine));
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+
+    // A method the client did not negotiate.
+    let r = s.send(&sign(
+        ikm,
+        envelope(
+            "steps/memoryStore",
+            &sid,
+            json!({"content": {"value": "x"}}),
+            Some(turn),
+        ),
+    ));
+    assert_eq!(code(&r), -32003, "{r}");
+    assert_eq!(r["error"]["data"]["method"], "steps/memoryStore");
+
+    // Content-Length framing is answered in kind.
+    let body = serde_json::to_vec(&sign(
+        ikm,
+        envelope(
+            "steps/turnEnd",
+            &sid,
+            json!({"turn_id": turn, "outcome": "completed"}),
+            Some(turn),
+        ),
+    ))
+    .unwrap();
+    let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    framed.extend_from_slice(&body);
+    let (was_framed, r) = s.send_raw(&framed);
+    assert!(was_framed);
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+
+    // An oversized envelope.
+    let mut big = vec![b'x'; (1 << 20) + 10];
+    big.push(b'\n');
+    let (_, r) = s.send_raw(&big);
+    assert_eq!(code(&r), -32600, "{r}");
+    assert_eq!(r["error"]["data"]["reason"], "envelope_too_large");
+
+    // sessionEnd seals the chain.
+    let r = s.send(&sign(
+        ikm,
+        envelope(
+            "steps/sessionEnd",
+            &sid,
+            json!({"reason": "completed"}),
+            None,
+        ),
+    ));
+    assert_eq!(r["result"]["decision"], "allow");
+    let head = r["result"]["chain_hash"].as_str().unwrap().to_string();
+    let r = s.send(&sign(
+        ikm,
+        envelope(
+            "steps/userMessage",
+            &sid,
+            json!({"content": [{"type": "text", "value": "late"}]}),
+            None,
+        ),
+    ));
+    assert_eq!(code(&r), -32000, "{r}");
+    s.finish();
+
+    // The stored chain verifies and ends at the head the last response named.
+    let out = Command::new(bin())
+        .args(["audit", "verify", "--verbose"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&head), "{text}");
+    assert!(text.contains("6 entries"), "{text}");
+}
+
+#[test]
+fn audit_verify_reports_the_first_broken_link() {
+    use warden::guardian::{store::Store, Journal, Record};
+    let dir = tmp("tamper");
+    let mut chain = warden::guardian::audit::Chain::default();
+    let mut entries = Vec::new();
+    for i in 0..3 {
+        let mut e = serde_json::Map::new();
+        e.insert("entry_id".into(), json!(format!("s/{i}")));
+        e.insert("step_id".into(), json!(uuid(i)));
+        e.insert("step_type".into(), json!("steps/userMessage"));
+        entries.push(chain.append(e));
+    }
+    entries[1]["step_type"] = json!("steps/toolCallRequest");
+    {
+        let store = Store::open(&dir).unwrap();
+        for e in entries {
+            store
+                .append(vec![Record::Step {
+                    session: "s".into(),
+                    method: "steps/userMessage".into(),
+                    params: json!({}),
+                    proceeds: true,
+                    extra_labels: 0,
+                    entries: vec![e],
+                }])
+                .unwrap();
+        }
+    }
+    let out = Command::new(bin())
+        .args(["audit", "verify"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("session s, entry 1"), "{text}");
+    assert!(text.contains("does not match its content"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+struct Http {
+    child: Child,
+    addr: String,
+}
+
+impl Http {
+    fn start(args: &[&str]) -> Http {
+        let mut child = Command::new(bin())
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start warden serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                if let Some(rest) = line.strip_prefix("warden: listening on http://") {
+                    let _ = tx.send(rest.trim_end_matches("/acs").to_string());
+                } else {
+                    eprintln!("{line}");
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(WAIT)
+            .expect("the server says where it listens");
+        Http { child, addr }
+    }
+
+    fn raw(&self, head: &str, body: &[u8]) -> (u16, Value) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        s.write_all(head.as_bytes()).unwrap();
+        let _ = s.write_all(body);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let (status, body) = warden::guardian::hook::parse_http_response(&out).unwrap();
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    fn post(&self, path: &str, v: &Value) -> (u16, Value) {
+        let body = serde_json::to_vec(v).unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let (status, r) = self.raw(&head, &body);
+        if status == 200 || status == 413 {
+            assert_valid_response(&r);
+        }
+        (status, r)
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_whole_session_over_http() {
+    let dir = tmp("http");
+    let ikm = b"http secret";
+    std::fs::write(dir.join("key"), ikm).unwrap();
+    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
+    let srv = Http::start(&[
+        "--policy",
+        dir.join("p.ward").to_str().unwrap(),
+        "--key-file",
+        dir.join("key").to_str().unwrap(),
+    ]);
+    let sid = uuid(2);
+    let (st, r) = srv.post(
+        "/acs",
+        &sign(
+            ikm,
+            envelope("handshake/hello", &sid, hello_payload(), None),
+        ),
+    );
+    assert_eq!(st, 200);
+    assert_eq!(r["result"]["payload"]["selected_transport"], "http", "{r}");
+    let (_, r) = srv.post(
+        "/",
+        &sign(ikm, envelope("steps/sessionStart", &sid, json!({}), None)),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    verify_response(ikm, &sid, &r);
+    let call = sign(
+        ikm,
+        envelope(
+            "steps/toolCallRequest",
+            &sid,
+            json!({"tool": {"name": "rm"}, "arguments": {}}),
+            None,
+        ),
+    );
+    let (_, r) = srv.post("/acs", &call);
+    assert_eq!(r["result"]["decision"], "deny", "{r}");
+    let (_, r) = srv.post("/acs", &call);
+    assert_eq!(code(&r), -32005, "{r}");
+    let (_, r) = srv.post("/acs", &envelope("system/ping", &sid, json!({}), None));
+    assert_eq!(r["result"]["payload"]["status"], "ok", "{r}");
+    let mut stale = envelope(
+        "steps/toolCallRequest",
+        &sid,
+        json!({"tool": {"name": "ls"}, "arguments": {}}),
+        None,
+    );
+    stale["params"]["timestamp"] = json!("2099-01-01T00:00:00Z");
+    let (_, r) = srv.post("/acs", &sign(ikm, stale));
+    assert_eq!(code(&r), -32006, "{r}");
+    let mut forged = sign(
+        ikm,
+        envelope(
+            "steps/toolCallRequest",
+            &sid,
+            json!({"tool": {"name": "ls"}, "arguments": {}}),
+            None,
+        ),
+    );
+    forged["params"]["payload"]["tool"]["name"] = json!("cat");
+    let (_, r) = srv.post("/acs", &forged);
+    assert_eq!(code(&r), -32004, "{r}");
+    let (_, r) = srv.post(
+        "/acs",
+        &sign(
+            ikm,
+            envelope(
+                "steps/sessionEnd",
+                &sid,
+                json!({"reason": "completed"}),
+                None,
+            ),
+        ),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    assert!(r["result"]["chain_hash"].is_string());
+
+    // Oversized: refused from the Content-Length header, with the JSON-RPC error.
+    let head = format!(
+        "POST /acs HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        5 << 20
+    );
+    let (st, r) = srv.raw(&head, b"");
+    assert_eq!(st, 413);
+    assert_eq!(r["error"]["code"], -32600);
+    assert_eq!(r["error"]["data"]["reason"], "envelope_too_large");
+    // Not JSON: a parse error, not a crash.
+    let (st, r) = srv.raw(
+        "POST /acs HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n",
+        b"{x}",
+    );
+    assert_eq!((st, code(&r)), (200, -32700));
+    let (st, _) = srv.raw(
+        "GET /acs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"",
+    );
+    assert_eq!(st, 405);
+    let (st, _) = srv.raw(
+        "POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        b"",
+    );
+    assert_eq!(st, 404);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream vectors, end to end
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn upstream_signed_request_verifies_through_the_server() {
+    let v =
+        read_json(&acs_dir().join(
+            "fixtures/reference-implementations/agt-go/internal/envelope/testdata/vectors.json",
+        ));
+    let ikm = unhex(v["ikm_hex"].as_str().unwrap());
+    let sid = v["session_id"].as_str().unwrap();
+    assert_eq!(
+        crypto::session_key(&ikm, sid).to_vec(),
+        unhex(v["session_key_hex"].as_str().unwrap())
+    );
+    let dir = tmp("vectors");
+    std::fs::write(dir.join("key"), &ikm).unwrap();
+    // The vector is from 2026-09-19: a skew window wide enough to accept it, no handshake.
+    let mut s = Stdio_::start(&[
+        "--key-file",
+        dir.join("key").to_str().unwrap(),
+        "--key-id",
+        "k1",
+        "--no-handshake",
+        "--skew-window-ms",
+        "100000000000",
+    ]);
+    let request = v["request"]["signed"].clone();
+    let r = s.send(&request);
+    assert!(
+        r.get("result").is_some(),
+        "the vector's signature verifies: {r}"
+    );
+    verify_response(&ikm, sid, &r);
+    // Tampered by one character, it does not.
+    let mut bad = request.clone();
+    bad["params"]["payload"]["raw_command"] = json!("echo rm -rf /tmp");
+    let r = s.send(&bad);
+    assert_eq!(code(&r), -32004, "{r}");
+    s.finish();
+
+    // Warden signs the vector's response exactly as agt-go does.
+    let expected = v["response"]["signed"].clone();
+    let mut resp: warden::acs::envelope::Response =
+        serde_json::from_value(expected.clone()).unwrap();
+    warden::guardian::sign_response(&crypto::session_key(&ikm, sid), "k1", &mut resp);
+    assert_eq!(resp.to_value(), expected);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hot reload
+
+#[test]
+fn watch_swaps_a_good_policy_and_keeps_the_last_good_one() {
+    let dir = tmp("watch");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let srv = Http::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--watch",
+        "--state",
+        dir.join("state").to_str().unwrap(),
+    ]);
+    let sid = uuid(3);
+    srv.post(
+        "/acs",
+        &envelope("handshake/hello", &sid, hello_payload(), None),
+    );
+    let (_, r) = srv.post(
+        "/acs",
+        &envelope("steps/sessionStart", &sid, json!({}), None),
+    );
+    assert_eq!(r["result"]["decision"], "allow");
+    let ls = || {
+        envelope(
+            "steps/toolCallRequest",
+            &sid,
+            json!({"tool": {"name": "ls"}, "arguments": {}}),
+            None,
+        )
+    };
+    let (_, r) = srv.post("/acs", &ls());
+    assert_eq!(r["result"]["decision"], "allow");
+
+    // A broken policy is not swapped in.
+    std::fs::write(
+        &policy,
+        "rule broken on toolCallRequest when tool.nme == 1 => deny \"x\"",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let (_, r) = srv.post("/acs", &ls());
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+
+    // A good one is.
+    std::fs::write(
+        &policy,
+        "rule no_ls on toolCallRequest when tool.name == \"ls\" => deny \"no_ls\": \"no\"\ndefault allow\n",
+    )
+    .unwrap();
+    let mut denied = false;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        let (_, r) = srv.post("/acs", &ls());
+        if r["result"]["decision"] == "deny" {
+            denied = true;
+            break;
+        }
+    }
+    assert!(denied, "the new policy was swapped in");
+    drop(srv);
+    // The reload is in the chain.
+    let records = warden::guardian::store::read_dir(&dir.join("state")).unwrap();
+    let chains = warden::guardian::journal::chains(&records);
+    let entries = &chains[0].1;
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["step_type"] == "warden/policy_reload"),
+        "{entries:?}"
+    );
+    warden::acs::crypto::verify_chain(entries).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// core-agent
+
+fn hook(args: &[&str], stdin: &str) -> (i32, Vec<Value>) {
+    let mut child = Command::new(bin())
+        .args(["hook", "--dialect=core-agent"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out.status.code().unwrap_or(-1), lines)
+}
+
+#[test]
+fn core_agent_hooks_feed_a_running_server() {
+    let dir = tmp("core-agent");
+    std::fs::write(dir.join("key"), b"hook key").unwrap();
+    std::fs::write(
+        dir.join("p.ward"),
+        "use std.taint\nrule after_read on toolCallRequest when tool.name == \"send\" and turns_since(untrusted) <= 1 => deny \"taint\": \"tainted\"\ndefault allow\n",
+    )
+    .unwrap();
+    let srv = Http::start(&[
+        "--policy",
+        dir.join("p.ward").to_str().unwrap(),
+        "--key-file",
+        dir.join("key").to_str().unwrap(),
+    ]);
+    let url = format!("http://{}", srv.addr);
+    let sf = dir.join("session.json");
+    let keyp = dir.join("key");
+    let common = [
+        "--url",
+        url.as_str(),
+        "--session-file",
+        sf.to_str().unwrap(),
+        "--key-file",
+        keyp.to_str().unwrap(),
+    ];
+    let (c, rs) = hook(&common, r#"{"hook_event_name":"model-start"}"#);
+    assert_eq!(c, 0);
+    // handshake, sessionStart, turnStart
+    assert_eq!(rs.len(), 3, "{rs:?}");
+    for r in &rs {
+        assert_valid_response(r);
+        assert!(r.get("result").is_some(), "{r}");
+    }
+    let (_, rs) = hook(
+        &common,
+        r#"{"hook_event_name":"tool-start","tool_name":"read_file","tool_input":{"path":"/etc/hosts"}}"#,
+    );
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0]["result"]["decision"], "allow", "{rs:?}");
+    let (_, rs) = hook(
+        &common,
+        r#"{"hook_event_name":"tool-end","tool_name":"read_file","tool_output":"127.0.0.1 localhost"}"#,
+    );
+    assert_eq!(rs[0]["result"]["decision"], "allow", "{rs:?}");
+    let (_, rs) = hook(
+        &common,
+        r#"{"hook_event_name":"tool-start","tool_name":"send","tool_input":{"to":"x"}}"#,
+    );
+    assert_eq!(
+        rs[0]["result"]["decision"], "deny",
+        "provenance flows through the hooks: {rs:?}"
+    );
+    let (_, rs) = hook(&common, r#"{"hook_event_name":"agent-end"}"#);
+    assert_eq!(rs.len(), 1);
+    assert!(rs[0]["result"]["chain_hash"].is_string());
+    let mut end = common.to_vec();
+    end.push("--end-session");
+    let (c, rs) = hook(&end, "");
+    assert_eq!(c, 0);
+    assert_eq!(rs[0]["result"]["decision"], "allow", "{rs:?}");
+    assert!(!sf.exists());
+    let (c, _) = hook(&common, r#"{"hook_event_name":"nope"}"#);
+    assert_ne!(c, 0);
+}
+
+#[allow(dead_code)]
+fn unused(_: &Path) {}

@@ -1,0 +1,232 @@
+//! Helpers for the `warden serve` recovery and load tests: a server process on a loopback
+//! port, a keep-alive HTTP/1.1 client, and deterministic session streams.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub fn tmp(name: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "warden-{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn uuid(hi: u64, lo: u64) -> String {
+    format!("{:08x}-0000-4000-8000-{lo:012x}", hi as u32)
+}
+
+/// A `warden serve --listen 127.0.0.1:0` process.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Server {
+    pub fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start warden serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                if let Some(rest) = line.strip_prefix("warden: listening on http://") {
+                    let _ = tx.send(rest.trim_end_matches("/acs").to_string());
+                } else {
+                    eprintln!("[server] {line}");
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(WAIT)
+            .expect("the server says where it listens");
+        Server { child, addr }
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A keep-alive HTTP/1.1 connection.
+pub struct Conn {
+    stream: BufReader<TcpStream>,
+}
+
+impl Conn {
+    pub fn open(addr: &str) -> std::io::Result<Conn> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(WAIT))?;
+        s.set_nodelay(true)?;
+        Ok(Conn {
+            stream: BufReader::new(s),
+        })
+    }
+
+    pub fn post(&mut self, body: &[u8]) -> std::io::Result<Value> {
+        let head = format!(
+            "POST /acs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let s = self.stream.get_mut();
+        s.write_all(head.as_bytes())?;
+        s.write_all(body)?;
+        let mut len = None;
+        let mut status = String::new();
+        self.stream.read_line(&mut status)?;
+        if status.is_empty() {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        loop {
+            let mut line = String::new();
+            if self.stream.read_line(&mut line)? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse::<usize>().ok();
+                }
+            }
+        }
+        let mut body = vec![0; len.unwrap_or(0)];
+        self.stream.read_exact(&mut body)?;
+        serde_json::from_slice(&body).map_err(|e| std::io::Error::other(e.to_string()))
+    }
+}
+
+pub const POLICY: &str = r#"use std.taint
+
+rule tainted_send on toolCallRequest
+  when tool.name == "send" and turns_since(untrusted) <= 1
+  => deny "taint": "a send right after untrusted content"
+
+rule rate on toolCallRequest
+  when count(toolCallRequest, this turn) >= 3
+  => deny "rate": "too many calls this turn"
+
+default allow
+"#;
+
+/// The `i`-th request of session `s`'s deterministic stream of `n` requests: handshake,
+/// sessionStart, then turns of (turnStart, toolCallResult with tool output, toolCallRequests
+/// of `send` and `ls`, turnEnd), and sessionEnd last. `timestamp` is fixed per run.
+pub fn stream_request(s: u64, i: u64, n: u64, timestamp: &str) -> Value {
+    let sid = uuid(0x5e55_0000 + s as u32 as u64, s);
+    let rid = uuid(s, i + 1);
+    let turn_no = i.saturating_sub(2) / 6;
+    let turn = format!("turn-{turn_no}");
+    let (method, payload, in_turn) = if i == 0 {
+        (
+            "handshake/hello",
+            json!({
+                "acs_versions_supported": ["0.1.0"],
+                "methods_implemented": ["steps/sessionStart", "steps/turnStart",
+                    "steps/toolCallRequest", "steps/toolCallResult", "steps/turnEnd",
+                    "steps/sessionEnd", "system/ping"],
+                "transports_supported": ["http"],
+                "provenance_producer": "deterministic",
+            }),
+            false,
+        )
+    } else if i == 1 {
+        ("steps/sessionStart", json!({}), false)
+    } else if i == n - 1 {
+        ("steps/sessionEnd", json!({"reason": "completed"}), false)
+    } else {
+        match (i - 2) % 6 {
+            0 => (
+                "steps/turnStart",
+                json!({"turn_id": turn, "triggered_by": "user_message"}),
+                true,
+            ),
+            1 if (s + turn_no) % 2 == 0 => (
+                "steps/toolCallResult",
+                json!({"tool": {"name": "fetch"}, "exit_status": "success",
+                       "outputs": [{"value": "page", "provenance": {
+                           "provenance_id": format!("p-{s}-{i}"), "origin": "tool_output",
+                           "source_id": "fetch"}}]}),
+                true,
+            ),
+            1 => (
+                "steps/toolCallRequest",
+                json!({"tool": {"name": "ls"}, "arguments": {}}),
+                true,
+            ),
+            2..=4 => (
+                "steps/toolCallRequest",
+                json!({"tool": {"name": if i % 2 == 0 { "send" } else { "ls" }},
+                       "arguments": {"to": {"value": "x"}}}),
+                true,
+            ),
+            _ => (
+                "steps/turnEnd",
+                json!({"turn_id": turn, "outcome": "completed"}),
+                true,
+            ),
+        }
+    };
+    let mut metadata = json!({"agent_id": "agent", "session_id": sid});
+    if in_turn {
+        metadata["turn_id"] = json!(turn);
+    }
+    json!({"jsonrpc": "2.0", "id": i, "method": method, "params": {
+        "acs_version": "0.1.0", "request_id": rid, "timestamp": timestamp,
+        "metadata": metadata, "payload": payload}})
+}
+
+/// What is compared between runs: the decision (or error code), reason codes, chain head.
+pub fn outcome(r: &Value) -> Value {
+    match r.get("result") {
+        Some(res) => json!([res["decision"], res["reason_codes"], res["chain_hash"]]),
+        None => json!(["error", r["error"]["code"]]),
+    }
+}
+
+pub fn now_rfc3339() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let base = warden::guardian::now_rfc3339_at(ms / 1000);
+    format!("{}.{:03}Z", &base[..base.len() - 1], ms % 1000)
+}
+
+pub fn read_all(mut r: impl Read) -> String {
+    let mut s = String::new();
+    let _ = r.read_to_string(&mut s);
+    s
+}

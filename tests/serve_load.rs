@@ -1,0 +1,131 @@
+//! A bounded load test of `warden serve --listen` on loopback: 1 000 concurrent sessions ×
+//! 100 hooks each (handshake, sessionStart, turns of tool calls and results, sessionEnd),
+//! interleaved over 100 keep-alive connections; in memory and with `--state` (every answer
+//! fsynced first). Prints throughput and latency percentiles. Ignored by default; run with
+//! `cargo test --release --test serve_load -- --ignored --nocapture` (numbers in
+//! benches/RESULTS.md, "serve load").
+
+mod serve_common;
+
+use std::time::{Duration, Instant};
+
+use serve_common::*;
+
+const SESSIONS: u64 = 1_000;
+const HOOKS: u64 = 100;
+const CONNS: u64 = 100;
+const DEADLINE: Duration = Duration::from_secs(600);
+
+struct Report {
+    requests: usize,
+    errors: usize,
+    wall: Duration,
+    lat: Vec<Duration>,
+}
+
+fn run(extra: &[&str]) -> Report {
+    let dir = tmp("load");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let mut args = vec![
+        "--policy",
+        policy.to_str().unwrap(),
+        "--skew-window-ms",
+        "3600000",
+    ];
+    args.extend_from_slice(extra);
+    let state = dir.join("state");
+    let state_s = state.display().to_string();
+    if extra.contains(&"--state") {
+        args.pop();
+        args.push(&state_s);
+    }
+    let srv = Server::start(&args);
+    let ts = now_rfc3339();
+    let started = Instant::now();
+    let handles: Vec<_> = (0..CONNS)
+        .map(|c| {
+            let addr = srv.addr.clone();
+            let ts = ts.clone();
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(&addr).expect("connect");
+                let mine: Vec<u64> = (0..SESSIONS).filter(|s| s % CONNS == c).collect();
+                let mut lat = Vec::with_capacity(mine.len() * HOOKS as usize);
+                let mut errors = 0;
+                'outer: for i in 0..HOOKS {
+                    for s in &mine {
+                        if started.elapsed() > DEADLINE {
+                            break 'outer;
+                        }
+                        let body = serde_json::to_vec(&stream_request(*s, i, HOOKS, &ts)).unwrap();
+                        let t = Instant::now();
+                        let r = conn.post(&body).expect("a response");
+                        lat.push(t.elapsed());
+                        if r.get("error").is_some() {
+                            errors += 1;
+                            if errors < 3 {
+                                eprintln!("error response: {r}");
+                            }
+                        }
+                    }
+                }
+                (lat, errors)
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    for h in handles {
+        let (l, e) = h.join().unwrap();
+        lat.extend(l);
+        errors += e;
+    }
+    let wall = started.elapsed();
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+    lat.sort();
+    Report {
+        requests: lat.len(),
+        errors,
+        wall,
+        lat,
+    }
+}
+
+fn pct(lat: &[Duration], p: f64) -> f64 {
+    let i = ((lat.len() as f64 - 1.0) * p).round() as usize;
+    lat[i].as_secs_f64() * 1e3
+}
+
+fn print(name: &str, r: &Report) {
+    println!(
+        "serve load [{name}]: {} sessions x {} hooks over {} connections: {} requests in {:.2} s = {:.0} req/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} errors",
+        SESSIONS,
+        HOOKS,
+        CONNS,
+        r.requests,
+        r.wall.as_secs_f64(),
+        r.requests as f64 / r.wall.as_secs_f64(),
+        pct(&r.lat, 0.5),
+        pct(&r.lat, 0.99),
+        pct(&r.lat, 1.0),
+        r.errors
+    );
+}
+
+#[test]
+#[ignore = "load test: run with --release -- --ignored --nocapture"]
+fn serve_load_1000_sessions_x_100_hooks() {
+    let mem = run(&[]);
+    print("in memory", &mem);
+    let durable = run(&["--state", "DIR"]);
+    print("--state (fsync per group commit)", &durable);
+    for r in [&mem, &durable] {
+        assert_eq!(r.errors, 0);
+        assert_eq!(
+            r.requests as u64,
+            SESSIONS * HOOKS,
+            "finished within the deadline"
+        );
+    }
+}
