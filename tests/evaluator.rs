@@ -300,3 +300,21 @@ default allow
     let arg = json!({"q": {"value": "v", "provenance": {"provenance_id": "q1", "origin": "agent_generated", "derived_from": ["sum"]}}});
     assert_eq!(s.call("post", arg).1, vec!["tainted"]);
 }
+
+#[test]
+fn a_wrapped_mcp_tool_call_is_decided_as_a_tool_call() {
+    let mut s = Session::new(
+        r#"
+rule no_rm on toolCallRequest when tool.name == "rm" and args.path == "/" => deny "no_rm"
+default allow
+"#,
+    );
+    let mcp = |path: &str| {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "rm", "arguments": {"path": path}}})
+    };
+    let r = s.send("protocols/MCP/tools/call", mcp("/"));
+    assert_eq!(r["result"]["reason_codes"][0], "no_rm", "{r}");
+    let r = s.send("protocols/MCP/tools/call", mcp("/tmp/x"));
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+}

@@ -524,10 +524,19 @@ impl Guardian {
             .pointer("/params/metadata")
             .cloned()
             .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
+        // A wrapped MCP `tools/call` is decided as the tool call it is.
+        let mcp_view;
+        let (hook, payload) = match mcp_tool_call_view(hook, &p.payload) {
+            Some((h, view)) => {
+                mcp_view = view;
+                (h, &mcp_view)
+            }
+            None => (hook, &p.payload),
+        };
         let ev = Event {
             method: hook.method,
             request_id: &p.request_id,
-            payload: &p.payload,
+            payload,
             metadata: &metadata,
             time_ms,
             extra_labels,
@@ -1082,6 +1091,45 @@ fn rego_messages(
             t
         })
         .collect()
+}
+
+/// The toolCallRequest view of a wrapped MCP `tools/call`: `params.name` is the tool, each of
+/// `params.arguments` an argument (with its provenance when the platform gave one as
+/// `{value, provenance}`). Rules written `on toolCallRequest` decide MCP calls too.
+fn mcp_tool_call_view(
+    hook: &'static fields::HookSpec,
+    payload: &Value,
+) -> Option<(&'static fields::HookSpec, Value)> {
+    if hook.method != "protocols/MCP/tools/call" {
+        return None;
+    }
+    let params = payload.get("params");
+    let name = params
+        .and_then(|p| p.get("name"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let arguments: serde_json::Map<String, Value> = params
+        .and_then(|p| p.get("arguments"))
+        .and_then(Value::as_object)
+        .map(|args| {
+            args.iter()
+                .map(|(k, v)| {
+                    let wrapped = match v {
+                        Value::Object(o)
+                            if o.contains_key("value") && o.contains_key("provenance") =>
+                        {
+                            v.clone()
+                        }
+                        other => serde_json::json!({"value": other}),
+                    };
+                    (k.clone(), wrapped)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let view =
+        serde_json::json!({"tool": {"name": name, "provider": "mcp"}, "arguments": arguments});
+    Some((fields::hook("steps/toolCallRequest")?, view))
 }
 
 /// Masks, in explain traces, the values of content that carries a `redact` label.
