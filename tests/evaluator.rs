@@ -318,3 +318,27 @@ default allow
     let r = s.send("protocols/MCP/tools/call", mcp("/tmp/x"));
     assert_eq!(r["result"]["decision"], "allow", "{r}");
 }
+
+#[test]
+fn a_masked_field_never_shows_in_explain_traces() {
+    let mut s = Session::with(
+        r#"
+mask args.password
+rule weak on toolCallRequest when tool.name == "login" and len(args.password) < 8 => deny "weak"
+rule leak on toolCallRequest when args.password == "hunter2" => deny "known"
+default allow
+"#,
+        Options {
+            explain: true,
+            ..Options::default()
+        },
+    );
+    let r = s.send(
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "login"}, "arguments": {"password": {"value": "hunter2"}}}),
+    );
+    assert_eq!(r["result"]["decision"], "deny");
+    let explain = r["result"]["policy_data"]["warden"].to_string();
+    assert!(!explain.contains("hunter2"), "{explain}");
+    assert!(explain.contains("[redacted]"), "{explain}");
+}

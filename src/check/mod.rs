@@ -308,7 +308,7 @@ impl<'a> Checker<'a> {
                             );
                         }
                     }
-                    Item::Package(_) | Item::Default(_) => {}
+                    Item::Package(_) | Item::Default(_) | Item::Mask(_) => {}
                 }
             }
         }
@@ -324,6 +324,7 @@ impl<'a> Checker<'a> {
             let mut package_seen = false;
             for item in &unit.module.items {
                 match item {
+                    Item::Mask(m) => self.check_mask(file, &m.place),
                     Item::Package(p) => {
                         if package_seen {
                             self.diagnostics.push(
@@ -520,6 +521,40 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+    }
+
+    /// `mask PATH` names a tool argument or a field some hook has.
+    fn check_mask(&mut self, file: FileId, place: &ast::Place) {
+        let Some(ast::PlaceSegment::Field(first)) = place.segments.first() else {
+            return;
+        };
+        if first.name == "args"
+            || fields::HOOKS
+                .iter()
+                .any(|h| fields::lookup(h.fields, &first.name).is_some())
+        {
+            return;
+        }
+        let names: Vec<&str> = fields::HOOKS
+            .iter()
+            .flat_map(|h| fields::children(h.fields, ""))
+            .map(|f| f.path)
+            .chain(["args"])
+            .collect();
+        let mut d = Diagnostic::error(
+            "check::unknown_field",
+            file,
+            first.span,
+            format!("no hook has a field `{}`", first.name),
+        )
+        .with_label("unknown field");
+        d = match did_you_mean(&first.name, names.iter().copied()) {
+            Some(s) => d
+                .with_help(format!("did you mean `{s}`?"))
+                .with_fix(first.span, s.to_string()),
+            None => d.with_help("mask a tool argument (`args.NAME`) or a payload field"),
+        };
+        self.diagnostics.push(d);
     }
 
     /// `from rego "data.pkg.rule"` must name a rule of a package this file imports.

@@ -232,6 +232,23 @@ impl<'a> Lower<'a> {
             let module: Arc<str> = Arc::from(unit_module_name(unit).as_str());
             for item in &unit.module.items {
                 match item {
+                    Item::Mask(m) => {
+                        let mut segs = Vec::new();
+                        for (i, seg) in m.place.segments.iter().enumerate() {
+                            match seg {
+                                ast::PlaceSegment::Field(id) if i == 0 && id.name == "args" => {
+                                    segs.push(Seg::Key(Arc::from("arguments")))
+                                }
+                                ast::PlaceSegment::Field(id) => {
+                                    segs.push(Seg::Key(Arc::from(id.name.as_str())))
+                                }
+                                ast::PlaceSegment::Index(n, _) => {
+                                    segs.push(Seg::Index(*n as usize))
+                                }
+                            }
+                        }
+                        self.program.masked.push(segs);
+                    }
                     Item::Rule(r) => self.rule(unit.file, &module, r),
                     Item::Default(d) => {
                         let hooks: Vec<&'static HookSpec> = d

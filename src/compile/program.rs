@@ -253,6 +253,8 @@ pub struct Program {
     pub rego_refs: Vec<String>,
     /// Constants folded from Rego at compile time, with the rule they came from (for --dump).
     pub rego_folded: Vec<(u32, String)>,
+    /// `mask` paths into the payload: values there never appear in explain traces.
+    pub masked: Vec<Vec<Seg>>,
 }
 
 impl Program {

@@ -145,6 +145,9 @@ impl Printer<'_> {
     fn item(&mut self, item: &Item) {
         match item {
             Item::Package(p) => self.out.push(&format!("package {}", path(&p.path))),
+            Item::Mask(m) => self
+                .out
+                .push(&format!("mask {}", super::expr::place_text(&m.place))),
             Item::Use(u) => {
                 let mut s = match &u.kind {
                     UseKind::Module { path: p } => format!("use {}", path(p)),

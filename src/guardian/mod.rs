@@ -1139,11 +1139,36 @@ fn redact_traces(program: &Program, state: &Draft<'_>, payload: &Value, traces: 
         .iter()
         .filter(|l| l.redact)
         .fold(0u64, |m, l| m | (1u64 << l.bit));
-    if mask == 0 {
+    if mask == 0 && program.masked.is_empty() {
         return;
     }
     let mut secrets = Vec::new();
-    collect_secrets(program, state, payload, mask, &mut secrets, 0);
+    if mask != 0 {
+        collect_secrets(program, state, payload, mask, &mut secrets, 0);
+    }
+    // `mask` paths: the value there (a tool argument's value, if it is one).
+    for path in &program.masked {
+        let mut v = Some(payload);
+        for seg in path {
+            v = v.and_then(|x| match seg {
+                compile::Seg::Key(k) => x.get(&**k),
+                compile::Seg::Index(n) => x.get(*n),
+            });
+        }
+        if let Some(v) = v {
+            let v = v
+                .get("value")
+                .filter(|_| v.get("provenance").is_some() || path.len() == 2)
+                .unwrap_or(v);
+            secrets.push(
+                vm::Val::from_json(v)
+                    .describe()
+                    .trim_matches('"')
+                    .to_string(),
+            );
+        }
+    }
+    secrets.retain(|s| !s.is_empty());
     if secrets.is_empty() {
         return;
     }

@@ -34,6 +34,14 @@ pub enum Item {
     Rule(RuleDecl),
     Default(DefaultDecl),
     Test(Test),
+    Mask(Mask),
+}
+
+/// `mask args.password`: a payload field whose value explain traces never show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mask {
+    pub place: Place,
+    pub span: Span,
 }
 
 impl Item {
@@ -46,6 +54,7 @@ impl Item {
             Item::Rule(x) => x.span,
             Item::Default(x) => x.span,
             Item::Test(x) => x.span,
+            Item::Mask(x) => x.span,
         }
     }
 }

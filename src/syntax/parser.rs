@@ -307,6 +307,10 @@ impl Builder<'_> {
         let rule = pair.as_rule();
         let mut inner = pair.into_inner();
         Some(match rule {
+            Rule::mask_decl => Item::Mask(Mask {
+                place: self.place(inner.next()?),
+                span,
+            }),
             Rule::package_decl => Item::Package(Package {
                 path: self.dotted(inner.next()?),
                 span,

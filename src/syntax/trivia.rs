@@ -22,7 +22,9 @@ pub struct Scan {
     pub too_deep: Option<usize>,
 }
 
-const ITEM_KEYWORDS: [&str; 7] = ["package", "use", "let", "label", "rule", "default", "test"];
+const ITEM_KEYWORDS: [&str; 8] = [
+    "package", "use", "let", "label", "rule", "default", "test", "mask",
+];
 
 fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
