@@ -342,3 +342,27 @@ default allow
     assert!(!explain.contains("hunter2"), "{explain}");
     assert!(explain.contains("[redacted]"), "{explain}");
 }
+
+#[test]
+fn a_policy_can_span_several_files() {
+    let dir = std::env::temp_dir().join("warden-multi-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("labels.ward"),
+        "label web when origin == tool_output\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("rules.ward"),
+        "rule tainted on toolCallRequest when any a in args: a has web => deny \"web\"\ndefault allow\n",
+    )
+    .unwrap();
+    let policy = Policy::load_paths(&[dir.clone()]).unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(policy.program().labels.len(), 1);
+    assert_eq!(policy.program().rules.len(), 1);
+    let dup = dir.join("dup.ward");
+    std::fs::write(&dup, "label web\n").unwrap();
+    let err = Policy::load_paths(&[dir.clone()]).unwrap_err();
+    assert!(err.items.iter().any(|d| d.code == "check::duplicate"));
+    std::fs::remove_file(dup).unwrap();
+}

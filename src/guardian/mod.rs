@@ -131,6 +131,38 @@ impl Policy {
         }
     }
 
+    /// One policy from several files (and folders of `.ward` files), checked together: their
+    /// rules, labels and constants share one namespace.
+    pub fn load_paths(paths: &[PathBuf]) -> Result<Policy, Diagnostics> {
+        let unreadable = |p: &Path, e: String| {
+            let mut d = Diagnostics::default();
+            let file = d.sources.add(crate::diagnostics::SourceFile::new(
+                p.display().to_string(),
+                "",
+            ));
+            d.items.push(
+                Diagnostic::error("load::unreadable", file, Default::default(), e)
+                    .with_help("check the path"),
+            );
+            d
+        };
+        let files = check::collect_files(paths)
+            .map_err(|e| unreadable(paths.first().map_or(Path::new("."), |p| p.as_path()), e))?;
+        let mut loaded = Loaded::default();
+        for f in &files {
+            loaded
+                .add_path(f)
+                .map_err(|e| unreadable(f, format!("cannot read {}: {e}", f.display())))?;
+        }
+        if files.is_empty() {
+            return Err(unreadable(
+                paths.first().map_or(Path::new("."), |p| p.as_path()),
+                "no .ward files in the given paths".into(),
+            ));
+        }
+        Policy::build(check::check(loaded))
+    }
+
     /// A policy from source text (`name` is what diagnostics call it).
     pub fn from_source(name: &str, text: &str) -> Result<Policy, Diagnostics> {
         Policy::build(check::check(Loaded::from_source(name, text, None)))
