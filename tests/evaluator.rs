@@ -357,12 +357,12 @@ fn a_policy_can_span_several_files() {
         "rule tainted on toolCallRequest when any a in args: a has web => deny \"web\"\ndefault allow\n",
     )
     .unwrap();
-    let policy = Policy::load_paths(&[dir.clone()]).unwrap_or_else(|d| panic!("{d}"));
+    let policy = Policy::load_paths(std::slice::from_ref(&dir)).unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(policy.program().labels.len(), 1);
     assert_eq!(policy.program().rules.len(), 1);
     let dup = dir.join("dup.ward");
     std::fs::write(&dup, "label web\n").unwrap();
-    let err = Policy::load_paths(&[dir.clone()]).unwrap_err();
+    let err = Policy::load_paths(std::slice::from_ref(&dir)).unwrap_err();
     assert!(err.items.iter().any(|d| d.code == "check::duplicate"));
     std::fs::remove_file(dup).unwrap();
 }
