@@ -31,19 +31,9 @@ pub struct Node {
     pub turn: u32,
 }
 
-const ORIGINS: [&str; 7] = [
-    "user_input",
-    "system",
-    "tool_output",
-    "retrieved",
-    "agent_generated",
-    "a2a_inbound",
-    "external",
-];
-
 /// The bit of an ACS origin (0 for an unknown word).
 pub fn origin_bit(origin: &str) -> u8 {
-    ORIGINS
+    crate::acs::fields::ORIGINS
         .iter()
         .position(|o| *o == origin)
         .map_or(0, |i| 1u8 << i)

@@ -22,15 +22,7 @@ use crate::syntax::ast::{
 const BASE_UNIX: i64 = 1_767_225_600;
 
 const UNTRUSTED_ORIGINS: [&str; 4] = ["tool_output", "retrieved", "a2a_inbound", "external"];
-const ORIGINS: [&str; 7] = [
-    "user_input",
-    "system",
-    "tool_output",
-    "retrieved",
-    "agent_generated",
-    "a2a_inbound",
-    "external",
-];
+use crate::acs::fields::ORIGINS;
 
 /// A decision as the test sees it.
 #[derive(Debug, Clone)]
