@@ -308,7 +308,7 @@ impl<'a> Checker<'a> {
                             );
                         }
                     }
-                    Item::Package(_) | Item::Default(_) | Item::Mask(_) => {}
+                    Item::Package(_) | Item::Default(_) | Item::Mask(_) | Item::Effect(_) => {}
                 }
             }
         }
@@ -325,6 +325,7 @@ impl<'a> Checker<'a> {
             for item in &unit.module.items {
                 match item {
                     Item::Mask(m) => self.check_mask(file, &m.place),
+                    Item::Effect(e) => self.check_effect(u, e),
                     Item::Package(p) => {
                         if package_seen {
                             self.diagnostics.push(
@@ -520,6 +521,18 @@ impl<'a> Checker<'a> {
                     .with_help("remove the rule, or fix its condition"),
                 );
             }
+        }
+    }
+
+    /// `effect NAME for TOOL = key(…)`: the key parts are typed as on toolCallRequest.
+    fn check_effect(&mut self, u: usize, e: &'a ast::EffectDecl) {
+        let file = self.file_of(u);
+        let Some(hook) = fields::hook("toolCallRequest") else {
+            return;
+        };
+        for part in &e.key {
+            let mut ecx = expr::Ctx::new(u, file, expr::Scope::Rule(hook));
+            self.expr(&mut ecx, part);
         }
     }
 

@@ -85,6 +85,11 @@ fn op_text(program: &Program, op: &Op) -> String {
         Op::Member(k) => format!("member     {}", konst(k)),
         Op::Has(b) => format!("has        {}", label(b)),
         Op::TurnsSince(b) => format!("turns_since {}", label(b)),
+        Op::EffectState(n) if *n == u32::MAX => "effect_state any".to_string(),
+        Op::EffectState(n) => format!(
+            "effect_state {}",
+            program.effects.get(*n as usize).map_or("?", |e| &*e.name)
+        ),
         Op::DerivedFrom(k) => format!("derived_from {}", konst(k)),
         Op::History(n) => format!("history    slot{n}"),
         Op::HistoryKeyed(n) => format!("history    slot{n} keyed"),

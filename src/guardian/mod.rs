@@ -805,6 +805,44 @@ impl Guardian {
         s.state.clone()
     }
 
+    /// An operator's resolution of an effect key (docs/effects.md): sets it to `committed` or
+    /// `failed`, which lifts the ambiguous lock. Returns the state the key had, or `None` if
+    /// the session or the key is unknown (or `to` is not `committed`/`failed`).
+    pub fn resolve_effect(
+        &self,
+        session_id: &str,
+        key: &str,
+        to: crate::state::EffectStatus,
+    ) -> Option<crate::state::EffectStatus> {
+        use crate::state::EffectStatus;
+        if !matches!(to, EffectStatus::Committed | EffectStatus::Failed) {
+            return None;
+        }
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session_id)
+            .cloned()?;
+        let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.state.as_mut()?.resolve_effect(key, to)
+    }
+
+    /// A session's effect keys and their states, sorted by key.
+    pub fn effects(&self, session_id: &str) -> Vec<(String, crate::state::EffectStatus)> {
+        let mut out: Vec<_> = self
+            .snapshot(session_id)
+            .map(|st| {
+                st.effects
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), *v))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
     /// A session's audit chain head and length.
     pub fn chain_head(&self, id: &str) -> Option<(Option<String>, u64)> {
         let session = self
@@ -971,10 +1009,12 @@ pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>
     let changes = {
         let mut draft = Draft::new(state);
         if draft.begin_event(program, ev, &mut budget).is_err()
+            || draft.begin_effects(program, ev, &mut budget).is_err()
             || draft.record_history(program, ev, &mut budget).is_err()
         {
             return;
         }
+        draft.record_effects(ev);
         draft.into_changes()
     };
     state.apply(program, changes);
@@ -1000,6 +1040,7 @@ pub fn decide_event(
     let (decision, changes) = {
         let mut draft = Draft::new(state);
         draft.begin_event(program, ev, &mut budget)?;
+        draft.begin_effects(program, ev, &mut budget)?;
         let tool = ev
             .payload
             .get("tool")
@@ -1046,6 +1087,7 @@ pub fn decide_event(
         }
         if decision.proceeds() {
             draft.record_history(program, ev, &mut budget)?;
+            draft.record_effects(ev);
         }
         (decision, draft.into_changes())
     };

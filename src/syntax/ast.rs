@@ -35,6 +35,21 @@ pub enum Item {
     Default(DefaultDecl),
     Test(Test),
     Mask(Mask),
+    Effect(EffectDecl),
+}
+
+/// `effect NAME for TOOL [not_executed_on_error] = key(PART, …)`: how a call's real-world
+/// effect is identified (docs/effects.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectDecl {
+    pub name: Ident,
+    /// The tool name, as a bare name or a string.
+    pub tool: StringLit,
+    /// Whether `tool` was written as a string.
+    pub tool_quoted: bool,
+    pub not_executed_on_error: bool,
+    pub key: Vec<Expr>,
+    pub span: Span,
 }
 
 /// `mask args.password`: a payload field whose value explain traces never show.
@@ -55,6 +70,7 @@ impl Item {
             Item::Default(x) => x.span,
             Item::Test(x) => x.span,
             Item::Mask(x) => x.span,
+            Item::Effect(x) => x.span,
         }
     }
 }
