@@ -1043,7 +1043,7 @@ impl Checker<'_> {
                 _ => None,
             })
             .collect();
-        if !names.iter().any(|n| *n == name) {
+        if !names.contains(&name) {
             let mut d = Diagnostic::error(
                 "check::unknown_effect",
                 cx.file,

@@ -176,8 +176,11 @@ pub struct SessionState {
     pub effects: imbl::HashMap<Arc<str>, EffectStatus>,
     /// Reservations awaiting their toolCallResult: request id → (effect key,
     /// `not_executed_on_error`).
-    effect_requests: imbl::HashMap<Arc<str>, (Arc<str>, bool)>,
+    effect_requests: imbl::HashMap<Arc<str>, Reservation>,
 }
+
+/// A pending reservation: the effect key, and whether the effect is `not_executed_on_error`.
+type Reservation = (Arc<str>, bool);
 
 /// The state of one effect key (docs/effects.md). No entry is `none`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -247,7 +250,7 @@ pub struct Draft<'a> {
     /// The effect keys of the call being decided: (effect id, key).
     effect_keys: Vec<(u32, Arc<str>, bool)>,
     effect_changes: Vec<(Arc<str>, EffectStatus)>,
-    request_changes: Vec<(Arc<str>, Option<(Arc<str>, bool)>)>,
+    request_changes: Vec<(Arc<str>, Option<Reservation>)>,
 }
 
 /// A draft's changes, detached from the state they were computed against.
@@ -259,7 +262,7 @@ pub struct Changes {
     step: Option<(u128, u64)>,
     slot_updates: Vec<(u32, Option<String>)>,
     effect_changes: Vec<(Arc<str>, EffectStatus)>,
-    request_changes: Vec<(Arc<str>, Option<(Arc<str>, bool)>)>,
+    request_changes: Vec<(Arc<str>, Option<Reservation>)>,
 }
 
 impl SessionState {
