@@ -3,7 +3,9 @@
 //! reservation (docs/effects.md).
 
 use serde_json::{json, Value};
-use warden::guardian::{Guardian, Policy};
+use std::sync::Arc;
+
+use warden::guardian::{Guardian, MemoryJournal, Options, Policy};
 use warden::state::EffectStatus;
 
 const SESSION: &str = "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f";
@@ -15,6 +17,10 @@ effect refund for refund not_executed_on_error = key(args.payment_id)
 default allow
 "#;
 
+fn policy() -> Policy {
+    Policy::from_source("test.ward", POLICY).unwrap_or_else(|d| panic!("{d}"))
+}
+
 struct Session {
     guardian: Guardian,
     n: u32,
@@ -22,11 +28,18 @@ struct Session {
 
 impl Session {
     fn new() -> Session {
-        let policy = Policy::from_source("test.ward", POLICY).unwrap_or_else(|d| panic!("{d}"));
         Session {
-            guardian: Guardian::new(policy),
+            guardian: Guardian::new(policy()),
             n: 0,
         }
+    }
+
+    /// A Guardian journalling into `journal`, restored from what it already holds.
+    fn journalled(journal: &Arc<MemoryJournal>, n: u32) -> Session {
+        let records = journal.records.lock().unwrap().clone();
+        let guardian = Guardian::with_journal(policy(), Options::default(), journal.clone());
+        guardian.restore(records);
+        Session { guardian, n }
     }
 
     fn request_id(n: u32) -> String {
@@ -214,4 +227,39 @@ fn a_result_matching_no_reservation_changes_nothing() {
     assert_eq!(s.states()[0].1, EffectStatus::Committed);
     s.result("charge_card", n, "timeout");
     assert_eq!(s.states()[0].1, EffectStatus::Committed);
+}
+
+#[test]
+fn effects_and_resolutions_survive_a_restart() {
+    let journal = Arc::new(MemoryJournal::default());
+    let mut s = Session::journalled(&journal, 0);
+    let (n, _) = s.call("charge_card", charge("p1", 500));
+    s.result("charge_card", n, "timeout");
+    let key = s.states().remove(0).0;
+
+    // Restarted: still locked.
+    let mut s = Session::journalled(&journal, s.n);
+    assert_eq!(s.states(), vec![(key.clone(), EffectStatus::Ambiguous)]);
+    assert_eq!(
+        s.call("charge_card", charge("p1", 500)).1,
+        "deny warden.ambiguous_effect"
+    );
+    assert_eq!(
+        s.guardian
+            .resolve_effect(SESSION, &key, EffectStatus::Committed),
+        Some(EffectStatus::Ambiguous)
+    );
+
+    // Restarted again: the resolution was journalled.
+    let mut s = Session::journalled(&journal, s.n);
+    assert_eq!(s.states(), vec![(key, EffectStatus::Committed)]);
+    assert_eq!(
+        s.call("charge_card", charge("p1", 500)).1,
+        "deny warden.duplicate_effect"
+    );
+    // A reservation in flight at the restart still answers its result.
+    let (m, _) = s.call("charge_card", charge("p2", 500));
+    let mut s = Session::journalled(&journal, s.n);
+    s.result("charge_card", m, "success");
+    assert_eq!(s.states()[1].1, EffectStatus::Committed);
 }

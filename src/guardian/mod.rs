@@ -806,8 +806,10 @@ impl Guardian {
     }
 
     /// An operator's resolution of an effect key (docs/effects.md): sets it to `committed` or
-    /// `failed`, which lifts the ambiguous lock. Returns the state the key had, or `None` if
-    /// the session or the key is unknown (or `to` is not `committed`/`failed`).
+    /// `failed`, which lifts the ambiguous lock. The resolution is journalled (it survives a
+    /// restart of `warden serve --state DIR`) before it takes effect. Returns the state the
+    /// key had, or `None` if the session or the key is unknown, `to` is not
+    /// `committed`/`failed`, or the journal failed.
     pub fn resolve_effect(
         &self,
         session_id: &str,
@@ -825,7 +827,16 @@ impl Guardian {
             .get(session_id)
             .cloned()?;
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-        s.state.as_mut()?.resolve_effect(key, to)
+        let was = *s.state.as_ref()?.effects.get(key)?;
+        // Durable before it takes effect, under the session's lock (like a step).
+        self.journal(vec![Record::EffectResolved {
+            session: session_id.to_string(),
+            key: key.to_string(),
+            to: to.as_str().to_string(),
+        }])
+        .ok()?;
+        s.state.as_mut()?.resolve_effect(key, to);
+        Some(was)
     }
 
     /// A session's effect keys and their states, sorted by key.
@@ -880,6 +891,13 @@ impl Guardian {
             match record {
                 Record::Handshake { negotiated, .. } => {
                     s.negotiated = Some(Arc::new(negotiated));
+                }
+                Record::EffectResolved { key, to, .. } => {
+                    if let (Some(state), Some(to)) =
+                        (s.state.as_mut(), crate::state::EffectStatus::parse(&to))
+                    {
+                        state.resolve_effect(&key, to);
+                    }
                 }
                 Record::Step {
                     session: sid,
