@@ -946,10 +946,19 @@ impl Guardian {
                     if s.policy_digest.is_none() {
                         s.policy_digest = Some(active.digest.clone());
                     }
+                    // As when it was decided: a wrapped MCP `tools/call` as its tool call.
+                    let mcp_view;
+                    let (hook, view) = match mcp_tool_call_view(hook, payload) {
+                        Some((h, v)) => {
+                            mcp_view = v;
+                            (h, &mcp_view)
+                        }
+                        None => (hook, payload),
+                    };
                     let ev = Event {
                         method: hook.method,
                         request_id,
-                        payload,
+                        payload: view,
                         metadata,
                         time_ms,
                         extra_labels,
