@@ -854,6 +854,19 @@ impl Guardian {
         out
     }
 
+    /// The ids of every session, sorted.
+    pub fn session_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        ids.sort();
+        ids
+    }
+
     /// A session's audit chain head and length.
     pub fn chain_head(&self, id: &str) -> Option<(Option<String>, u64)> {
         let session = self
