@@ -263,3 +263,97 @@ fn effects_and_resolutions_survive_a_restart() {
     s.result("charge_card", m, "success");
     assert_eq!(s.states()[1].1, EffectStatus::Committed);
 }
+
+#[test]
+fn the_cli_lists_and_resolves_against_a_state_folder() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("warden-effects-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let policy = std::env::temp_dir().join(format!("warden-effects-{}.ward", std::process::id()));
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = warden::guardian::now_rfc3339_at(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64,
+    );
+    let req = |n: u32, method: &str, payload: Value| {
+        json!({
+            "jsonrpc": "2.0", "id": n, "method": method,
+            "params": {
+                "acs_version": "0.1.0",
+                "request_id": Session::request_id(n),
+                "timestamp": ts,
+                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": "t1"},
+                "payload": payload,
+            }
+        })
+        .to_string()
+    };
+    let input = [
+        req(
+            1,
+            "steps/toolCallRequest",
+            json!({"tool": {"name": "charge_card"}, "arguments": charge("p1", 500)}),
+        ),
+        req(
+            2,
+            "steps/toolCallResult",
+            json!({"tool": {"name": "charge_card"}, "request_id_ref": Session::request_id(1),
+                   "exit_status": "timeout", "outputs": []}),
+        ),
+    ]
+    .join("\n");
+    let bin = env!("CARGO_BIN_EXE_warden");
+    let state = dir.to_str().unwrap();
+    let pol = policy.to_str().unwrap();
+    let mut child = Command::new(bin)
+        .args([
+            "serve",
+            "--stdio",
+            "--no-handshake",
+            "--state",
+            state,
+            "--policy",
+            pol,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{input}\n").as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let run = |args: &[&str]| {
+        let o = Command::new(bin).args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let key = r#"["charge",["p1",500]]"#;
+    assert_eq!(
+        run(&["effects", "list", "--state", state, "--policy", pol]),
+        (Some(0), format!("{SESSION}\t{key}\tambiguous\n"))
+    );
+    assert_eq!(
+        run(&["effects", "resolve", "--state", state, "--policy", pol, SESSION, key, "failed"]).0,
+        Some(0)
+    );
+    assert_eq!(
+        run(&["effects", "list", "--state", state, "--policy", pol]),
+        (Some(0), format!("{SESSION}\t{key}\tfailed\n"))
+    );
+    assert_eq!(
+        run(&["effects", "resolve", "--state", state, "--policy", pol, SESSION, "[]", "failed"]).0,
+        Some(1)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&policy);
+}
