@@ -319,13 +319,28 @@ impl<'a> Checker<'a> {
         let mut defaults: HashMap<&str, (FileId, Span)> = HashMap::new();
         let mut any_rules_in_root = false;
         let mut any_default = false;
+        let mut effect_names: HashMap<&str, ()> = HashMap::new();
         for (u, unit) in loaded.units.iter().enumerate() {
             let file = unit.file;
             let mut package_seen = false;
             for item in &unit.module.items {
                 match item {
                     Item::Mask(m) => self.check_mask(file, &m.place),
-                    Item::Effect(e) => self.check_effect(u, e),
+                    Item::Effect(e) => {
+                        if effect_names.insert(&e.name.name, ()).is_some() {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::duplicate",
+                                    file,
+                                    e.name.span,
+                                    format!("the effect `{}` is declared twice", e.name.name),
+                                )
+                                .with_label("second declaration")
+                                .with_help("give each effect its own name"),
+                            );
+                        }
+                        self.check_effect(u, e);
+                    }
                     Item::Package(p) => {
                         if package_seen {
                             self.diagnostics.push(
