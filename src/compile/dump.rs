@@ -207,6 +207,24 @@ pub fn dump(program: &Program) -> String {
         );
         code_text(&mut out, program, &r.code, "  ");
     }
+    if !program.effects.is_empty() {
+        out.push_str("\n; effects\n");
+        for e in &program.effects {
+            let _ = writeln!(
+                out,
+                "effect {} for {:?}{} ({} key parts)",
+                e.name,
+                &*e.tool,
+                if e.not_executed_on_error {
+                    " not_executed_on_error"
+                } else {
+                    ""
+                },
+                e.parts
+            );
+            code_text(&mut out, program, &e.key, "  ");
+        }
+    }
     out.push_str("\n; index\n");
     let mut methods: Vec<_> = program.index.iter().collect();
     methods.sort_by_key(|(m, _)| **m);
