@@ -24,6 +24,7 @@ fn policy() -> Policy {
 struct Session {
     guardian: Guardian,
     n: u32,
+    turn: &'static str,
 }
 
 impl Session {
@@ -31,6 +32,7 @@ impl Session {
         Session {
             guardian: Guardian::new(policy()),
             n: 0,
+            turn: "t1",
         }
     }
 
@@ -39,7 +41,11 @@ impl Session {
         let records = journal.records.lock().unwrap().clone();
         let guardian = Guardian::with_journal(policy(), Options::default(), journal.clone());
         guardian.restore(records);
-        Session { guardian, n }
+        Session {
+            guardian,
+            n,
+            turn: "t1",
+        }
     }
 
     fn request_id(n: u32) -> String {
@@ -54,7 +60,7 @@ impl Session {
                 "acs_version": "0.1.0",
                 "request_id": Self::request_id(self.n),
                 "timestamp": "2026-12-01T10:00:00Z",
-                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": "t1"},
+                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": self.turn},
                 "payload": payload,
             }
         });
@@ -356,4 +362,36 @@ fn the_cli_lists_and_resolves_against_a_state_folder() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&policy);
+}
+
+#[test]
+fn a_reservation_past_its_lease_is_ambiguous_and_a_late_result_settles_it() {
+    let policy = Policy::from_source(
+        "lease.ward",
+        "use std.effects\neffect ship for ship_order lease 1 turn = key(args.order_id)\ndefault allow\n",
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let mut s = Session {
+        guardian: Guardian::new(policy),
+        n: 0,
+        turn: "t1",
+    };
+    let (n, d) = s.call("ship_order", json!({"order_id": "o1"}));
+    assert_eq!(d, "allow");
+    assert_eq!(
+        s.call("ship_order", json!({"order_id": "o1"})).1,
+        "deny warden.duplicate_effect"
+    );
+    // The next turn: the lease has run out.
+    s.turn = "t2";
+    assert_eq!(
+        s.call("ship_order", json!({"order_id": "o1"})).1,
+        "deny warden.ambiguous_effect"
+    );
+    // (A denied step commits nothing, not even its turn: the listing reads the state as of
+    // the last step that went ahead.)
+    assert_eq!(s.call("read_file", json!({"path": "a"})).1, "allow");
+    assert_eq!(s.states()[0].1, EffectStatus::Ambiguous);
+    s.result("ship_order", n, "success");
+    assert_eq!(s.states()[0].1, EffectStatus::Committed);
 }

@@ -253,6 +253,14 @@ impl<'a> Lower<'a> {
                     not_executed_on_error: e.not_executed_on_error,
                     key,
                     parts: e.key.len(),
+                    lease_turns: match &e.lease {
+                        Some(ast::Lease::Turns(n)) => Some(*n),
+                        _ => None,
+                    },
+                    lease_ms: match &e.lease {
+                        Some(ast::Lease::Time(d)) => Some(d.millis),
+                        _ => None,
+                    },
                 });
             }
         }

@@ -272,6 +272,10 @@ pub struct EffectSpec {
     pub key: Code,
     /// How many key parts there are (a call missing one has no key).
     pub parts: usize,
+    /// `lease N turns`: a reservation older than this many turns reads as ambiguous.
+    pub lease_turns: Option<u64>,
+    /// `lease DURATION`: a reservation older than this reads as ambiguous.
+    pub lease_ms: Option<u64>,
 }
 
 impl Program {

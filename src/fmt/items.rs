@@ -158,6 +158,16 @@ impl Printer<'_> {
                 if e.not_executed_on_error {
                     s.push_str(" not_executed_on_error");
                 }
+                match &e.lease {
+                    Some(crate::syntax::ast::Lease::Turns(n)) => s.push_str(&format!(
+                        " lease {n} {}",
+                        if *n == 1 { "turn" } else { "turns" }
+                    )),
+                    Some(crate::syntax::ast::Lease::Time(d)) => {
+                        s.push_str(&format!(" lease {}", super::out::duration(d)))
+                    }
+                    None => {}
+                }
                 let parts: Vec<String> = e.key.iter().map(|k| flat(self.src, k, 0, true)).collect();
                 s.push_str(&format!(" = key({})", parts.join(", ")));
                 self.out.push(&s);

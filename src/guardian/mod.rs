@@ -827,7 +827,7 @@ impl Guardian {
             .get(session_id)
             .cloned()?;
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-        let was = *s.state.as_ref()?.effects.get(key)?;
+        let was = s.state.as_ref()?.effect_status(key)?;
         // Durable before it takes effect, under the session's lock (like a step).
         self.journal(vec![Record::EffectResolved {
             session: session_id.to_string(),
@@ -841,17 +841,9 @@ impl Guardian {
 
     /// A session's effect keys and their states, sorted by key.
     pub fn effects(&self, session_id: &str) -> Vec<(String, crate::state::EffectStatus)> {
-        let mut out: Vec<_> = self
-            .snapshot(session_id)
-            .map(|st| {
-                st.effects
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), *v))
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.sort();
-        out
+        self.snapshot(session_id)
+            .map(|st| st.effect_states())
+            .unwrap_or_default()
     }
 
     /// The ids of every session, sorted.
@@ -1054,7 +1046,7 @@ pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>
         {
             return;
         }
-        draft.record_effects(ev);
+        draft.record_effects(program, ev);
         draft.into_changes()
     };
     state.apply(program, changes);
@@ -1127,7 +1119,7 @@ pub fn decide_event(
         }
         if decision.proceeds() {
             draft.record_history(program, ev, &mut budget)?;
-            draft.record_effects(ev);
+            draft.record_effects(program, ev);
         }
         (decision, draft.into_changes())
     };

@@ -173,7 +173,7 @@ pub struct SessionState {
     pub events: u64,
     /// Each effect key's state (docs/effects.md). Keys are RFC 8785 JSON of
     /// `[effect name, key values]`.
-    pub effects: imbl::HashMap<Arc<str>, EffectStatus>,
+    effects: imbl::HashMap<Arc<str>, EffectEntry>,
     /// Reservations awaiting their toolCallResult: request id → (effect key,
     /// `not_executed_on_error`).
     effect_requests: imbl::HashMap<Arc<str>, Reservation>,
@@ -181,6 +181,35 @@ pub struct SessionState {
 
 /// A pending reservation: the effect key, and whether the effect is `not_executed_on_error`.
 type Reservation = (Arc<str>, bool);
+
+/// One effect key's entry: its state, and when and under which lease it was reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EffectEntry {
+    pub status: EffectStatus,
+    /// The turn and time of the reservation.
+    pub turn: u64,
+    pub at_ms: i64,
+    pub lease_turns: Option<u64>,
+    pub lease_ms: Option<u64>,
+}
+
+impl EffectEntry {
+    /// The state as read now: a reservation past its lease is ambiguous (the result may
+    /// never come, and the tool may have acted).
+    pub fn status_at(&self, s: &Scalars) -> EffectStatus {
+        let lapsed = self
+            .lease_turns
+            .is_some_and(|n| s.turn.saturating_sub(self.turn) >= n)
+            || self
+                .lease_ms
+                .is_some_and(|ms| s.now_ms.saturating_sub(self.at_ms) >= ms as i64);
+        if self.status == EffectStatus::Reserved && lapsed {
+            EffectStatus::Ambiguous
+        } else {
+            self.status
+        }
+    }
+}
 
 /// The state of one effect key (docs/effects.md). No entry is `none`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -249,7 +278,7 @@ pub struct Draft<'a> {
     slot_updates: Vec<(u32, Option<String>)>,
     /// The effect keys of the call being decided: (effect id, key).
     effect_keys: Vec<(u32, Arc<str>, bool)>,
-    effect_changes: Vec<(Arc<str>, EffectStatus)>,
+    effect_changes: Vec<(Arc<str>, EffectEntry)>,
     request_changes: Vec<(Arc<str>, Option<Reservation>)>,
 }
 
@@ -261,7 +290,7 @@ pub struct Changes {
     new_nodes: Vec<(Arc<str>, Node)>,
     step: Option<(u128, u64)>,
     slot_updates: Vec<(u32, Option<String>)>,
-    effect_changes: Vec<(Arc<str>, EffectStatus)>,
+    effect_changes: Vec<(Arc<str>, EffectEntry)>,
     request_changes: Vec<(Arc<str>, Option<Reservation>)>,
 }
 
@@ -269,9 +298,27 @@ impl SessionState {
     /// An operator's resolution of an effect key: `committed` or `failed`. Returns the state
     /// it had, or `None` (and changes nothing) if the key is unknown.
     pub fn resolve_effect(&mut self, key: &str, to: EffectStatus) -> Option<EffectStatus> {
-        let was = *self.effects.get(key)?;
-        self.effects.insert(Arc::from(key), to);
+        let mut entry = *self.effects.get(key)?;
+        let was = entry.status_at(&self.scalars);
+        entry.status = to;
+        self.effects.insert(Arc::from(key), entry);
         Some(was)
+    }
+
+    /// An effect key's state as read now (`None`: none).
+    pub fn effect_status(&self, key: &str) -> Option<EffectStatus> {
+        self.effects.get(key).map(|e| e.status_at(&self.scalars))
+    }
+
+    /// Every effect key and its state as read now, sorted by key.
+    pub fn effect_states(&self) -> Vec<(String, EffectStatus)> {
+        let mut out: Vec<_> = self
+            .effects
+            .iter()
+            .map(|(k, e)| (k.to_string(), e.status_at(&self.scalars)))
+            .collect();
+        out.sort();
+        out
     }
 
     pub fn new(program: &Program) -> Self {
@@ -452,13 +499,17 @@ impl<'a> Draft<'a> {
         Ok(())
     }
 
-    fn effect_status(&self, key: &str) -> Option<EffectStatus> {
+    fn effect_entry(&self, key: &str) -> Option<EffectEntry> {
         self.effect_changes
             .iter()
             .rev()
             .find(|(k, _)| &**k == key)
-            .map(|(_, s)| *s)
+            .map(|(_, e)| *e)
             .or_else(|| self.base.effects.get(key).copied())
+    }
+
+    fn effect_status(&self, key: &str) -> Option<EffectStatus> {
+        self.effect_entry(key).map(|e| e.status_at(&self.scalars))
     }
 
     /// `effect_state(NAME)` (`u32::MAX`: the strongest state over the call's effects):
@@ -479,12 +530,19 @@ impl<'a> Draft<'a> {
 
     /// For a step that goes ahead: an allowed toolCallRequest reserves its effect keys; a
     /// toolCallResult moves the reservation it answers (`request_id_ref`) to its outcome.
-    pub fn record_effects(&mut self, ev: &Event<'_>) {
+    pub fn record_effects(&mut self, program: &Program, ev: &Event<'_>) {
         match ev.method {
             "steps/toolCallRequest" => {
-                for (_, key, neoe) in std::mem::take(&mut self.effect_keys) {
-                    self.effect_changes
-                        .push((key.clone(), EffectStatus::Reserved));
+                for (id, key, neoe) in std::mem::take(&mut self.effect_keys) {
+                    let spec = program.effects.get(id as usize);
+                    let entry = EffectEntry {
+                        status: EffectStatus::Reserved,
+                        turn: self.scalars.turn,
+                        at_ms: self.scalars.now_ms,
+                        lease_turns: spec.and_then(|s| s.lease_turns),
+                        lease_ms: spec.and_then(|s| s.lease_ms),
+                    };
+                    self.effect_changes.push((key.clone(), entry));
                     self.request_changes
                         .push((Arc::from(ev.request_id), Some((key, neoe))));
                 }
@@ -504,8 +562,12 @@ impl<'a> Draft<'a> {
                     _ => EffectStatus::Ambiguous,
                 };
                 // Only a reservation moves: an operator may have resolved the key meanwhile.
-                if self.effect_status(&key) == Some(EffectStatus::Reserved) {
-                    self.effect_changes.push((key, to));
+                // (A late result, after the lease made the key ambiguous, still settles it.)
+                if let Some(mut entry) = self.effect_entry(&key) {
+                    if entry.status == EffectStatus::Reserved {
+                        entry.status = to;
+                        self.effect_changes.push((key, entry));
+                    }
                 }
                 self.request_changes.push((Arc::from(r), None));
             }

@@ -48,8 +48,17 @@ pub struct EffectDecl {
     /// Whether `tool` was written as a string.
     pub tool_quoted: bool,
     pub not_executed_on_error: bool,
+    /// `lease N turns` / `lease DURATION`.
+    pub lease: Option<Lease>,
     pub key: Vec<Expr>,
     pub span: Span,
+}
+
+/// How long a reservation may wait for its result before it becomes ambiguous.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lease {
+    Turns(u64),
+    Time(Duration),
 }
 
 /// `mask args.password`: a payload field whose value explain traces never show.

@@ -326,10 +326,18 @@ impl Builder<'_> {
                     }
                 };
                 let mut not_executed_on_error = false;
+                let mut lease = None;
                 let mut key = Vec::new();
                 for p in inner {
                     match p.as_rule() {
                         Rule::not_executed_flag => not_executed_on_error = true,
+                        Rule::lease_clause => {
+                            let l = p.into_inner().next()?;
+                            lease = Some(match l.as_rule() {
+                                Rule::lease_turns => Lease::Turns(self.int(l.into_inner().next()?)),
+                                _ => Lease::Time(self.duration(l)),
+                            });
+                        }
                         _ => key.push(self.expr(p, 0)),
                     }
                 }
@@ -338,6 +346,7 @@ impl Builder<'_> {
                     tool,
                     tool_quoted,
                     not_executed_on_error,
+                    lease,
                     key,
                     span,
                 })
