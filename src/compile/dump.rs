@@ -212,13 +212,18 @@ pub fn dump(program: &Program) -> String {
         for e in &program.effects {
             let _ = writeln!(
                 out,
-                "effect {} for {:?}{} ({} key parts)",
+                "effect {} for {:?}{}{} ({} key parts)",
                 e.name,
                 &*e.tool,
                 if e.not_executed_on_error {
                     " not_executed_on_error"
                 } else {
                     ""
+                },
+                match (e.lease_turns, e.lease_ms) {
+                    (Some(n), _) => format!(" lease {n} turns"),
+                    (_, Some(ms)) => format!(" lease {ms}ms"),
+                    _ => String::new(),
                 },
                 e.parts
             );
