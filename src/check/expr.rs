@@ -86,6 +86,11 @@ pub const BUILTINS: &[(&str, usize, &str)] = &[
         "the host part of a URL (`https://a.example/x` → `a.example`)",
     ),
     ("string", 1, "the value as a string"),
+    (
+        "effect_state",
+        1,
+        "the state of this call's effect key: \"none\", \"reserved\", \"committed\", \"failed\" or \"ambiguous\" (docs/effects.md)",
+    ),
 ];
 
 pub fn builtin(name: &str) -> Option<&'static (&'static str, usize, &'static str)> {
@@ -874,6 +879,9 @@ impl Checker<'_> {
                 .with_help(format!("write `{bname}(…)` with plain arguments")),
             );
         }
+        if bname == "effect_state" {
+            return self.effect_state_call(cx, span, args);
+        }
         if args.len() != n {
             return self.error(arity(cx.file, span, bname, &n.to_string()));
         }
@@ -993,6 +1001,67 @@ impl Checker<'_> {
     }
 
     /// An argument that must name a label.
+    /// `effect_state(NAME)` or `effect_state()`: only in rules on toolCallRequest, naming a
+    /// declared effect.
+    fn effect_state_call(
+        &mut self,
+        cx: &mut Ctx,
+        span: Span,
+        args: &[crate::syntax::ast::Arg],
+    ) -> Type {
+        if args.len() > 1 {
+            return self.error(arity(cx.file, span, "effect_state", "0 or 1"));
+        }
+        if !matches!(cx.scope, Scope::Rule(h) if h.name == "toolCallRequest") {
+            return self.error(
+                Diagnostic::error(
+                    "check::misplaced",
+                    cx.file,
+                    span,
+                    "`effect_state` is only available in rules on toolCallRequest",
+                )
+                .with_label("not here")
+                .with_help(
+                    "effects are keyed by tool calls; use it in a `rule … on toolCallRequest`",
+                ),
+            );
+        }
+        let Some(arg) = args.first() else {
+            return Type::String;
+        };
+        let name = match &arg.value.kind {
+            ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
+            _ => String::new(),
+        };
+        let names: Vec<String> = self
+            .loaded
+            .units
+            .iter()
+            .flat_map(|u| u.module.items.iter())
+            .filter_map(|i| match i {
+                crate::syntax::ast::Item::Effect(e) => Some(e.name.name.clone()),
+                _ => None,
+            })
+            .collect();
+        if !names.contains(&name) {
+            let mut d = Diagnostic::error(
+                "check::unknown_effect",
+                cx.file,
+                arg.value.span,
+                format!("no effect is named `{name}`"),
+            )
+            .with_label("not an effect");
+            d = match did_you_mean(&name, names.iter().map(String::as_str)) {
+                Some(s) => d
+                    .with_help(format!("did you mean `{s}`?"))
+                    .with_fix(arg.value.span, s.to_string()),
+                None => d.with_help("declare it with `effect NAME for TOOL = key(…)`"),
+            };
+            return self.error(d);
+        }
+        Type::String
+    }
+
     fn label_arg(&mut self, cx: &mut Ctx, e: &Expr) {
         if let ExprKind::Name(name) = &e.kind {
             if self.labels.contains_key(name.as_str()) {

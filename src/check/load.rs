@@ -16,6 +16,7 @@ pub const STDLIB: &[(&str, &str)] = &[
     ("std.rate", include_str!("../../stdlib/rate.ward")),
     ("std.skills", include_str!("../../stdlib/skills.ward")),
     ("std.agbom", include_str!("../../stdlib/agbom.ward")),
+    ("std.effects", include_str!("../../stdlib/effects.ward")),
     (
         "std.compaction",
         include_str!("../../stdlib/compaction.ward"),

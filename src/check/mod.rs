@@ -308,7 +308,7 @@ impl<'a> Checker<'a> {
                             );
                         }
                     }
-                    Item::Package(_) | Item::Default(_) | Item::Mask(_) => {}
+                    Item::Package(_) | Item::Default(_) | Item::Mask(_) | Item::Effect(_) => {}
                 }
             }
         }
@@ -319,12 +319,28 @@ impl<'a> Checker<'a> {
         let mut defaults: HashMap<&str, (FileId, Span)> = HashMap::new();
         let mut any_rules_in_root = false;
         let mut any_default = false;
+        let mut effect_names: HashMap<&str, ()> = HashMap::new();
         for (u, unit) in loaded.units.iter().enumerate() {
             let file = unit.file;
             let mut package_seen = false;
             for item in &unit.module.items {
                 match item {
                     Item::Mask(m) => self.check_mask(file, &m.place),
+                    Item::Effect(e) => {
+                        if effect_names.insert(&e.name.name, ()).is_some() {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::duplicate",
+                                    file,
+                                    e.name.span,
+                                    format!("the effect `{}` is declared twice", e.name.name),
+                                )
+                                .with_label("second declaration")
+                                .with_help("give each effect its own name"),
+                            );
+                        }
+                        self.check_effect(u, e);
+                    }
                     Item::Package(p) => {
                         if package_seen {
                             self.diagnostics.push(
@@ -520,6 +536,18 @@ impl<'a> Checker<'a> {
                     .with_help("remove the rule, or fix its condition"),
                 );
             }
+        }
+    }
+
+    /// `effect NAME for TOOL = key(…)`: the key parts are typed as on toolCallRequest.
+    fn check_effect(&mut self, u: usize, e: &'a ast::EffectDecl) {
+        let file = self.file_of(u);
+        let Some(hook) = fields::hook("toolCallRequest") else {
+            return;
+        };
+        for part in &e.key {
+            let mut ecx = expr::Ctx::new(u, file, expr::Scope::Rule(hook));
+            self.expr(&mut ecx, part);
         }
     }
 

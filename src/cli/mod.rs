@@ -66,6 +66,11 @@ enum Command {
         #[command(subcommand)]
         command: serve::AuditCommand,
     },
+    /// Effect tools: list effect keys, resolve an ambiguous one (docs/effects.md)
+    Effects {
+        #[command(subcommand)]
+        command: serve::EffectsCommand,
+    },
     /// Feed an agent platform's hook envelope (stdin) to a Guardian
     Hook(serve::HookArgs),
     /// Format policies canonically (in place, or report with --check)
@@ -165,6 +170,7 @@ pub fn main() -> i32 {
         Command::Serve(args) => serve::run_serve(args),
         Command::Audit { command } => serve::run_audit(command),
         Command::Hook(args) => serve::run_hook(args),
+        Command::Effects { command } => serve::run_effects(command),
     }
 }
 

@@ -75,6 +75,95 @@ pub enum AuditCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum EffectsCommand {
+    /// List every session's effect keys and their states (docs/effects.md)
+    List {
+        /// The state folder of a (stopped) `warden serve --state DIR`
+        #[arg(long)]
+        state: PathBuf,
+        /// The policy the server runs (default: the embedded default)
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
+    /// Resolve an effect key to committed or failed, lifting the ambiguous lock
+    Resolve {
+        /// The state folder of a (stopped) `warden serve --state DIR`
+        #[arg(long)]
+        state: PathBuf,
+        /// The policy the server runs (default: the embedded default)
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// The session id
+        session: String,
+        /// The effect key, as `warden effects list` prints it
+        key: String,
+        /// What happened
+        outcome: Outcome,
+    },
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Outcome {
+    Committed,
+    Failed,
+}
+
+/// `warden effects list|resolve --state DIR`: restores the journal, reads or resolves, and (for
+/// resolve) journals the resolution.
+pub fn run_effects(c: EffectsCommand) -> i32 {
+    let (dir, policy) = match &c {
+        EffectsCommand::List { state, policy } | EffectsCommand::Resolve { state, policy, .. } => {
+            (state, policy)
+        }
+    };
+    if !store::db_path(dir).is_file() {
+        return fail(&format!("{}: no Warden state here", dir.display()));
+    }
+    let policy = match serve::load_policy(policy.as_deref()) {
+        Ok(p) => p,
+        Err(d) => {
+            eprint!("{d}");
+            return fail("the policy has errors");
+        }
+    };
+    let (g, _store) = match serve::build(policy, Options::default(), Some(dir)) {
+        Ok(x) => x,
+        Err(e) => return fail(&e),
+    };
+    match c {
+        EffectsCommand::List { .. } => {
+            for sid in g.session_ids() {
+                for (key, status) in g.effects(&sid) {
+                    println!("{sid}\t{key}\t{}", status.as_str());
+                }
+            }
+            0
+        }
+        EffectsCommand::Resolve {
+            session,
+            key,
+            outcome,
+            ..
+        } => {
+            let to = match outcome {
+                Outcome::Committed => crate::state::EffectStatus::Committed,
+                Outcome::Failed => crate::state::EffectStatus::Failed,
+            };
+            match g.resolve_effect(&session, &key, to) {
+                Some(was) => {
+                    println!("{session}\t{key}\t{} -> {}", was.as_str(), to.as_str());
+                    0
+                }
+                None => {
+                    eprintln!("error: session {session} has no effect key {key}");
+                    1
+                }
+            }
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct HookArgs {
     /// The platform's hook dialect

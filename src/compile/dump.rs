@@ -85,6 +85,11 @@ fn op_text(program: &Program, op: &Op) -> String {
         Op::Member(k) => format!("member     {}", konst(k)),
         Op::Has(b) => format!("has        {}", label(b)),
         Op::TurnsSince(b) => format!("turns_since {}", label(b)),
+        Op::EffectState(n) if *n == u32::MAX => "effect_state any".to_string(),
+        Op::EffectState(n) => format!(
+            "effect_state {}",
+            program.effects.get(*n as usize).map_or("?", |e| &*e.name)
+        ),
         Op::DerivedFrom(k) => format!("derived_from {}", konst(k)),
         Op::History(n) => format!("history    slot{n}"),
         Op::HistoryKeyed(n) => format!("history    slot{n} keyed"),
@@ -201,6 +206,29 @@ pub fn dump(program: &Program) -> String {
             decision_text(&r.decision)
         );
         code_text(&mut out, program, &r.code, "  ");
+    }
+    if !program.effects.is_empty() {
+        out.push_str("\n; effects\n");
+        for e in &program.effects {
+            let _ = writeln!(
+                out,
+                "effect {} for {:?}{}{} ({} key parts)",
+                e.name,
+                &*e.tool,
+                if e.not_executed_on_error {
+                    " not_executed_on_error"
+                } else {
+                    ""
+                },
+                match (e.lease_turns, e.lease_ms) {
+                    (Some(n), _) => format!(" lease {n} turns"),
+                    (_, Some(ms)) => format!(" lease {ms}ms"),
+                    _ => String::new(),
+                },
+                e.parts
+            );
+            code_text(&mut out, program, &e.key, "  ");
+        }
     }
     out.push_str("\n; index\n");
     let mut methods: Vec<_> = program.index.iter().collect();

@@ -76,6 +76,7 @@ fn compile_here(
         errors: Vec::new(),
     };
     cx.labels();
+    cx.effects();
     cx.items();
     if cx.errors.is_empty() {
         Ok(cx.program)
@@ -222,6 +223,45 @@ impl<'a> Lower<'a> {
                     }
                 }
                 i += 1;
+            }
+        }
+    }
+
+    /// `effect` declarations, before the rules that read them.
+    fn effects(&mut self) {
+        let checked = self.checked;
+        for unit in &checked.loaded.units {
+            for item in &unit.module.items {
+                let Item::Effect(e) = item else { continue };
+                let Some(hook) = fields::hook("toolCallRequest") else {
+                    return;
+                };
+                let mut frame = Frame {
+                    file: unit.file,
+                    mode: Mode::Rule(hook),
+                    vars: Vec::new(),
+                    next_var: 0,
+                };
+                let list = ast::Expr {
+                    kind: ExprKind::List(e.key.clone()),
+                    span: e.span,
+                };
+                let key = self.code(&mut frame, &list);
+                self.program.effects.push(super::program::EffectSpec {
+                    name: Arc::from(e.name.name.as_str()),
+                    tool: Arc::from(e.tool.value.as_str()),
+                    not_executed_on_error: e.not_executed_on_error,
+                    key,
+                    parts: e.key.len(),
+                    lease_turns: match &e.lease {
+                        Some(ast::Lease::Turns(n)) => Some(*n),
+                        _ => None,
+                    },
+                    lease_ms: match &e.lease {
+                        Some(ast::Lease::Time(d)) => Some(d.millis),
+                        _ => None,
+                    },
+                });
             }
         }
     }
@@ -893,6 +933,18 @@ impl<'a> Lower<'a> {
                 "lineage_depth" => {
                     self.expr(frame, &args[0].value, code);
                     Self::emit(code, Op::LineageDepth, span);
+                }
+                "effect_state" => {
+                    let id = match args.first().map(|a| &a.value.kind) {
+                        Some(ExprKind::Name(n) | ExprKind::String(n)) => self
+                            .program
+                            .effects
+                            .iter()
+                            .position(|e| &*e.name == n.as_str())
+                            .map_or(u32::MAX - 1, |i| i as u32),
+                        _ => u32::MAX,
+                    };
+                    Self::emit(code, Op::EffectState(id), span);
                 }
                 "present" => {
                     self.expr(frame, &args[0].value, code);

@@ -121,6 +121,8 @@ pub enum Op {
     Rego(u32),
     /// Pop `argc` arguments; push Rego function `n` applied to them.
     RegoCall(u32, u8),
+    /// Push the state of effect `n`'s key for this call (`u32::MAX`: any effect of the call).
+    EffectState(u32),
     /// Pop a value; push whether it is defined.
     Present,
     /// Pop `n` values; push a list of them.
@@ -255,6 +257,25 @@ pub struct Program {
     pub rego_folded: Vec<(u32, String)>,
     /// `mask` paths into the payload: values there never appear in explain traces.
     pub masked: Vec<Vec<Seg>>,
+    /// `effect` declarations, in declaration order (docs/effects.md).
+    pub effects: Vec<EffectSpec>,
+}
+
+/// `effect NAME for TOOL [not_executed_on_error] = key(…)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectSpec {
+    pub name: Arc<str>,
+    pub tool: Arc<str>,
+    /// A `failure` / `timeout` result means the tool did not act: failed, not ambiguous.
+    pub not_executed_on_error: bool,
+    /// Code producing the list of key parts, run on the toolCallRequest.
+    pub key: Code,
+    /// How many key parts there are (a call missing one has no key).
+    pub parts: usize,
+    /// `lease N turns`: a reservation older than this many turns reads as ambiguous.
+    pub lease_turns: Option<u64>,
+    /// `lease DURATION`: a reservation older than this reads as ambiguous.
+    pub lease_ms: Option<u64>,
 }
 
 impl Program {

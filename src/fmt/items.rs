@@ -148,6 +148,30 @@ impl Printer<'_> {
             Item::Mask(m) => self
                 .out
                 .push(&format!("mask {}", super::expr::place_text(&m.place))),
+            Item::Effect(e) => {
+                let tool = if e.tool_quoted {
+                    quote(&e.tool.value)
+                } else {
+                    e.tool.value.clone()
+                };
+                let mut s = format!("effect {} for {tool}", e.name.name);
+                if e.not_executed_on_error {
+                    s.push_str(" not_executed_on_error");
+                }
+                match &e.lease {
+                    Some(crate::syntax::ast::Lease::Turns(n)) => s.push_str(&format!(
+                        " lease {n} {}",
+                        if *n == 1 { "turn" } else { "turns" }
+                    )),
+                    Some(crate::syntax::ast::Lease::Time(d)) => {
+                        s.push_str(&format!(" lease {}", super::out::duration(d)))
+                    }
+                    None => {}
+                }
+                let parts: Vec<String> = e.key.iter().map(|k| flat(self.src, k, 0, true)).collect();
+                s.push_str(&format!(" = key({})", parts.join(", ")));
+                self.out.push(&s);
+            }
             Item::Use(u) => {
                 let mut s = match &u.kind {
                     UseKind::Module { path: p } => format!("use {}", path(p)),

@@ -29,12 +29,20 @@ pub enum Record {
         extra_labels: u64,
         entries: Vec<Value>,
     },
+    /// An operator resolved an effect key (docs/effects.md) to `committed` or `failed`.
+    EffectResolved {
+        session: String,
+        key: String,
+        to: String,
+    },
 }
 
 impl Record {
     pub fn session(&self) -> &str {
         match self {
-            Record::Handshake { session, .. } | Record::Step { session, .. } => session,
+            Record::Handshake { session, .. }
+            | Record::Step { session, .. }
+            | Record::EffectResolved { session, .. } => session,
         }
     }
 }

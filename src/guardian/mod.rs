@@ -837,6 +837,60 @@ impl Guardian {
         s.state.clone()
     }
 
+    /// An operator's resolution of an effect key (docs/effects.md): sets it to `committed` or
+    /// `failed`, which lifts the ambiguous lock. The resolution is journalled (it survives a
+    /// restart of `warden serve --state DIR`) before it takes effect. Returns the state the
+    /// key had, or `None` if the session or the key is unknown, `to` is not
+    /// `committed`/`failed`, or the journal failed.
+    pub fn resolve_effect(
+        &self,
+        session_id: &str,
+        key: &str,
+        to: crate::state::EffectStatus,
+    ) -> Option<crate::state::EffectStatus> {
+        use crate::state::EffectStatus;
+        if !matches!(to, EffectStatus::Committed | EffectStatus::Failed) {
+            return None;
+        }
+        let session = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session_id)
+            .cloned()?;
+        let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+        let was = s.state.as_ref()?.effect_status(key)?;
+        // Durable before it takes effect, under the session's lock (like a step).
+        self.journal(vec![Record::EffectResolved {
+            session: session_id.to_string(),
+            key: key.to_string(),
+            to: to.as_str().to_string(),
+        }])
+        .ok()?;
+        s.state.as_mut()?.resolve_effect(key, to);
+        Some(was)
+    }
+
+    /// A session's effect keys and their states, sorted by key.
+    pub fn effects(&self, session_id: &str) -> Vec<(String, crate::state::EffectStatus)> {
+        self.snapshot(session_id)
+            .map(|st| st.effect_states())
+            .unwrap_or_default()
+    }
+
+    /// The ids of every session, sorted.
+    pub fn session_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        ids.sort();
+        ids
+    }
+
     /// A session's audit chain head and length.
     pub fn chain_head(&self, id: &str) -> Option<(Option<String>, u64)> {
         let session = self
@@ -874,6 +928,13 @@ impl Guardian {
             match record {
                 Record::Handshake { negotiated, .. } => {
                     s.negotiated = Some(Arc::new(negotiated));
+                }
+                Record::EffectResolved { key, to, .. } => {
+                    if let (Some(state), Some(to)) =
+                        (s.state.as_mut(), crate::state::EffectStatus::parse(&to))
+                    {
+                        state.resolve_effect(&key, to);
+                    }
                 }
                 Record::Step {
                     session: sid,
@@ -922,10 +983,19 @@ impl Guardian {
                     if s.policy_digest.is_none() {
                         s.policy_digest = Some(active.digest.clone());
                     }
+                    // As when it was decided: a wrapped MCP `tools/call` as its tool call.
+                    let mcp_view;
+                    let (hook, view) = match mcp_tool_call_view(hook, payload) {
+                        Some((h, v)) => {
+                            mcp_view = v;
+                            (h, &mcp_view)
+                        }
+                        None => (hook, payload),
+                    };
                     let ev = Event {
                         method: hook.method,
                         request_id,
-                        payload,
+                        payload: view,
                         metadata,
                         time_ms,
                         extra_labels,
@@ -1003,10 +1073,12 @@ pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>
     let changes = {
         let mut draft = Draft::new(state);
         if draft.begin_event(program, ev, &mut budget).is_err()
+            || draft.begin_effects(program, ev, &mut budget).is_err()
             || draft.record_history(program, ev, &mut budget).is_err()
         {
             return;
         }
+        draft.record_effects(program, ev);
         draft.into_changes()
     };
     state.apply(program, changes);
@@ -1032,6 +1104,7 @@ pub fn decide_event(
     let (decision, changes) = {
         let mut draft = Draft::new(state);
         draft.begin_event(program, ev, &mut budget)?;
+        draft.begin_effects(program, ev, &mut budget)?;
         let tool = ev
             .payload
             .get("tool")
@@ -1078,6 +1151,7 @@ pub fn decide_event(
         }
         if decision.proceeds() {
             draft.record_history(program, ev, &mut budget)?;
+            draft.record_effects(program, ev);
         }
         (decision, draft.into_changes())
     };

@@ -161,6 +161,85 @@ pub struct SessionState {
     slots: imbl::Vector<slots::Slot>,
     /// Committed events.
     pub events: u64,
+    /// Each effect key's state (docs/effects.md). Keys are RFC 8785 JSON of
+    /// `[effect name, key values]`.
+    effects: imbl::HashMap<Arc<str>, EffectEntry>,
+    /// Reservations awaiting their toolCallResult: request id → (effect key,
+    /// `not_executed_on_error`).
+    effect_requests: imbl::HashMap<Arc<str>, Reservation>,
+}
+
+/// A pending reservation: the effect key, and whether the effect is `not_executed_on_error`.
+type Reservation = (Arc<str>, bool);
+
+/// One effect key's entry: its state, and when and under which lease it was reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EffectEntry {
+    pub status: EffectStatus,
+    /// The turn and time of the reservation.
+    pub turn: u64,
+    pub at_ms: i64,
+    pub lease_turns: Option<u64>,
+    pub lease_ms: Option<u64>,
+}
+
+impl EffectEntry {
+    /// The state as read now: a reservation past its lease is ambiguous (the result may
+    /// never come, and the tool may have acted).
+    pub fn status_at(&self, s: &Scalars) -> EffectStatus {
+        let lapsed = self
+            .lease_turns
+            .is_some_and(|n| s.turn.saturating_sub(self.turn) >= n)
+            || self
+                .lease_ms
+                .is_some_and(|ms| s.now_ms.saturating_sub(self.at_ms) >= ms as i64);
+        if self.status == EffectStatus::Reserved && lapsed {
+            EffectStatus::Ambiguous
+        } else {
+            self.status
+        }
+    }
+}
+
+/// The state of one effect key (docs/effects.md). No entry is `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EffectStatus {
+    Reserved,
+    Committed,
+    Failed,
+    Ambiguous,
+}
+
+impl EffectStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectStatus::Reserved => "reserved",
+            EffectStatus::Committed => "committed",
+            EffectStatus::Failed => "failed",
+            EffectStatus::Ambiguous => "ambiguous",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EffectStatus> {
+        Some(match s {
+            "reserved" => EffectStatus::Reserved,
+            "committed" => EffectStatus::Committed,
+            "failed" => EffectStatus::Failed,
+            "ambiguous" => EffectStatus::Ambiguous,
+            _ => return None,
+        })
+    }
+
+    /// How strongly a state holds a call back, for `effect_state()` over several effects.
+    fn weight(s: Option<EffectStatus>) -> u8 {
+        match s {
+            None => 0,
+            Some(EffectStatus::Failed) => 1,
+            Some(EffectStatus::Reserved) => 2,
+            Some(EffectStatus::Committed) => 3,
+            Some(EffectStatus::Ambiguous) => 4,
+        }
+    }
 }
 
 /// The event being decided, as the state sees it.
@@ -187,6 +266,10 @@ pub struct Draft<'a> {
     new_nodes: Vec<(Arc<str>, Node)>,
     step: Option<(u128, u64)>,
     slot_updates: Vec<(u32, Option<String>)>,
+    /// The effect keys of the call being decided: (effect id, key).
+    effect_keys: Vec<(u32, Arc<str>, bool)>,
+    effect_changes: Vec<(Arc<str>, EffectEntry)>,
+    request_changes: Vec<(Arc<str>, Option<Reservation>)>,
 }
 
 /// A draft's changes, detached from the state they were computed against.
@@ -197,9 +280,37 @@ pub struct Changes {
     new_nodes: Vec<(Arc<str>, Node)>,
     step: Option<(u128, u64)>,
     slot_updates: Vec<(u32, Option<String>)>,
+    effect_changes: Vec<(Arc<str>, EffectEntry)>,
+    request_changes: Vec<(Arc<str>, Option<Reservation>)>,
 }
 
 impl SessionState {
+    /// An operator's resolution of an effect key: `committed` or `failed`. Returns the state
+    /// it had, or `None` (and changes nothing) if the key is unknown.
+    pub fn resolve_effect(&mut self, key: &str, to: EffectStatus) -> Option<EffectStatus> {
+        let mut entry = *self.effects.get(key)?;
+        let was = entry.status_at(&self.scalars);
+        entry.status = to;
+        self.effects.insert(Arc::from(key), entry);
+        Some(was)
+    }
+
+    /// An effect key's state as read now (`None`: none).
+    pub fn effect_status(&self, key: &str) -> Option<EffectStatus> {
+        self.effects.get(key).map(|e| e.status_at(&self.scalars))
+    }
+
+    /// Every effect key and its state as read now, sorted by key.
+    pub fn effect_states(&self) -> Vec<(String, EffectStatus)> {
+        let mut out: Vec<_> = self
+            .effects
+            .iter()
+            .map(|(k, e)| (k.to_string(), e.status_at(&self.scalars)))
+            .collect();
+        out.sort();
+        out
+    }
+
     pub fn new(program: &Program) -> Self {
         let mut s = SessionState::default();
         s.ensure_slots(program);
@@ -263,6 +374,19 @@ impl SessionState {
         if let Some((id, labels)) = changes.step {
             self.step_labels.insert(id, labels);
         }
+        for (key, status) in changes.effect_changes {
+            self.effects.insert(key, status);
+        }
+        for (id, entry) in changes.request_changes {
+            match entry {
+                Some(e) => {
+                    self.effect_requests.insert(id, e);
+                }
+                None => {
+                    self.effect_requests.remove(&id);
+                }
+            }
+        }
     }
 
     /// The starting state of a subagent spawned from this session: it sees the parent's
@@ -309,6 +433,135 @@ impl<'a> Draft<'a> {
             new_nodes: Vec::new(),
             step: None,
             slot_updates: Vec::new(),
+            effect_keys: Vec::new(),
+            effect_changes: Vec::new(),
+            request_changes: Vec::new(),
+        }
+    }
+
+    /// Computes the effect keys of a toolCallRequest (one VM run per effect declared for its
+    /// tool), for `effect_state` and [`Draft::record_effects`].
+    pub fn begin_effects(
+        &mut self,
+        program: &Program,
+        ev: &Event<'_>,
+        budget: &mut Budget,
+    ) -> Result<(), VmError> {
+        if ev.method != "steps/toolCallRequest" || program.effects.is_empty() {
+            return Ok(());
+        }
+        let tool = ev
+            .payload
+            .get("tool")
+            .and_then(|t| t.get("name"))
+            .and_then(Value::as_str);
+        let Some(tool) = tool else { return Ok(()) };
+        let mut keys = Vec::new();
+        {
+            let env = Env {
+                program,
+                payload: ev.payload,
+                metadata: ev.metadata,
+                state: self,
+                rego_cache: None,
+            };
+            for (i, spec) in program.effects.iter().enumerate() {
+                if &*spec.tool != tool {
+                    continue;
+                }
+                let v = vm::run(&env, &spec.key, budget, None)?;
+                // A key part that is absent leaves the call without this effect identity.
+                let Some(Value::Array(parts)) = v.to_json() else {
+                    continue;
+                };
+                if parts.len() != spec.parts {
+                    continue;
+                }
+                let key = crate::acs::jcs::canonicalize(&serde_json::json!([&*spec.name, parts]));
+                keys.push((
+                    i as u32,
+                    Arc::from(key.as_str()),
+                    spec.not_executed_on_error,
+                ));
+            }
+        }
+        self.effect_keys = keys;
+        Ok(())
+    }
+
+    fn effect_entry(&self, key: &str) -> Option<EffectEntry> {
+        self.effect_changes
+            .iter()
+            .rev()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, e)| *e)
+            .or_else(|| self.base.effects.get(key).copied())
+    }
+
+    fn effect_status(&self, key: &str) -> Option<EffectStatus> {
+        self.effect_entry(key).map(|e| e.status_at(&self.scalars))
+    }
+
+    /// `effect_state(NAME)` (`u32::MAX`: the strongest state over the call's effects):
+    /// undefined if the call has no such effect key.
+    pub fn effect_state(&self, id: u32) -> Option<&'static str> {
+        let mut best: Option<Option<EffectStatus>> = None;
+        for (i, key, _) in &self.effect_keys {
+            if id != u32::MAX && *i != id {
+                continue;
+            }
+            let s = self.effect_status(key);
+            if best.is_none_or(|b| EffectStatus::weight(s) > EffectStatus::weight(b)) {
+                best = Some(s);
+            }
+        }
+        best.map(|s| s.map_or("none", EffectStatus::as_str))
+    }
+
+    /// For a step that goes ahead: an allowed toolCallRequest reserves its effect keys; a
+    /// toolCallResult moves the reservation it answers (`request_id_ref`) to its outcome.
+    pub fn record_effects(&mut self, program: &Program, ev: &Event<'_>) {
+        match ev.method {
+            "steps/toolCallRequest" => {
+                for (id, key, neoe) in std::mem::take(&mut self.effect_keys) {
+                    let spec = program.effects.get(id as usize);
+                    let entry = EffectEntry {
+                        status: EffectStatus::Reserved,
+                        turn: self.scalars.turn,
+                        at_ms: self.scalars.now_ms,
+                        lease_turns: spec.and_then(|s| s.lease_turns),
+                        lease_ms: spec.and_then(|s| s.lease_ms),
+                    };
+                    self.effect_changes.push((key.clone(), entry));
+                    self.request_changes
+                        .push((Arc::from(ev.request_id), Some((key, neoe))));
+                }
+            }
+            "steps/toolCallResult" => {
+                let Some(r) = ev.payload.get("request_id_ref").and_then(Value::as_str) else {
+                    return;
+                };
+                let Some((key, neoe)) = self.base.effect_requests.get(r).cloned() else {
+                    return;
+                };
+                let status = ev.payload.get("exit_status").and_then(Value::as_str);
+                let to = match status {
+                    Some("success") => EffectStatus::Committed,
+                    Some("blocked") => EffectStatus::Failed,
+                    Some("failure" | "timeout") if neoe => EffectStatus::Failed,
+                    _ => EffectStatus::Ambiguous,
+                };
+                // Only a reservation moves: an operator may have resolved the key meanwhile.
+                // (A late result, after the lease made the key ambiguous, still settles it.)
+                if let Some(mut entry) = self.effect_entry(&key) {
+                    if entry.status == EffectStatus::Reserved {
+                        entry.status = to;
+                        self.effect_changes.push((key, entry));
+                    }
+                }
+                self.request_changes.push((Arc::from(r), None));
+            }
+            _ => {}
         }
     }
 
@@ -319,6 +572,8 @@ impl<'a> Draft<'a> {
             new_nodes: self.new_nodes,
             step: self.step,
             slot_updates: self.slot_updates,
+            effect_changes: self.effect_changes,
+            request_changes: self.request_changes,
         }
     }
 

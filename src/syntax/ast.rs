@@ -35,6 +35,30 @@ pub enum Item {
     Default(DefaultDecl),
     Test(Test),
     Mask(Mask),
+    Effect(EffectDecl),
+}
+
+/// `effect NAME for TOOL [not_executed_on_error] = key(PART, …)`: how a call's real-world
+/// effect is identified (docs/effects.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectDecl {
+    pub name: Ident,
+    /// The tool name, as a bare name or a string.
+    pub tool: StringLit,
+    /// Whether `tool` was written as a string.
+    pub tool_quoted: bool,
+    pub not_executed_on_error: bool,
+    /// `lease N turns` / `lease DURATION`.
+    pub lease: Option<Lease>,
+    pub key: Vec<Expr>,
+    pub span: Span,
+}
+
+/// How long a reservation may wait for its result before it becomes ambiguous.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lease {
+    Turns(u64),
+    Time(Duration),
 }
 
 /// `mask args.password`: a payload field whose value explain traces never show.
@@ -55,6 +79,7 @@ impl Item {
             Item::Default(x) => x.span,
             Item::Test(x) => x.span,
             Item::Mask(x) => x.span,
+            Item::Effect(x) => x.span,
         }
     }
 }

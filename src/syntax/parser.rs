@@ -122,6 +122,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         Rule::rule_decl => "`rule`",
         Rule::default_decl => "`default`",
         Rule::test_decl => "`test`",
+        Rule::effect_decl => "`effect`",
         Rule::ident | Rule::dotted => "a name",
         Rule::hook | Rule::hook_list => "a hook name (e.g. toolCallRequest)",
         Rule::string => "a string",
@@ -311,6 +312,45 @@ impl Builder<'_> {
                 place: self.place(inner.next()?),
                 span,
             }),
+            Rule::effect_decl => {
+                let name = self.ident(inner.next()?);
+                let tool_pair = inner.next()?.into_inner().next()?;
+                let tool_quoted = tool_pair.as_rule() == Rule::string;
+                let tool = if tool_quoted {
+                    self.string(tool_pair)
+                } else {
+                    let id = self.ident(tool_pair);
+                    StringLit {
+                        value: id.name,
+                        span: id.span,
+                    }
+                };
+                let mut not_executed_on_error = false;
+                let mut lease = None;
+                let mut key = Vec::new();
+                for p in inner {
+                    match p.as_rule() {
+                        Rule::not_executed_flag => not_executed_on_error = true,
+                        Rule::lease_clause => {
+                            let l = p.into_inner().next()?;
+                            lease = Some(match l.as_rule() {
+                                Rule::lease_turns => Lease::Turns(self.int(l.into_inner().next()?)),
+                                _ => Lease::Time(self.duration(l)),
+                            });
+                        }
+                        _ => key.push(self.expr(p, 0)),
+                    }
+                }
+                Item::Effect(EffectDecl {
+                    name,
+                    tool,
+                    tool_quoted,
+                    not_executed_on_error,
+                    lease,
+                    key,
+                    span,
+                })
+            }
             Rule::package_decl => Item::Package(Package {
                 path: self.dotted(inner.next()?),
                 span,

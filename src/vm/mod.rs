@@ -287,6 +287,11 @@ pub fn run<'a>(
                 stack.push(r.map_or(Val::Undef, Val::Num));
             }
             Op::TurnsSince(bit) => stack.push(Val::Num(env.state.turns_since(bit))),
+            Op::EffectState(id) => stack.push(
+                env.state
+                    .effect_state(id)
+                    .map_or(Val::Undef, |s| Val::Str(Cow::Borrowed(s))),
+            ),
             Op::History(slot) => {
                 stack.push(Val::Num(env.state.history_count(program, slot, None) as f64))
             }
