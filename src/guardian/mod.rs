@@ -797,14 +797,18 @@ impl Guardian {
         });
     }
 
-    /// A session's context labels and chain head; `None` for an unknown session.
-    fn session_facts(&self, id: &str) -> Option<(u64, Option<String>)> {
-        let session = self
-            .sessions
+    /// The session with this id, if the Guardian has one (the map's lock is held only here).
+    fn existing_session(&self, id: &str) -> Option<Arc<Mutex<Session>>> {
+        self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
-            .cloned()?;
+            .cloned()
+    }
+
+    /// A session's context labels and chain head; `None` for an unknown session.
+    fn session_facts(&self, id: &str) -> Option<(u64, Option<String>)> {
+        let session = self.existing_session(id)?;
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
         let labels = match &s.state {
             Some(st) => st.scalars.session_labels,
@@ -815,24 +819,14 @@ impl Guardian {
 
     /// The session that spawned a subagent session, if it is one.
     pub fn parent_of(&self, id: &str) -> Option<String> {
-        let session = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()?;
+        let session = self.existing_session(id)?;
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
         s.parent.clone()
     }
 
     /// A copy of a session's state (for tests, tools and inspection).
     pub fn snapshot(&self, id: &str) -> Option<SessionState> {
-        let session = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()?;
+        let session = self.existing_session(id)?;
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
         s.state.clone()
     }
@@ -852,12 +846,7 @@ impl Guardian {
         if !matches!(to, EffectStatus::Committed | EffectStatus::Failed) {
             return None;
         }
-        let session = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session_id)
-            .cloned()?;
+        let session = self.existing_session(session_id)?;
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
         let was = s.state.as_ref()?.effect_status(key)?;
         // Durable before it takes effect, under the session's lock (like a step).
@@ -893,12 +882,7 @@ impl Guardian {
 
     /// A session's audit chain head and length.
     pub fn chain_head(&self, id: &str) -> Option<(Option<String>, u64)> {
-        let session = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()?;
+        let session = self.existing_session(id)?;
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
         Some((s.chain.head.clone(), s.chain.len))
     }
