@@ -4,6 +4,7 @@
 //! audit chain verified by `warden audit verify`; the core-agent hook dialect.
 
 mod common;
+mod serve_common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -424,41 +425,20 @@ fn audit_verify_reports_the_first_broken_link() {
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
+/// The HTTP listener, started by the shared helper (tests/serve_common).
 struct Http {
-    child: Child,
-    addr: String,
+    server: serve_common::Server,
 }
 
 impl Http {
     fn start(args: &[&str]) -> Http {
-        let mut child = Command::new(bin())
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start warden serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                if let Some(rest) = line.strip_prefix("warden: listening on http://") {
-                    let _ = tx.send(rest.trim_end_matches("/acs").to_string());
-                } else {
-                    eprintln!("{line}");
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(WAIT)
-            .expect("the server says where it listens");
-        Http { child, addr }
+        Http {
+            server: serve_common::Server::start(args),
+        }
     }
 
     fn raw(&self, head: &str, body: &[u8]) -> (u16, Value) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
+        let mut s = TcpStream::connect(&self.server.addr).unwrap();
         s.set_read_timeout(Some(WAIT)).unwrap();
         s.write_all(head.as_bytes()).unwrap();
         let _ = s.write_all(body);
@@ -479,13 +459,6 @@ impl Http {
             assert_valid_response(&r);
         }
         (status, r)
-    }
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -767,7 +740,7 @@ fn core_agent_hooks_feed_a_running_server() {
         "--key-file",
         dir.join("key").to_str().unwrap(),
     ]);
-    let url = format!("http://{}", srv.addr);
+    let url = format!("http://{}", srv.server.addr);
     let sf = dir.join("session.json");
     let keyp = dir.join("key");
     let common = [
