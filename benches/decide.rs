@@ -22,14 +22,35 @@ fn policy() -> Policy {
     .unwrap_or_else(|d| panic!("{d}"))
 }
 
-fn event_parts(v: &serde_json::Value) -> (String, String, serde_json::Value, serde_json::Value) {
-    let p = &v["params"];
-    (
-        v["method"].as_str().unwrap().to_string(),
-        p["request_id"].as_str().unwrap().to_string(),
-        p["payload"].clone(),
-        p["metadata"].clone(),
-    )
+/// One envelope, taken apart as `decide_event` wants it.
+struct Step {
+    hook: &'static fields::HookSpec,
+    request_id: String,
+    payload: serde_json::Value,
+    metadata: serde_json::Value,
+}
+
+impl Step {
+    fn new(v: &serde_json::Value) -> Step {
+        let p = &v["params"];
+        Step {
+            hook: fields::hook(v["method"].as_str().unwrap()).unwrap(),
+            request_id: p["request_id"].as_str().unwrap().to_string(),
+            payload: p["payload"].clone(),
+            metadata: p["metadata"].clone(),
+        }
+    }
+
+    fn event(&self) -> Event<'_> {
+        Event {
+            method: self.hook.method,
+            request_id: &self.request_id,
+            payload: &self.payload,
+            metadata: &self.metadata,
+            time_ms: None,
+            extra_labels: 0,
+        }
+    }
 }
 
 /// The session state after feeding `events` through the evaluator.
@@ -37,17 +58,8 @@ fn state_after(policy: &Policy, events: &[serde_json::Value]) -> SessionState {
     let program = policy.program();
     let mut state = SessionState::new(program);
     for v in events {
-        let (method, rid, payload, metadata) = event_parts(v);
-        let hook = fields::hook(&method).unwrap();
-        let ev = Event {
-            method: hook.method,
-            request_id: &rid,
-            payload: &payload,
-            metadata: &metadata,
-            time_ms: None,
-            extra_labels: 0,
-        };
-        decide_event(program, hook, &mut state, &ev, false).unwrap();
+        let step = Step::new(v);
+        decide_event(program, step.hook, &mut state, &step.event(), false).unwrap();
     }
     state
 }
@@ -59,22 +71,14 @@ fn decide(c: &mut Criterion) {
         for taint in [history::Taint::Recent, history::Taint::Early] {
             let mut state = state_after(&policy, &history::history(h, taint));
             let probe = history::probe(h);
-            let (method, rid, payload, metadata) = event_parts(&probe);
-            let hook = fields::hook(&method).unwrap();
+            let step = Step::new(&probe);
             let program = policy.program().clone();
             let id = format!("{taint:?}/{h}");
             group.bench_with_input(BenchmarkId::from_parameter(id), &h, |b, _| {
                 b.iter(|| {
-                    let ev = Event {
-                        method: hook.method,
-                        request_id: &rid,
-                        payload: &payload,
-                        metadata: &metadata,
-                        time_ms: None,
-                        extra_labels: 0,
-                    };
-                    let d =
-                        decide_event(&program, hook, black_box(&mut state), &ev, false).unwrap();
+                    let ev = step.event();
+                    let d = decide_event(&program, step.hook, black_box(&mut state), &ev, false)
+                        .unwrap();
                     black_box(d.kind)
                 })
             });
@@ -123,19 +127,12 @@ fn rego(c: &mut Criterion) {
         let program = policy.program().clone();
         let mut state = SessionState::new(&program);
         let probe = history::probe(10);
-        let (method, rid, payload, metadata) = event_parts(&probe);
-        let hook = fields::hook(&method).unwrap();
+        let step = Step::new(&probe);
         group.bench_function(name, |b| {
             b.iter(|| {
-                let ev = Event {
-                    method: hook.method,
-                    request_id: &rid,
-                    payload: &payload,
-                    metadata: &metadata,
-                    time_ms: None,
-                    extra_labels: 0,
-                };
-                let d = decide_event(&program, hook, black_box(&mut state), &ev, false).unwrap();
+                let ev = step.event();
+                let d =
+                    decide_event(&program, step.hook, black_box(&mut state), &ev, false).unwrap();
                 black_box(d.kind)
             })
         });
