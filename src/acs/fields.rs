@@ -77,6 +77,19 @@ pub enum DecisionKind {
     Defer,
 }
 
+impl DecisionKind {
+    /// The lowercase wire word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Allow => "allow",
+            DecisionKind::Deny => "deny",
+            DecisionKind::Modify => "modify",
+            DecisionKind::Ask => "ask",
+            DecisionKind::Defer => "defer",
+        }
+    }
+}
+
 /// One hook (ACS method) a policy can attach to.
 #[derive(Debug)]
 pub struct HookSpec {
@@ -97,6 +110,12 @@ impl HookSpec {
     /// Whether this hook may legally return `d`.
     pub fn allows(&self, d: DecisionKind) -> bool {
         self.decisions.contains(&d)
+    }
+
+    /// The legal decisions as words: `allow, deny, modify`.
+    pub fn decision_words(&self) -> String {
+        let words: Vec<&str> = self.decisions.iter().map(|k| k.as_str()).collect();
+        words.join(", ")
     }
 }
 

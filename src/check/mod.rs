@@ -682,21 +682,10 @@ impl<'a> Checker<'a> {
             // A catch-all default may say deny: it applies as allow where deny is impossible.
             let recorded_default = is_default && d.kind == DecisionKind::Deny && h.audit_only;
             if !h.allows(wanted) && !recorded_default {
-                let legal: Vec<&str> = h
-                    .decisions
-                    .iter()
-                    .map(|k| match k {
-                        AcsDecision::Allow => "allow",
-                        AcsDecision::Deny => "deny",
-                        AcsDecision::Modify => "modify",
-                        AcsDecision::Ask => "ask",
-                        AcsDecision::Defer => "defer",
-                    })
-                    .collect();
                 let why = if h.audit_only {
                     format!("{} is audit-only: it is recorded, never blocked", h.name)
                 } else {
-                    format!("{} may return {}", h.name, legal.join(", "))
+                    format!("{} may return {}", h.name, h.decision_words())
                 };
                 self.diagnostics.push(
                     Diagnostic::error(

@@ -9,7 +9,7 @@ use lsp_types::Url;
 
 use super::convert;
 use super::document::{Analysis, Document};
-use crate::acs::fields::{self, DecisionKind as AcsDecision, HookSpec};
+use crate::acs::fields::{self, HookSpec};
 use crate::check::{self, DefKind, Definition, Resolution, Table, Type};
 use crate::diagnostics::{FileId, SourceFile, Span};
 use crate::syntax::ast::{self, Item};
@@ -97,18 +97,7 @@ fn where_defined(analysis: &Analysis, d: &Definition) -> String {
 }
 
 pub fn decisions(h: &HookSpec) -> String {
-    let words: Vec<&str> = h
-        .decisions
-        .iter()
-        .map(|k| match k {
-            AcsDecision::Allow => "allow",
-            AcsDecision::Deny => "deny",
-            AcsDecision::Modify => "modify",
-            AcsDecision::Ask => "ask",
-            AcsDecision::Defer => "defer",
-        })
-        .collect();
-    words.join(", ")
+    h.decision_words()
 }
 
 pub fn hook_markdown(h: &HookSpec) -> String {
