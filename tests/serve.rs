@@ -407,6 +407,7 @@ fn audit_verify_reports_the_first_broken_link() {
                     proceeds: true,
                     extra_labels: 0,
                     entries: vec![e],
+                    approval: None,
                 }])
                 .unwrap();
         }

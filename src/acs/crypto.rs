@@ -166,6 +166,11 @@ pub fn request_hash(params: &Value) -> String {
     hex(&Sha256::digest(jcs::to_vec(params)))
 }
 
+/// Lowercase hex SHA-256 of the RFC 8785 canonical form of `v` (Warden's `action_hash`).
+pub fn canonical_hash(v: &Value) -> String {
+    hex(&Sha256::digest(jcs::to_vec(v)))
+}
+
 /// A `previous_hash` that is not 64 lowercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("previous_hash {0:?} is not 64 lowercase hex digits")]

@@ -715,6 +715,24 @@ impl<'a> Checker<'a> {
                         "add `approver human \"oncall\"` (or agent / service)",
                     ));
                 }
+                if let Some((_, s)) = d.extend {
+                    let tool_call = hook.is_some_and(|h| {
+                        matches!(
+                            h.method,
+                            "steps/toolCallRequest" | "protocols/MCP/tools/call"
+                        )
+                    });
+                    if !tool_call {
+                        self.diagnostics.push(err(
+                            "check::bad_part",
+                            s,
+                            "only an ask on a tool call can extend the intent".into(),
+                            "not a toolCallRequest rule",
+                            "`extend intent` offers the approver the called tool as a new \
+                             capability; write it in a rule `on toolCallRequest`",
+                        ));
+                    }
+                }
                 if let Some((k, s)) = d.on_timeout {
                     if !matches!(k, DecisionKind::Allow | DecisionKind::Deny) {
                         self.diagnostics.push(err(

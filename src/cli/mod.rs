@@ -71,6 +71,10 @@ enum Command {
         #[command(subcommand)]
         command: serve::EffectsCommand,
     },
+    /// Grant an ask: the next call of exactly that action may proceed, once (docs/effects.md)
+    Approve(serve::ApproveArgs),
+    /// List every ask awaiting approval, granted or expired (docs/effects.md)
+    Approvals(serve::ApprovalsArgs),
     /// Feed an agent platform's hook envelope (stdin) to a Guardian
     Hook(serve::HookArgs),
     /// Format policies canonically (in place, or report with --check)
@@ -171,6 +175,8 @@ pub fn main() -> i32 {
         Command::Audit { command } => serve::run_audit(command),
         Command::Hook(args) => serve::run_hook(args),
         Command::Effects { command } => serve::run_effects(command),
+        Command::Approve(args) => serve::run_approve(args),
+        Command::Approvals(args) => serve::run_approvals(args),
     }
 }
 

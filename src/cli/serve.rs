@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::Value;
 
-use crate::guardian::{self, hook, serve, store, OnDecisionFailure, Options, Protocol};
+use crate::guardian::{self, hook, serve, store, Guardian, OnDecisionFailure, Options, Protocol};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -103,10 +103,147 @@ pub enum EffectsCommand {
     },
 }
 
+#[derive(Args, Debug)]
+pub struct ApproveArgs {
+    /// The state folder of a (stopped) `warden serve --state DIR`
+    #[arg(long)]
+    pub state: PathBuf,
+    /// The policy the server runs (default: the embedded default)
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// The request id of the ask to grant (`policy_data.approval.request_id` of the answer)
+    pub request_id: String,
+    /// Who grants it: must be the ask's approver id
+    #[arg(long = "as", value_name = "APPROVER")]
+    pub approver: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ApprovalsArgs {
+    /// The state folder of a (stopped) `warden serve --state DIR`
+    #[arg(long)]
+    pub state: PathBuf,
+    /// The policy the server runs (default: the embedded default)
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub format: ListFormat,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Text,
+    Json,
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Outcome {
     Committed,
     Failed,
+}
+
+/// Restores a stopped server's state folder under its policy, for the operator commands.
+fn open_state(
+    dir: &std::path::Path,
+    policy: Option<&std::path::Path>,
+) -> Result<(Arc<Guardian>, Option<Arc<store::Store>>), i32> {
+    if !store::db_path(dir).is_file() {
+        return Err(fail(&format!("{}: no Warden state here", dir.display())));
+    }
+    let policy = match serve::load_policy(policy) {
+        Ok(p) => p,
+        Err(d) => {
+            eprint!("{d}");
+            return Err(fail("the policy has errors"));
+        }
+    };
+    serve::build(policy, Options::default(), Some(dir)).map_err(|e| {
+        fail(&if e.contains("already open") || e.contains("lock") {
+            format!(
+                "{e}\n  the state folder is in use: stop the `warden serve` that holds it, or \
+                 use its operator endpoint (docs/serve.md)"
+            )
+        } else {
+            e
+        })
+    })
+}
+
+/// `warden approve --state DIR REQUEST_ID --as APPROVER`: grants one ask (docs/effects.md).
+pub fn run_approve(a: ApproveArgs) -> i32 {
+    let (g, _store) = match open_state(&a.state, a.policy.as_deref()) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    match g.approve(&a.request_id, &a.approver, None) {
+        Ok(granted) => {
+            println!(
+                "approved {} in session {} (action_hash {}): the next call of exactly this \
+                 action may proceed, once, within {} s",
+                a.request_id,
+                granted.session,
+                granted.approval.action_hash,
+                granted.approval.expires_ms.div_ceil(1000)
+            );
+            match &granted.extension {
+                crate::state::Extension::Extended(c) => println!(
+                    "the session's Intent now permits tool {}",
+                    c.tool.as_deref().unwrap_or("?")
+                ),
+                crate::state::Extension::RefusedStrict => println!(
+                    "the ask offered an Intent extension; refused: the Intent's scope_mode is \
+                     strict"
+                ),
+                _ => {}
+            }
+            0
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// `warden approvals --state DIR`: every ask and where it stands.
+pub fn run_approvals(a: ApprovalsArgs) -> i32 {
+    let (g, _store) = match open_state(&a.state, a.policy.as_deref()) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let list = g.approvals(None);
+    match a.format {
+        ListFormat::Json => {
+            let items: Vec<serde_json::Value> = list
+                .iter()
+                .map(|i| {
+                    serde_json::json!({
+                        "session": i.session,
+                        "request_id": i.request_id,
+                        "status": i.status.as_str(),
+                        "approver": {"type": i.approval.approver_type, "id": i.approval.approver_id},
+                        "question": i.approval.question,
+                        "action_hash": i.approval.action_hash,
+                        "action": serde_json::from_str::<serde_json::Value>(&i.approval.action)
+                            .unwrap_or(serde_json::Value::Null),
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::Value::Array(items));
+        }
+        ListFormat::Text => {
+            for i in &list {
+                println!(
+                    "{}\t{}\t{}\t{} {}\t{}",
+                    i.session,
+                    i.request_id,
+                    i.status.as_str(),
+                    i.approval.approver_type,
+                    i.approval.approver_id,
+                    i.approval.action
+                );
+            }
+        }
+    }
+    0
 }
 
 /// `warden effects list|resolve --state DIR`: restores the journal, reads or resolves, and (for
@@ -117,19 +254,9 @@ pub fn run_effects(c: EffectsCommand) -> i32 {
             (state, policy)
         }
     };
-    if !store::db_path(dir).is_file() {
-        return fail(&format!("{}: no Warden state here", dir.display()));
-    }
-    let policy = match serve::load_policy(policy.as_deref()) {
-        Ok(p) => p,
-        Err(d) => {
-            eprint!("{d}");
-            return fail("the policy has errors");
-        }
-    };
-    let (g, _store) = match serve::build(policy, Options::default(), Some(dir)) {
+    let (g, _store) = match open_state(dir, policy.as_deref()) {
         Ok(x) => x,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     match c {
         EffectsCommand::List { .. } => {

@@ -131,6 +131,12 @@ fn decision_text(d: &DecisionTemplate) -> String {
     if let Some(k) = d.on_timeout {
         let _ = write!(s, " else {}", k.as_str());
     }
+    if let Some(t) = d.expires_ms {
+        let _ = write!(s, " expires {t}ms");
+    }
+    if let Some(scope) = d.extend {
+        let _ = write!(s, " extend intent {}", scope.as_str());
+    }
     for m in &d.modifications {
         match m {
             ModTemplate::Redact {

@@ -440,6 +440,8 @@ impl<'a> Lower<'a> {
             question: d.question.as_ref().map(|q| Arc::from(q.value.as_str())),
             timeout_ms: d.timeout.map(|t| t.millis),
             on_timeout: d.on_timeout.map(|(k, _)| k),
+            expires_ms: d.expires.map(|t| t.millis),
+            extend: d.extend.map(|(s, _)| s),
             resolve: d.resolve.as_ref().map(|i| Arc::from(i.name.as_str())),
             because: d.because.as_ref().map(|i| Arc::from(i.name.as_str())),
             modifications,

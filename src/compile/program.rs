@@ -175,6 +175,10 @@ pub struct DecisionTemplate {
     pub question: Option<Arc<str>>,
     pub timeout_ms: Option<u64>,
     pub on_timeout: Option<DecisionKind>,
+    /// `expires`: how long a granted approval stays usable (ask only).
+    pub expires_ms: Option<u64>,
+    /// `extend intent`: the intent extension offered to the approver (ask only).
+    pub extend: Option<crate::syntax::ast::ExtendScope>,
     pub resolve: Option<Arc<str>>,
     pub because: Option<Arc<str>>,
     pub modifications: Vec<ModTemplate>,

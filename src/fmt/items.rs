@@ -72,6 +72,12 @@ fn clauses(d: &Decision) -> Vec<Clause<'_>> {
     if let Some((k, s)) = &d.on_timeout {
         text(s.start, format!("else {}", k.as_str()));
     }
+    if let Some(t) = &d.expires {
+        text(t.span.start, format!("expires {}", out::duration(t)));
+    }
+    if let Some((scope, s)) = &d.extend {
+        text(s.start, format!("extend intent {}", scope.as_str()));
+    }
     for m in &d.modifications {
         v.push(Clause {
             at: m.span().start,

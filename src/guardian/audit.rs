@@ -10,6 +10,10 @@ use crate::acs::crypto;
 
 /// `step_type` of the entry written when a session is first decided on a new policy.
 pub const POLICY_RELOAD: &str = "warden/policy_reload";
+/// `step_type` of the entry recording an operator's resolution of an effect key.
+pub const EFFECT_RESOLVED: &str = "warden/effect_resolved";
+/// `step_type` of the entry recording an approver's grant of an ask.
+pub const APPROVAL_GRANTED: &str = "warden/approval_granted";
 
 /// A session's chain: its head and length (the entries themselves go to the journal).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

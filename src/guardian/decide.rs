@@ -6,12 +6,13 @@ use serde_json::{Map, Value};
 
 use crate::acs::envelope::{
     AcsResult, Approver, ApproverType, AskDetails, Decision as Wire, DeferDetails, DeferReason,
-    Modifications, PolicyReference, Redaction, ResolutionMethod, ResultMetadata, TimeoutDecision,
-    TimeoutDisposition,
+    ExtensionScope, IntentExtension, Modifications, PolicyReference, Redaction, ResolutionMethod,
+    ResultMetadata, TimeoutDecision, TimeoutDisposition,
 };
 use crate::acs::fields::{DecisionKind as Legal, HookSpec};
 use crate::compile::{CompiledRule, DecisionTemplate, ModTemplate, Program};
-use crate::syntax::ast::{ApproverKind, DecisionKind};
+use crate::state::{Action, Approval, ApprovalNote, Found, DEFAULT_APPROVAL_EXPIRY_MS};
+use crate::syntax::ast::{ApproverKind, DecisionKind, ExtendScope};
 use crate::vm::{self, Budget, Env, VmError};
 
 /// Reason code when a decidable hook matches no rule and the policy has no default.
@@ -20,6 +21,11 @@ pub const NO_DEFAULT: &str = "warden.no_default";
 pub const CONFLICTING_MODIFICATIONS: &str = "warden.conflicting_modifications";
 /// Reason code for a decision failure answered as a deny.
 pub const DECISION_FAILURE: &str = "warden.decision_failure";
+/// Reason code of a call allowed because an approver granted exactly this action.
+pub const APPROVED: &str = "warden.approved";
+/// Reason code of a call denied because the approval outstanding for its kind of action was
+/// granted for different arguments.
+pub const APPROVAL_MISMATCH: &str = "warden.approval_mismatch";
 
 /// Seconds an `ask` waits when the rule names no timeout.
 pub const DEFAULT_ASK_TIMEOUT_S: u64 = 300;
@@ -41,6 +47,13 @@ pub struct Decision {
     pub winners: Vec<(String, String)>,
     /// With explain on: every rule that ran, whether it fired, and its checks with values.
     pub trace: Vec<super::RuleTrace>,
+    /// For an `ask`: how long the approval stays usable once granted.
+    pub approval_expires_ms: Option<u64>,
+    /// What the step did to the session's approvals (docs/effects.md).
+    pub approval: Option<ApprovalNote>,
+    /// For a toolCallResult that went ahead, when the policy declares effects: the
+    /// reservation it settled, or that it matched none (written into the audit entry).
+    pub effect_outcome: Option<Value>,
 }
 
 impl Decision {
@@ -65,6 +78,92 @@ impl Decision {
             fired: Vec::new(),
             winners: Vec::new(),
             trace: Vec::new(),
+            approval_expires_ms: None,
+            approval: None,
+            effect_outcome: None,
+        }
+    }
+
+    /// Binds an `ask` on a tool call to its action (docs/effects.md): a granted approval
+    /// for exactly this action turns it into an allow (and is used up); one granted for
+    /// another action of the same kind turns it into a deny; otherwise the ask opens a
+    /// pending approval under this request's id.
+    pub fn bind_approval(
+        self,
+        found: Found,
+        action: &Action,
+        request_id: &str,
+        now_ms: i64,
+    ) -> Self {
+        match found {
+            Found::Approved(id) => {
+                let mut d = self;
+                d.kind = DecisionKind::Allow;
+                d.reasoning = Some(format!(
+                    "approved (ask {id}) for exactly this call; {}",
+                    d.reasoning.as_deref().unwrap_or("the policy asked")
+                ));
+                d.reason_codes.insert(0, APPROVED.to_string());
+                d.ask = None;
+                d.approval = Some(ApprovalNote::Consumed {
+                    id: id.to_string(),
+                    action_hash: action.hash.clone(),
+                });
+                d
+            }
+            Found::Mismatch(id, approved) => {
+                let mut d = Decision::simple(
+                    DecisionKind::Deny,
+                    APPROVAL_MISMATCH,
+                    format!(
+                        "this call is not the one approved under ask {id}: its action_hash is \
+                         {}, the approved one is {approved}; only the approved call may \
+                         proceed while that approval stands",
+                        action.hash
+                    ),
+                );
+                d.winners = self.winners;
+                d.fired = self.fired;
+                d
+            }
+            Found::Nothing => {
+                let mut d = self;
+                let Some(ask) = &mut d.ask else { return d };
+                let expires_ms = d.approval_expires_ms.unwrap_or(DEFAULT_APPROVAL_EXPIRY_MS);
+                ask.context = Some(format!(
+                    "Warden holds this call as approval {request_id}. Granting it allows this \
+                     exact call (action_hash {}) once, within {} s of the grant; any other \
+                     arguments are refused.",
+                    action.hash,
+                    expires_ms.div_ceil(1000)
+                ));
+                let approval = Approval {
+                    action: action.canonical.clone(),
+                    action_hash: action.hash.clone(),
+                    kind: action.kind.clone(),
+                    tool: action.tool.clone(),
+                    operation: action.operation.clone(),
+                    approver_type: approver_word(ask.approver.kind).to_string(),
+                    approver_id: ask.approver.id.clone(),
+                    question: ask.question.clone(),
+                    asked_ms: now_ms,
+                    deadline_ms: now_ms.saturating_add((ask.timeout_seconds * 1000) as i64),
+                    expires_ms,
+                    granted_ms: None,
+                    extend: ask.intent_extension.as_ref().map(|x| {
+                        match x.scope {
+                            ExtensionScope::Session => "session",
+                            ExtensionScope::ThisRequest => "this_request",
+                        }
+                        .to_string()
+                    }),
+                };
+                d.approval = Some(ApprovalNote::Asked {
+                    id: request_id.to_string(),
+                    approval,
+                });
+                d
+            }
         }
     }
 
@@ -93,6 +192,26 @@ impl Decision {
                 rule_id: Some(rule.clone()),
             })
             .collect();
+        match &self.approval {
+            Some(ApprovalNote::Asked { id, approval }) => {
+                r.policy_data.insert(
+                    "approval".into(),
+                    serde_json::json!({
+                        "request_id": id,
+                        "action_hash": approval.action_hash,
+                        "action": approval.action,
+                        "expires_seconds": approval.expires_ms.div_ceil(1000),
+                    }),
+                );
+            }
+            Some(ApprovalNote::Consumed { id, action_hash }) => {
+                r.policy_data.insert(
+                    "approval".into(),
+                    serde_json::json!({"consumed": id, "action_hash": action_hash}),
+                );
+            }
+            None => {}
+        }
         r.metadata = Some(ResultMetadata {
             evaluator: Some(crate::acs::envelope::Evaluator::Deterministic),
             evaluator_version: Some(concat!("warden ", env!("CARGO_PKG_VERSION")).to_string()),
@@ -219,6 +338,14 @@ pub fn combine_fired(
     Ok(d)
 }
 
+fn approver_word(t: ApproverType) -> &'static str {
+    match t {
+        ApproverType::Human => "human",
+        ApproverType::Agent => "agent",
+        ApproverType::Service => "service",
+    }
+}
+
 fn past_tense(k: DecisionKind) -> &'static str {
     match k {
         DecisionKind::Allow => "allowed",
@@ -273,6 +400,9 @@ fn from_templates(
         fired: Vec::new(),
         winners: refs,
         trace: Vec::new(),
+        approval_expires_ms: winners.iter().filter_map(|(_, t)| t.expires_ms).min(),
+        approval: None,
+        effect_outcome: None,
     };
     let first = winners[0].1;
     match kind {
@@ -307,7 +437,26 @@ fn from_templates(
                     Some(DecisionKind::Allow) => TimeoutDisposition::Allow,
                     _ => TimeoutDisposition::Deny,
                 }),
-                intent_extension: None,
+                intent_extension: winners
+                    .iter()
+                    .find_map(|(_, t)| t.extend)
+                    .and_then(|scope| {
+                        let payload = env.payload;
+                        let tool = payload.pointer("/tool/name").and_then(Value::as_str)?;
+                        let mut cap = Map::new();
+                        cap.insert("tool".into(), Value::String(tool.into()));
+                        if let Some(op) = payload.get("operation").and_then(Value::as_str) {
+                            cap.insert("operation".into(), Value::String(op.into()));
+                        }
+                        Some(IntentExtension {
+                            capabilities: vec![Value::Object(cap)],
+                            scope: match scope {
+                                ExtendScope::Session => ExtensionScope::Session,
+                                ExtendScope::ThisRequest => ExtensionScope::ThisRequest,
+                            },
+                            provenance: None,
+                        })
+                    }),
             });
         }
         DecisionKind::Defer => {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::protocol::Negotiated;
+use crate::state::ApprovalNote;
 
 /// One journal record. A session's records, in order, rebuild it exactly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,12 +29,28 @@ pub enum Record {
         #[serde(default)]
         extra_labels: u64,
         entries: Vec<Value>,
+        /// What the step did to the session's approvals (an ask opened one, an approved call
+        /// used one up).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approval: Option<ApprovalNote>,
     },
-    /// An operator resolved an effect key (docs/effects.md) to `committed` or `failed`.
+    /// An operator resolved an effect key (docs/effects.md) to `committed` or `failed`, and
+    /// the chain entry that records it.
     EffectResolved {
         session: String,
         key: String,
         to: String,
+        #[serde(default)]
+        entries: Vec<Value>,
+    },
+    /// An approver granted the ask `request_id` at `at_ms` (docs/effects.md), and the chain
+    /// entries that record it (the grant, and an `intent_extension` when it widened the
+    /// Intent).
+    ApprovalGranted {
+        session: String,
+        request_id: String,
+        at_ms: i64,
+        entries: Vec<Value>,
     },
 }
 
@@ -42,7 +59,8 @@ impl Record {
         match self {
             Record::Handshake { session, .. }
             | Record::Step { session, .. }
-            | Record::EffectResolved { session, .. } => session,
+            | Record::EffectResolved { session, .. }
+            | Record::ApprovalGranted { session, .. } => session,
         }
     }
 }
@@ -79,9 +97,18 @@ pub fn chains<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<(String,
     let mut order: Vec<(String, Vec<Value>)> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = Default::default();
     for r in records {
-        if let Record::Step {
-            session, entries, ..
-        } = r
+        let (session, entries) = match r {
+            Record::Step {
+                session, entries, ..
+            }
+            | Record::EffectResolved {
+                session, entries, ..
+            }
+            | Record::ApprovalGranted {
+                session, entries, ..
+            } => (session, entries),
+            Record::Handshake { .. } => continue,
+        };
         {
             let i = *index.entry(session.clone()).or_insert_with(|| {
                 order.push((session.clone(), Vec::new()));

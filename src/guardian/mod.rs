@@ -59,7 +59,9 @@ use crate::acs::fields;
 use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
 use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::state::{Draft, Event, SessionState};
+use crate::state::{
+    Approval, ApprovalNote, ApprovalStatus, Draft, Event, Extension, GrantError, SessionState,
+};
 use crate::syntax::ast::DecisionKind;
 use crate::vm::{self, Budget, Env, Observation, VmError};
 
@@ -255,6 +257,33 @@ pub struct Guardian {
     journal: Option<Arc<dyn Journal>>,
     /// The journal failed: nothing more can be acknowledged, every request is refused.
     failed: AtomicBool,
+}
+
+/// A granted approval: its session, the approval as asked, and what it did to the Intent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Granted {
+    pub session: String,
+    pub approval: Arc<Approval>,
+    pub extension: Extension,
+}
+
+/// Why [`Guardian::approve`] granted nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApproveError {
+    #[error("{0}")]
+    Grant(GrantError),
+    #[error("{0}")]
+    Journal(String),
+}
+
+/// One approval as [`Guardian::approvals`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalInfo {
+    pub session: String,
+    /// The request id of the ask that opened it (what `warden approve` takes).
+    pub request_id: String,
+    pub approval: Arc<Approval>,
+    pub status: ApprovalStatus,
 }
 
 /// What a decided step leaves for the caller: the journal record and the child to spawn.
@@ -573,7 +602,7 @@ impl Guardian {
             time_ms,
             extra_labels,
         };
-        let (mut result, traces, proceeds) =
+        let (mut result, traces, proceeds, approval, effect_outcome) =
             match decide_event(program, hook, state, &ev, self.options.explain) {
                 Ok(decision) => {
                     let traces = decision.trace.clone();
@@ -583,10 +612,17 @@ impl Guardian {
                             .policy_data
                             .insert("warden".into(), explain_json(&decision, &traces));
                     }
-                    (result, traces, decision.proceeds())
+                    let proceeds = decision.proceeds();
+                    (
+                        result,
+                        traces,
+                        proceeds,
+                        decision.approval,
+                        decision.effect_outcome,
+                    )
                 }
                 Err(e) => match self.failure(id.clone(), &p.request_id, hook, &e) {
-                    Ok(result) => (result, Vec::new(), false),
+                    Ok(result) => (result, Vec::new(), false, None, None),
                     Err(response) => {
                         return Decided {
                             response,
@@ -653,6 +689,19 @@ impl Guardian {
                 }
                 _ => {}
             }
+            match &approval {
+                Some(ApprovalNote::Asked { approval, .. }) => {
+                    e.insert("action_hash".into(), approval.action_hash.clone().into());
+                }
+                Some(ApprovalNote::Consumed { id, action_hash }) => {
+                    e.insert("action_hash".into(), action_hash.clone().into());
+                    e.insert("approval_consumed".into(), id.clone().into());
+                }
+                None => {}
+            }
+            if let Some(outcome) = &effect_outcome {
+                e.insert("effect_outcome".into(), outcome.clone());
+            }
             entries.push(s.chain.append(e));
             result.chain_hash = s.chain.head.clone();
         }
@@ -664,6 +713,7 @@ impl Guardian {
             proceeds,
             extra_labels,
             entries,
+            approval,
         };
         // Journalled under the session's lock, so the journal holds each session's steps in
         // the order they were decided; the answer waits for the commit.
@@ -849,15 +899,158 @@ impl Guardian {
         let session = self.existing_session(session_id)?;
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
         let was = s.state.as_ref()?.effect_status(key)?;
+        let mut entries = Vec::new();
+        if self.audited(&s) {
+            let id = s.chain.next_id(session_id);
+            let mut e = serde_json::Map::new();
+            e.insert("entry_id".into(), id.clone().into());
+            e.insert("step_id".into(), id.into());
+            e.insert("step_type".into(), audit::EFFECT_RESOLVED.into());
+            e.insert("timestamp".into(), now_rfc3339().into());
+            e.insert("effect_key".into(), key.into());
+            e.insert("from".into(), was.as_str().into());
+            e.insert("to".into(), to.as_str().into());
+            entries.push(s.chain.append(e));
+        }
         // Durable before it takes effect, under the session's lock (like a step).
         self.journal(vec![Record::EffectResolved {
             session: session_id.to_string(),
             key: key.to_string(),
             to: to.as_str().to_string(),
+            entries,
         }])
         .ok()?;
         s.state.as_mut()?.resolve_effect(key, to);
         Some(was)
+    }
+
+    /// An approver grants the ask `request_id` (docs/effects.md): the next call of exactly
+    /// the asked action, within the ask's `expires`, goes ahead once. `approver_id` must be
+    /// the ask's approver; `at_ms` is the grant's time (`None`: the Guardian's clock). The
+    /// grant, and the Intent extension it makes, are written to the audit chain and the
+    /// journal before they take effect.
+    pub fn approve(
+        &self,
+        request_id: &str,
+        approver_id: &str,
+        at_ms: Option<i64>,
+    ) -> Result<Granted, ApproveError> {
+        let at_ms = at_ms.unwrap_or_else(protocol::now_ms);
+        let (sid, session) = self
+            .find_approval(request_id)
+            .ok_or_else(|| ApproveError::Grant(GrantError::Unknown(request_id.to_string())))?;
+        let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+        let unknown = || ApproveError::Grant(GrantError::Unknown(request_id.to_string()));
+        let state = s.state.as_ref().ok_or_else(unknown)?;
+        let approval = state
+            .check_grant(request_id, approver_id, at_ms)
+            .map_err(ApproveError::Grant)?;
+        let extension = state.extension_of(&approval);
+        let mut entries = Vec::new();
+        if self.audited(&s) {
+            let timestamp = now_rfc3339_at(at_ms.div_euclid(1000));
+            let approver = serde_json::json!({
+                "type": approval.approver_type,
+                "id": approval.approver_id,
+            });
+            let id = s.chain.next_id(&sid);
+            let mut e = serde_json::Map::new();
+            e.insert("entry_id".into(), id.clone().into());
+            e.insert("step_id".into(), id.into());
+            e.insert("step_type".into(), audit::APPROVAL_GRANTED.into());
+            e.insert("timestamp".into(), timestamp.clone().into());
+            e.insert("ask_step_id".into(), request_id.into());
+            e.insert("approver".into(), approver.clone());
+            e.insert("action_hash".into(), approval.action_hash.clone().into());
+            if extension == Extension::RefusedStrict {
+                e.insert(
+                    "intent_extension_refused".into(),
+                    "scope_mode strict: the Intent may not be widened".into(),
+                );
+            }
+            entries.push(s.chain.append(e));
+            if let Extension::Extended(cap) = &extension {
+                let id = s.chain.next_id(&sid);
+                let mut e = serde_json::Map::new();
+                e.insert("entry_id".into(), id.clone().into());
+                e.insert("step_id".into(), id.into());
+                e.insert("step_type".into(), "intent_extension".into());
+                e.insert("timestamp".into(), timestamp.into());
+                e.insert("ask_step_id".into(), request_id.into());
+                e.insert("approver".into(), approver.clone());
+                let mut c = serde_json::Map::new();
+                c.insert("tool".into(), cap.tool.clone().into());
+                if let Some(op) = &cap.operation {
+                    c.insert("operation".into(), op.clone().into());
+                }
+                e.insert("capabilities".into(), Value::Array(vec![Value::Object(c)]));
+                e.insert("scope".into(), "session".into());
+                e.insert(
+                    "provenance".into(),
+                    serde_json::json!({"origin": "approver", "approver": approver}),
+                );
+                entries.push(s.chain.append(e));
+            }
+        }
+        self.journal(vec![Record::ApprovalGranted {
+            session: sid.clone(),
+            request_id: request_id.to_string(),
+            at_ms,
+            entries,
+        }])
+        .map_err(ApproveError::Journal)?;
+        if let Some(state) = s.state.as_mut() {
+            state.grant(request_id, at_ms);
+        }
+        Ok(Granted {
+            session: sid,
+            approval,
+            extension,
+        })
+    }
+
+    /// Whether an operator's action on the session goes into its audit chain: when the
+    /// Guardian keeps chains, or the session already has one (an operator tool runs with the
+    /// default options against a server's state).
+    fn audited(&self, s: &Session) -> bool {
+        self.options.protocol.audit || s.chain.len > 0
+    }
+
+    /// The session holding the approval opened by the ask `request_id`.
+    fn find_approval(&self, request_id: &str) -> Option<(String, Arc<Mutex<Session>>)> {
+        let sessions: Vec<(String, Arc<Mutex<Session>>)> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        sessions.into_iter().find(|(_, session)| {
+            let s = session.lock().unwrap_or_else(|e| e.into_inner());
+            s.state
+                .as_ref()
+                .is_some_and(|st| st.approval(request_id).is_some())
+        })
+    }
+
+    /// Every session's approvals and their status at `now_ms` (`None`: the Guardian's
+    /// clock), sorted by session and request id.
+    pub fn approvals(&self, now_ms: Option<i64>) -> Vec<ApprovalInfo> {
+        let now = now_ms.unwrap_or_else(protocol::now_ms);
+        let mut out = Vec::new();
+        for sid in self.session_ids() {
+            if let Some(st) = self.snapshot(&sid) {
+                for (request_id, approval, status) in st.approvals_at(now) {
+                    out.push(ApprovalInfo {
+                        session: sid.clone(),
+                        request_id,
+                        approval,
+                        status,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// A session's effect keys and their states, sorted by key.
@@ -913,11 +1106,25 @@ impl Guardian {
                 Record::Handshake { negotiated, .. } => {
                     s.negotiated = Some(Arc::new(negotiated));
                 }
-                Record::EffectResolved { key, to, .. } => {
+                Record::EffectResolved {
+                    key, to, entries, ..
+                } => {
+                    restore_chain(&mut s, &entries);
                     if let (Some(state), Some(to)) =
                         (s.state.as_mut(), crate::state::EffectStatus::parse(&to))
                     {
                         state.resolve_effect(&key, to);
+                    }
+                }
+                Record::ApprovalGranted {
+                    request_id,
+                    at_ms,
+                    entries,
+                    ..
+                } => {
+                    restore_chain(&mut s, &entries);
+                    if let Some(state) = s.state.as_mut() {
+                        state.grant(&request_id, at_ms);
                     }
                 }
                 Record::Step {
@@ -927,6 +1134,7 @@ impl Guardian {
                     proceeds,
                     extra_labels,
                     entries,
+                    approval,
                 } => {
                     let Some(hook) = fields::hook(&method) else {
                         continue;
@@ -950,20 +1158,7 @@ impl Guardian {
                             proto.caps.max_request_ids,
                         );
                     }
-                    for e in &entries {
-                        s.chain.head = e
-                            .get("entry_hash")
-                            .and_then(Value::as_str)
-                            .map(str::to_string);
-                        s.chain.len += 1;
-                        if e.get("step_type").and_then(Value::as_str) == Some(audit::POLICY_RELOAD)
-                        {
-                            s.policy_digest = e
-                                .get("policy_digest")
-                                .and_then(Value::as_str)
-                                .map(Arc::from);
-                        }
-                    }
+                    restore_chain(&mut s, &entries);
                     if s.policy_digest.is_none() {
                         s.policy_digest = Some(active.digest.clone());
                     }
@@ -988,6 +1183,9 @@ impl Guardian {
                     if proceeds {
                         reapply_event(program, state, &ev);
                     }
+                    if let Some(note) = &approval {
+                        state.apply_approval(note);
+                    }
                     self.after_step(&mut s, &sid, hook.method, payload, proceeds);
                 }
             }
@@ -1008,6 +1206,23 @@ impl Guardian {
             }
         }
         n
+    }
+}
+
+/// Moves a restored session's chain head over journalled entries.
+fn restore_chain(s: &mut Session, entries: &[Value]) {
+    for e in entries {
+        s.chain.head = e
+            .get("entry_hash")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        s.chain.len += 1;
+        if e.get("step_type").and_then(Value::as_str) == Some(audit::POLICY_RELOAD) {
+            s.policy_digest = e
+                .get("policy_digest")
+                .and_then(Value::as_str)
+                .map(Arc::from);
+        }
     }
 }
 
@@ -1129,18 +1344,29 @@ pub fn decide_event(
             }
             decide::combine_fired(program, hook, &fired, &env, &mut budget)?
         };
+        // An ask on a tool call is bound to the exact action (docs/effects.md).
+        if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
+            if let Some(action) = crate::state::Action::of(ev.payload, ev.metadata) {
+                let found = draft.find_approval(&action);
+                decision =
+                    decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms);
+            }
+        }
         if explain {
             redact_traces(program, &draft, ev.payload, &mut traces);
             decision.trace = traces;
         }
         if decision.proceeds() {
             draft.record_history(program, ev, &mut budget)?;
-            draft.record_effects(program, ev);
+            decision.effect_outcome = draft.record_effects(program, ev);
         }
         (decision, draft.into_changes())
     };
     if decision.proceeds() {
         state.apply(program, changes);
+    }
+    if let Some(note) = &decision.approval {
+        state.apply_approval(note);
     }
     Ok(decision)
 }

@@ -7,12 +7,17 @@
 //! clone replaces the session's state only if the step goes ahead (allow or modify). A denied
 //! call never counts as having happened.
 
+mod approvals;
 mod slots;
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use approvals::{
+    Action, Approval, ApprovalNote, ApprovalStatus, Extension, Found, GrantError,
+    DEFAULT_APPROVAL_EXPIRY_MS,
+};
 pub use slots::Counter;
 
 use crate::compile::{Code, Program, WindowSpec};
@@ -45,6 +50,9 @@ pub struct Capability {
     pub tool: Option<String>,
     pub operation: Option<String>,
     pub resource: Option<String>,
+    /// For a capability an approver added (`intent_extension`): who. Kept apart from the
+    /// Intent's `parser_provenance`.
+    pub granted_by: Option<String>,
 }
 
 /// The session's Intent, fixed at sessionStart (or the first agentTrigger).
@@ -83,6 +91,7 @@ impl Intent {
                                 tool: s("tool"),
                                 operation: s("operation"),
                                 resource: s("resource"),
+                                granted_by: None,
                             }
                         })
                         .collect()
@@ -167,6 +176,10 @@ pub struct SessionState {
     /// Reservations awaiting their toolCallResult: request id → (effect key,
     /// `not_executed_on_error`).
     effect_requests: imbl::HashMap<Arc<str>, Reservation>,
+    /// Approvals by the request id of the `ask` that opened them (`approvals.rs`).
+    approvals: imbl::HashMap<Arc<str>, Arc<Approval>>,
+    /// Granted approvals by action kind: what a call of that kind may consume or mismatch.
+    granted: imbl::HashMap<Arc<str>, imbl::Vector<Arc<str>>>,
 }
 
 /// A pending reservation: the effect key, and whether the effect is `not_executed_on_error`.
@@ -398,6 +411,9 @@ impl SessionState {
         child.slots = imbl::Vector::new();
         child.events = 0;
         child.scalars.intent = intent;
+        // An approval is for the parent's own call.
+        child.approvals = imbl::HashMap::new();
+        child.granted = imbl::HashMap::new();
         child
     }
 
@@ -518,9 +534,16 @@ impl<'a> Draft<'a> {
         best.map(|s| s.map_or("none", EffectStatus::as_str))
     }
 
+    /// The approvals a tool call the policy would ask about finds (at the event's time).
+    pub fn find_approval(&self, action: &Action) -> Found {
+        self.base.find_approval(action, self.scalars.now_ms)
+    }
+
     /// For a step that goes ahead: an allowed toolCallRequest reserves its effect keys; a
     /// toolCallResult moves the reservation it answers (`request_id_ref`) to its outcome.
-    pub fn record_effects(&mut self, program: &Program, ev: &Event<'_>) {
+    /// For a result (when the policy declares effects), returns what it settled, for the
+    /// audit entry: `{request_id_ref, key, from, to}`, or `{request_id_ref, matched: false}`.
+    pub fn record_effects(&mut self, program: &Program, ev: &Event<'_>) -> Option<Value> {
         match ev.method {
             "steps/toolCallRequest" => {
                 for (id, key, neoe) in std::mem::take(&mut self.effect_keys) {
@@ -536,13 +559,16 @@ impl<'a> Draft<'a> {
                     self.request_changes
                         .push((Arc::from(ev.request_id), Some((key, neoe))));
                 }
+                None
             }
-            "steps/toolCallResult" => {
-                let Some(r) = ev.payload.get("request_id_ref").and_then(Value::as_str) else {
-                    return;
+            "steps/toolCallResult" if !program.effects.is_empty() => {
+                let r = ev.payload.get("request_id_ref").and_then(Value::as_str);
+                let unmatched = || Some(serde_json::json!({"request_id_ref": r, "matched": false}));
+                let Some(r) = r else {
+                    return unmatched();
                 };
                 let Some((key, neoe)) = self.base.effect_requests.get(r).cloned() else {
-                    return;
+                    return unmatched();
                 };
                 let status = ev.payload.get("exit_status").and_then(Value::as_str);
                 let to = match status {
@@ -553,15 +579,20 @@ impl<'a> Draft<'a> {
                 };
                 // Only a reservation moves: an operator may have resolved the key meanwhile.
                 // (A late result, after the lease made the key ambiguous, still settles it.)
+                let mut outcome = serde_json::json!({"request_id_ref": r, "key": &*key});
                 if let Some(mut entry) = self.effect_entry(&key) {
+                    let from = entry.status_at(&self.scalars);
+                    outcome["from"] = Value::String(from.as_str().into());
                     if entry.status == EffectStatus::Reserved {
                         entry.status = to;
                         self.effect_changes.push((key, entry));
                     }
+                    outcome["to"] = Value::String(entry.status.as_str().into());
                 }
                 self.request_changes.push((Arc::from(r), None));
+                Some(outcome)
             }
-            _ => {}
+            _ => None,
         }
     }
 

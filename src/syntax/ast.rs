@@ -208,12 +208,35 @@ pub struct Decision {
     pub timeout: Option<Duration>,
     /// `else deny`: what happens when an ask or a defer times out.
     pub on_timeout: Option<(DecisionKind, Span)>,
+    /// `expires 10m` (ask only): how long a granted approval stays usable.
+    pub expires: Option<Duration>,
+    /// `extend intent [session|this_request]` (ask only): the intent extension offered to the
+    /// approver.
+    pub extend: Option<(ExtendScope, Span)>,
     /// `resolve human_approval` (defer only).
     pub resolve: Option<Ident>,
     /// `because insufficient_context` (defer only).
     pub because: Option<Ident>,
     pub modifications: Vec<Modification>,
     pub span: Span,
+}
+
+/// The scope of an `extend intent` (ACS `intent_extension.scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtendScope {
+    /// The approval covers the approved call only.
+    ThisRequest,
+    /// The approved call's tool joins the session's Intent.
+    Session,
+}
+
+impl ExtendScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExtendScope::ThisRequest => "this_request",
+            ExtendScope::Session => "session",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -147,6 +147,8 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         Rule::approver => "`approver`",
         Rule::approver_kind => "human, agent or service",
         Rule::timeout_clause => "`timeout`",
+        Rule::expires_clause => "`expires`",
+        Rule::extend_clause => "`extend intent`",
         Rule::else_clause => "`else`",
         Rule::modification => "a modification (redact, set or replace)",
         Rule::window => "a window (this turn, last N turns, last 10m or session)",
@@ -426,6 +428,8 @@ impl Builder<'_> {
                                 question: None,
                                 timeout: None,
                                 on_timeout: None,
+                                expires: None,
+                                extend: None,
                                 resolve: None,
                                 because: None,
                                 modifications: Vec::new(),
@@ -611,6 +615,8 @@ impl Builder<'_> {
             question: None,
             timeout: None,
             on_timeout: None,
+            expires: None,
+            extend: None,
             resolve: None,
             because: None,
             modifications: Vec::new(),
@@ -670,6 +676,17 @@ impl Builder<'_> {
                         let wspan = self.span(&w);
                         d.on_timeout = DecisionKind::parse(w.as_str()).map(|k| (k, wspan));
                     }
+                }
+                Rule::expires_clause => {
+                    d.expires = p.into_inner().next().map(|t| self.duration(t));
+                }
+                Rule::extend_clause => {
+                    let espan = self.span(&p);
+                    let scope = match p.into_inner().next().map(|w| w.as_str()) {
+                        Some("this_request") => ExtendScope::ThisRequest,
+                        _ => ExtendScope::Session,
+                    };
+                    d.extend = Some((scope, espan));
                 }
                 Rule::resolve_clause => d.resolve = p.into_inner().next().map(|i| self.ident(i)),
                 Rule::because_clause => d.because = p.into_inner().next().map(|i| self.ident(i)),

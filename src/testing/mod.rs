@@ -177,6 +177,8 @@ impl Suite {
                 question: None,
                 timeout_ms: None,
                 on_timeout: None,
+                expires_ms: None,
+                extend: None,
                 resolve: None,
                 because: None,
                 modifications: Vec::new(),

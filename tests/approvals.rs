@@ -1,0 +1,372 @@
+//! Approvals bound to the exact action, through `Guardian::handle` and `Guardian::approve`:
+//! the ask's `action_hash`, a grant consumed once by the same call, a different call denied
+//! as a mismatch, approver checks, timeouts and expiry, Intent extension (and its refusal
+//! under `scope_mode: strict`), the audit chain, and a restart in the middle (docs/effects.md).
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+use warden::acs::crypto;
+use warden::guardian::{journal, ApproveError, Guardian, MemoryJournal, Options, Policy};
+use warden::state::{ApprovalStatus, Extension, GrantError};
+
+const SESSION: &str = "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f";
+/// 2026-12-01T10:00:00Z
+const T0: i64 = 1_796_119_200_000;
+
+const POLICY: &str = r#"
+use std.effects
+effect refund for refund = key(args.payment_id)
+rule big_refund on toolCallRequest when tool.name == "refund" and args.amount > 1000
+  => ask "refund.large": "a large refund" approver human "finance" timeout 15m expires 10m
+rule off_intent on toolCallRequest when intent.declared and not intent.permits(tool)
+  => ask "ibac.off_intent": "not in the user's request" approver human "owner" extend intent
+default allow
+"#;
+
+fn policy() -> Policy {
+    Policy::from_source("test.ward", POLICY).unwrap_or_else(|d| panic!("{d}"))
+}
+
+struct Session {
+    guardian: Guardian,
+    n: u32,
+    /// The next event's time, Unix ms.
+    now: i64,
+}
+
+/// A decision as `"decision code,code"`, with the whole result.
+struct Answer {
+    n: u32,
+    summary: String,
+    result: Value,
+}
+
+impl Session {
+    fn new() -> Session {
+        Session::with(Guardian::new(policy()), 0)
+    }
+
+    fn with(guardian: Guardian, n: u32) -> Session {
+        Session {
+            guardian,
+            n,
+            now: T0,
+        }
+    }
+
+    fn journalled(journal: &Arc<MemoryJournal>, n: u32) -> Session {
+        let records = journal.records.lock().unwrap().clone();
+        let guardian = Guardian::with_journal(policy(), Options::default(), journal.clone());
+        guardian.restore(records);
+        Session::with(guardian, n)
+    }
+
+    fn request_id(n: u32) -> String {
+        format!("00000000-0000-4000-8000-{n:012}")
+    }
+
+    fn send(&mut self, method: &str, payload: Value) -> Answer {
+        self.n += 1;
+        let req = json!({
+            "jsonrpc": "2.0", "id": self.n, "method": method,
+            "params": {
+                "acs_version": "0.1.0",
+                "request_id": Self::request_id(self.n),
+                "timestamp": warden::guardian::now_rfc3339_at(self.now / 1000),
+                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": "t1",
+                             "user_context": {"user_id": "u1"}, "environment": "production"},
+                "payload": payload,
+            }
+        });
+        let out: Value =
+            serde_json::from_slice(&self.guardian.handle(&serde_json::to_vec(&req).unwrap()))
+                .unwrap();
+        let result = out
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{out}"));
+        let codes: Vec<&str> = result["reason_codes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let decision = result["decision"].as_str().unwrap_or("error");
+        Answer {
+            n: self.n,
+            summary: format!("{decision} {}", codes.join(",")).trim().to_string(),
+            result,
+        }
+    }
+
+    fn call(&mut self, tool: &str, args: Value) -> Answer {
+        let arguments: serde_json::Map<String, Value> = args
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), json!({"value": v})))
+            .collect();
+        self.send(
+            "steps/toolCallRequest",
+            json!({"tool": {"name": tool}, "arguments": arguments}),
+        )
+    }
+
+    fn approve(&self, ask: u32, approver: &str) -> Result<Extension, ApproveError> {
+        self.guardian
+            .approve(&Self::request_id(ask), approver, Some(self.now))
+            .map(|g| g.extension)
+    }
+}
+
+fn refund(id: &str, amount: u32) -> Value {
+    json!({"payment_id": id, "amount": amount})
+}
+
+#[test]
+fn an_ask_carries_the_action_hash_and_opens_a_pending_approval() {
+    let mut s = Session::new();
+    let a = s.call("refund", refund("p1", 2000));
+    assert_eq!(a.summary, "ask refund.large");
+    let approval = &a.result["policy_data"]["approval"];
+    assert_eq!(approval["request_id"], Session::request_id(a.n));
+    // The hash is SHA-256 of the canonical {principal, tool, operation, arguments, resource,
+    // environment}, recomputed here from the spec of the binding.
+    let action = json!({
+        "principal": {"agent_id": "a", "user_id": "u1"},
+        "tool": {"name": "refund"},
+        "operation": null,
+        "arguments": {"payment_id": "p1", "amount": 2000},
+        "resource": null,
+        "environment": "production",
+    });
+    assert_eq!(approval["action_hash"], crypto::canonical_hash(&action));
+    assert_eq!(approval["expires_seconds"], 600);
+    let context = a.result["ask_details"]["context"].as_str().unwrap();
+    assert!(context.contains(approval["action_hash"].as_str().unwrap()));
+    let list = s.guardian.approvals(Some(s.now));
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].status, ApprovalStatus::Pending);
+    assert_eq!(list[0].approval.approver_id, "finance");
+}
+
+#[test]
+fn an_approval_is_consumed_once_by_the_same_call() {
+    let mut s = Session::new();
+    let ask = s.call("refund", refund("p1", 2000));
+    assert_eq!(ask.summary, "ask refund.large");
+    s.now += 60_000;
+    assert_eq!(s.approve(ask.n, "finance"), Ok(Extension::None));
+    let again = s.call("refund", refund("p1", 2000));
+    assert_eq!(again.summary, "allow warden.approved,refund.large");
+    assert_eq!(
+        again.result["policy_data"]["approval"]["consumed"],
+        Session::request_id(ask.n)
+    );
+    // The approved call went ahead: it reserved its effect key.
+    assert_eq!(s.guardian.effects(SESSION).len(), 1);
+    // Single use: the approval is gone; a second refund of p1 is a duplicate effect.
+    assert!(s.guardian.approvals(Some(s.now)).is_empty());
+    assert_eq!(
+        s.call("refund", refund("p1", 2000)).summary,
+        "deny warden.duplicate_effect"
+    );
+    // Another large refund asks afresh.
+    assert_eq!(
+        s.call("refund", refund("p2", 2000)).summary,
+        "ask refund.large"
+    );
+}
+
+#[test]
+fn a_call_with_other_arguments_is_an_approval_mismatch() {
+    let mut s = Session::new();
+    let ask = s.call("refund", refund("p1", 2000));
+    s.approve(ask.n, "finance").unwrap();
+    let other = s.call("refund", refund("p1", 5000));
+    assert_eq!(other.summary, "deny warden.approval_mismatch");
+    assert!(other.result["reasoning"]
+        .as_str()
+        .unwrap()
+        .contains("not the one approved"));
+    // A call the policy allows outright is not affected by the outstanding approval.
+    assert_eq!(s.call("refund", refund("p3", 10)).summary, "allow");
+    // The approved call still goes ahead.
+    assert_eq!(
+        s.call("refund", refund("p1", 2000)).summary,
+        "allow warden.approved,refund.large"
+    );
+}
+
+#[test]
+fn only_the_named_approver_may_grant_and_only_once() {
+    let mut s = Session::new();
+    let ask = s.call("refund", refund("p1", 2000));
+    match s.approve(ask.n, "mallory") {
+        Err(ApproveError::Grant(GrantError::WrongApprover { expected, given })) => {
+            assert_eq!(expected, "human finance");
+            assert_eq!(given, "mallory");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        s.approve(999, "finance"),
+        Err(ApproveError::Grant(GrantError::Unknown(_)))
+    ));
+    s.approve(ask.n, "finance").unwrap();
+    assert_eq!(
+        s.approve(ask.n, "finance"),
+        Err(ApproveError::Grant(GrantError::AlreadyGranted))
+    );
+}
+
+#[test]
+fn an_unanswered_ask_times_out_and_a_granted_one_expires() {
+    let mut s = Session::new();
+    let ask = s.call("refund", refund("p1", 2000));
+    s.now += 15 * 60_000;
+    assert_eq!(
+        s.approve(ask.n, "finance"),
+        Err(ApproveError::Grant(GrantError::TimedOut))
+    );
+    assert_eq!(
+        s.guardian.approvals(Some(s.now))[0].status,
+        ApprovalStatus::Expired
+    );
+    let ask = s.call("refund", refund("p2", 2000));
+    s.approve(ask.n, "finance").unwrap();
+    s.now += 10 * 60_000;
+    // Past `expires 10m`: the grant no longer counts, the call is asked about again.
+    assert_eq!(
+        s.call("refund", refund("p2", 2000)).summary,
+        "ask refund.large"
+    );
+}
+
+const INTENT: &str = "search the docs";
+
+fn start(s: &mut Session, mode: &str) {
+    let a = s.send(
+        "steps/sessionStart",
+        json!({"intent": {
+            "raw": INTENT,
+            "parsed": [{"tool": "search"}],
+            "parser_provenance": {"origin": "user_input"},
+            "scope_mode": mode,
+        }}),
+    );
+    assert_eq!(a.summary, "allow", "{}", a.result);
+}
+
+#[test]
+fn a_granted_session_extension_widens_the_intent_and_is_audited() {
+    let journal = Arc::new(MemoryJournal::default());
+    let mut s = Session::with(
+        Guardian::with_journal(
+            policy(),
+            Options {
+                protocol: warden::guardian::Protocol {
+                    audit: true,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            journal.clone(),
+        ),
+        0,
+    );
+    start(&mut s, "permissive");
+    let ask = s.call("send_email", json!({"to": "x@corp.example"}));
+    assert_eq!(ask.summary, "ask ibac.off_intent");
+    assert_eq!(
+        ask.result["ask_details"]["intent_extension"],
+        json!({"capabilities": [{"tool": "send_email"}], "scope": "session"})
+    );
+    match s.approve(ask.n, "owner") {
+        Ok(Extension::Extended(cap)) => {
+            assert_eq!(cap.tool.as_deref(), Some("send_email"));
+            assert_eq!(cap.granted_by.as_deref(), Some("human owner"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The tool is in the Intent now: the asked call, and others like it, need no approval.
+    assert_eq!(
+        s.call("send_email", json!({"to": "x@corp.example"}))
+            .summary,
+        "allow"
+    );
+    assert_eq!(
+        s.call("send_email", json!({"to": "y@corp.example"}))
+            .summary,
+        "allow"
+    );
+    let records = journal.take();
+    let chains = journal::chains(&records);
+    let entries = &chains[0].1;
+    crypto::verify_chain(entries).unwrap();
+    let types: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e["step_type"].as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "steps/sessionStart",
+            "steps/toolCallRequest",
+            "warden/approval_granted",
+            "intent_extension",
+            "steps/toolCallRequest",
+            "steps/toolCallRequest",
+        ]
+    );
+    let ext = &entries[3];
+    assert_eq!(ext["ask_step_id"], Session::request_id(ask.n));
+    assert_eq!(ext["approver"], json!({"type": "human", "id": "owner"}));
+    assert_eq!(ext["capabilities"], json!([{"tool": "send_email"}]));
+    assert_eq!(ext["provenance"]["origin"], "approver");
+    assert_eq!(entries[1]["action_hash"], entries[2]["action_hash"]);
+}
+
+#[test]
+fn a_strict_intent_is_not_widened_but_the_approved_call_proceeds() {
+    let mut s = Session::new();
+    start(&mut s, "strict");
+    let ask = s.call("send_email", json!({"to": "x@corp.example"}));
+    assert_eq!(s.approve(ask.n, "owner"), Ok(Extension::RefusedStrict));
+    assert_eq!(
+        s.call("send_email", json!({"to": "x@corp.example"}))
+            .summary,
+        "allow warden.approved,ibac.off_intent"
+    );
+    assert_eq!(
+        s.call("send_email", json!({"to": "y@corp.example"}))
+            .summary,
+        "ask ibac.off_intent"
+    );
+}
+
+#[test]
+fn approvals_survive_a_restart_at_every_point() {
+    let journal = Arc::new(MemoryJournal::default());
+    let mut s = Session::journalled(&journal, 0);
+    let ask = s.call("refund", refund("p1", 2000));
+    // Restart between the ask and the grant.
+    let mut s = Session::journalled(&journal, s.n);
+    assert_eq!(
+        s.guardian.approvals(Some(s.now))[0].status,
+        ApprovalStatus::Pending
+    );
+    s.approve(ask.n, "finance").unwrap();
+    // Restart between the grant and the call.
+    let mut s = Session::journalled(&journal, s.n);
+    assert_eq!(
+        s.call("refund", refund("p1", 5000)).summary,
+        "deny warden.approval_mismatch"
+    );
+    assert_eq!(
+        s.call("refund", refund("p1", 2000)).summary,
+        "allow warden.approved,refund.large"
+    );
+    // Restart after the call: the approval stays used up.
+    let s = Session::journalled(&journal, s.n);
+    assert!(s.guardian.approvals(Some(s.now)).is_empty());
+}
