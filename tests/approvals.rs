@@ -350,7 +350,7 @@ fn approvals_survive_a_restart_at_every_point() {
     let mut s = Session::journalled(&journal, 0);
     let ask = s.call("refund", refund("p1", 2000));
     // Restart between the ask and the grant.
-    let mut s = Session::journalled(&journal, s.n);
+    let s = Session::journalled(&journal, s.n);
     assert_eq!(
         s.guardian.approvals(Some(s.now))[0].status,
         ApprovalStatus::Pending

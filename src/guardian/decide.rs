@@ -160,7 +160,7 @@ impl Decision {
                 };
                 d.approval = Some(ApprovalNote::Asked {
                     id: request_id.to_string(),
-                    approval,
+                    approval: Box::new(approval),
                 });
                 d
             }

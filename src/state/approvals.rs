@@ -153,7 +153,7 @@ pub enum Found {
 #[serde(tag = "what", rename_all = "snake_case")]
 pub enum ApprovalNote {
     /// The step was an `ask`: a pending approval opened under its request id.
-    Asked { id: String, approval: Approval },
+    Asked { id: String, approval: Box<Approval> },
     /// The step used up the approval opened by the ask `id`.
     Consumed { id: String, action_hash: String },
 }
@@ -215,7 +215,7 @@ impl SessionState {
         match note {
             ApprovalNote::Asked { id, approval } => {
                 self.approvals
-                    .insert(Arc::from(id.as_str()), Arc::new(approval.clone()));
+                    .insert(Arc::from(id.as_str()), Arc::new((**approval).clone()));
             }
             ApprovalNote::Consumed { id, .. } => {
                 if let Some(a) = self.approvals.remove(id.as_str()) {
