@@ -471,6 +471,12 @@ impl Printer<'_> {
                 self.out
                     .push(&format!("expect {}", quote(&request_id.value)));
             }
+            StepKind::Approve { approver } => {
+                self.out.push("approve");
+                if let Some(a) = approver {
+                    self.out.push(&format!(" as {}", quote(&a.value)));
+                }
+            }
         }
         if !expect_done {
             if let Some(e) = &step.expect {

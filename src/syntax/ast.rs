@@ -608,4 +608,8 @@ pub enum StepKind {
     Expect {
         request_id: StringLit,
     },
+    /// `approve [as "ID"]`: grant the session's latest ask (as its own approver by default).
+    Approve {
+        approver: Option<StringLit>,
+    },
 }

@@ -1312,6 +1312,9 @@ impl Builder<'_> {
                 expect = parts.next().map(|p| self.expectation(p));
                 StepKind::Expect { request_id }
             }
+            Rule::approve_step => StepKind::Approve {
+                approver: inner.into_inner().next().map(|s| self.string(s)),
+            },
             _ => return None,
         };
         Some(Step { kind, expect, span })

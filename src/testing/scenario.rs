@@ -70,6 +70,8 @@ struct Session {
     memory: HashMap<String, (Value, Value)>,
     started: bool,
     steps: u64,
+    /// The request id of the latest `ask` (what an `approve` step grants).
+    last_ask: Option<String>,
 }
 
 impl Session {
@@ -86,6 +88,7 @@ impl Session {
             memory: HashMap::new(),
             started: false,
             steps: 0,
+            last_ask: None,
         }
     }
 
@@ -423,6 +426,8 @@ impl<'s> Run<'s> {
         let sent = self.deliver(method, &request_id, &bytes);
         if sent.proceeds() {
             s.committed.push(request_id);
+        } else if matches!(&sent.answer, Answer::Decided(d) if d.kind == DecisionKind::Ask) {
+            s.last_ask = Some(request_id);
         }
         sent
     }
@@ -1250,6 +1255,32 @@ impl<'s> Run<'s> {
                     }
                 }
                 self.check(span, expect, &sent);
+            }
+            StepKind::Approve { approver } => {
+                let Some(ask) = s.last_ask.take() else {
+                    return Err("`approve`: this session has no ask to approve yet".into());
+                };
+                let guardian = self.guardian.as_ref().expect("prepared");
+                let at_ms = (BASE_UNIX + self.seq as i64) * 1000;
+                let who = match approver {
+                    Some(a) => a.value.clone(),
+                    None => guardian
+                        .approvals(Some(at_ms))
+                        .into_iter()
+                        .find(|i| i.request_id == ask)
+                        .map(|i| i.approval.approver_id.clone())
+                        .unwrap_or_default(),
+                };
+                self.checked_steps += 1;
+                if let Err(e) = guardian.approve(&ask, &who, Some(at_ms)) {
+                    self.fail(
+                        span,
+                        format!("the approval was refused: {e}"),
+                        None,
+                        None,
+                        None,
+                    );
+                }
             }
             StepKind::Expect { .. } => {
                 return Err("`expect \"request-id\"` steps belong in a fixture test: `test \"…\" from \"trace.jsonl\" { … }`".into());
