@@ -370,3 +370,90 @@ fn approvals_survive_a_restart_at_every_point() {
     let s = Session::journalled(&journal, s.n);
     assert!(s.guardian.approvals(Some(s.now)).is_empty());
 }
+
+#[test]
+fn the_cli_lists_and_grants_against_a_state_folder() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("warden-approve-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let policy = std::env::temp_dir().join(format!("warden-approve-{}.ward", std::process::id()));
+    std::fs::write(&policy, POLICY).unwrap();
+    let bin = env!("CARGO_BIN_EXE_warden");
+    let state = dir.to_str().unwrap();
+    let pol = policy.to_str().unwrap();
+    // Requests are near the wall clock: `warden serve` checks the skew window, and the grant
+    // is made on the wall clock.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let serve = |lines: &[Value]| {
+        let input: Vec<String> = lines.iter().map(Value::to_string).collect();
+        let mut child = Command::new(bin)
+            .args(["serve", "--stdio", "--no-handshake", "--state", state, "--policy", pol])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{}\n", input.join("\n")).as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let req = |n: u32, amount: u32| {
+        json!({
+            "jsonrpc": "2.0", "id": n, "method": "steps/toolCallRequest",
+            "params": {
+                "acs_version": "0.1.0",
+                "request_id": Session::request_id(n),
+                "timestamp": warden::guardian::now_rfc3339_at(now),
+                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": "t1"},
+                "payload": {"tool": {"name": "refund"},
+                            "arguments": {"payment_id": {"value": "p1"},
+                                          "amount": {"value": amount}}},
+            }
+        })
+    };
+    let out = serve(&[req(1, 2000)]);
+    assert_eq!(out[0]["result"]["decision"], "ask");
+    let run = |args: &[&str]| {
+        let o = Command::new(bin).args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, listed, _) = run(&["approvals", "--state", state, "--policy", pol, "--format", "json"]);
+    assert_eq!(code, Some(0));
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["request_id"], Session::request_id(1));
+    assert_eq!(listed[0]["status"], "pending");
+    assert_eq!(listed[0]["action"]["arguments"]["amount"], 2000);
+    let id = Session::request_id(1);
+    let (code, _, err) = run(&["approve", "--state", state, "--policy", pol, &id, "--as", "eve"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("human finance"), "{err}");
+    let (code, said, _) = run(&["approve", "--state", state, "--policy", pol, &id, "--as", "finance"]);
+    assert_eq!(code, Some(0));
+    assert!(said.contains("approved"), "{said}");
+    let out = serve(&[req(2, 5000), req(3, 2000)]);
+    assert_eq!(out[0]["result"]["reason_codes"][0], "warden.approval_mismatch");
+    assert_eq!(out[1]["result"]["decision"], "allow");
+    assert_eq!(out[1]["result"]["reason_codes"][0], "warden.approved");
+    // The grant is in the audit chain, and the chain verifies.
+    let (code, _, err) = run(&["audit", "verify", state]);
+    assert_eq!(code, Some(0), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&policy);
+}

@@ -395,3 +395,49 @@ fn a_reservation_past_its_lease_is_ambiguous_and_a_late_result_settles_it() {
     s.result("ship_order", n, "success");
     assert_eq!(s.states()[0].1, EffectStatus::Committed);
 }
+
+#[test]
+fn resolutions_and_unmatched_results_are_in_the_audit_chain() {
+    let journal = Arc::new(warden::guardian::MemoryJournal::default());
+    let guardian = Guardian::with_journal(
+        policy(),
+        Options {
+            protocol: warden::guardian::Protocol {
+                audit: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        journal.clone(),
+    );
+    let mut s = Session {
+        guardian,
+        n: 0,
+        turn: "t1",
+    };
+    let (n, _) = s.call("charge_card", charge("p1", 500));
+    s.result("charge_card", n, "timeout");
+    s.result("charge_card", 77, "success");
+    let key = r#"["charge",["p1",500]]"#;
+    assert_eq!(
+        s.guardian.resolve_effect(SESSION, key, EffectStatus::Failed),
+        Some(EffectStatus::Ambiguous)
+    );
+    let records = journal.take();
+    let chains = warden::guardian::journal::chains(&records);
+    let entries = &chains[0].1;
+    warden::acs::crypto::verify_chain(entries).unwrap();
+    assert_eq!(
+        entries[1]["effect_outcome"],
+        json!({"request_id_ref": Session::request_id(n), "key": key,
+               "from": "reserved", "to": "ambiguous"})
+    );
+    assert_eq!(
+        entries[2]["effect_outcome"],
+        json!({"request_id_ref": Session::request_id(77), "matched": false})
+    );
+    assert_eq!(entries[3]["step_type"], "warden/effect_resolved");
+    assert_eq!(entries[3]["effect_key"], key);
+    assert_eq!(entries[3]["from"], "ambiguous");
+    assert_eq!(entries[3]["to"], "failed");
+}

@@ -199,7 +199,10 @@ pub fn run_approve(a: ApproveArgs) -> i32 {
             }
             0
         }
-        Err(e) => fail(&e.to_string()),
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
     }
 }
 
