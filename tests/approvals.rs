@@ -391,7 +391,15 @@ fn the_cli_lists_and_grants_against_a_state_folder() {
     let serve = |lines: &[Value]| {
         let input: Vec<String> = lines.iter().map(Value::to_string).collect();
         let mut child = Command::new(bin)
-            .args(["serve", "--stdio", "--no-handshake", "--state", state, "--policy", pol])
+            .args([
+                "serve",
+                "--stdio",
+                "--no-handshake",
+                "--state",
+                state,
+                "--policy",
+                pol,
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -434,21 +442,36 @@ fn the_cli_lists_and_grants_against_a_state_folder() {
             String::from_utf8_lossy(&o.stderr).into_owned(),
         )
     };
-    let (code, listed, _) = run(&["approvals", "--state", state, "--policy", pol, "--format", "json"]);
+    let (code, listed, _) = run(&[
+        "approvals",
+        "--state",
+        state,
+        "--policy",
+        pol,
+        "--format",
+        "json",
+    ]);
     assert_eq!(code, Some(0));
     let listed: Value = serde_json::from_str(&listed).unwrap();
     assert_eq!(listed[0]["request_id"], Session::request_id(1));
     assert_eq!(listed[0]["status"], "pending");
     assert_eq!(listed[0]["action"]["arguments"]["amount"], 2000);
     let id = Session::request_id(1);
-    let (code, _, err) = run(&["approve", "--state", state, "--policy", pol, &id, "--as", "eve"]);
+    let (code, _, err) = run(&[
+        "approve", "--state", state, "--policy", pol, &id, "--as", "eve",
+    ]);
     assert_eq!(code, Some(1));
     assert!(err.contains("human finance"), "{err}");
-    let (code, said, _) = run(&["approve", "--state", state, "--policy", pol, &id, "--as", "finance"]);
+    let (code, said, _) = run(&[
+        "approve", "--state", state, "--policy", pol, &id, "--as", "finance",
+    ]);
     assert_eq!(code, Some(0));
     assert!(said.contains("approved"), "{said}");
     let out = serve(&[req(2, 5000), req(3, 2000)]);
-    assert_eq!(out[0]["result"]["reason_codes"][0], "warden.approval_mismatch");
+    assert_eq!(
+        out[0]["result"]["reason_codes"][0],
+        "warden.approval_mismatch"
+    );
     assert_eq!(out[1]["result"]["decision"], "allow");
     assert_eq!(out[1]["result"]["reason_codes"][0], "warden.approved");
     // The grant is in the audit chain, and the chain verifies.

@@ -53,6 +53,10 @@ impl Session {
     }
 
     fn send(&mut self, method: &str, payload: Value) -> (u32, Value) {
+        self.send_in(SESSION, method, payload)
+    }
+
+    fn send_in(&mut self, session: &str, method: &str, payload: Value) -> (u32, Value) {
         self.n += 1;
         let req = json!({
             "jsonrpc": "2.0", "id": self.n, "method": method,
@@ -60,7 +64,7 @@ impl Session {
                 "acs_version": "0.1.0",
                 "request_id": Self::request_id(self.n),
                 "timestamp": "2026-12-01T10:00:00Z",
-                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": self.turn},
+                "metadata": {"agent_id": "a", "session_id": session, "turn_id": self.turn},
                 "payload": payload,
             }
         });
@@ -420,7 +424,8 @@ fn resolutions_and_unmatched_results_are_in_the_audit_chain() {
     s.result("charge_card", 77, "success");
     let key = r#"["charge",["p1",500]]"#;
     assert_eq!(
-        s.guardian.resolve_effect(SESSION, key, EffectStatus::Failed),
+        s.guardian
+            .resolve_effect(SESSION, key, EffectStatus::Failed),
         Some(EffectStatus::Ambiguous)
     );
     let records = journal.take();
@@ -440,4 +445,45 @@ fn resolutions_and_unmatched_results_are_in_the_audit_chain() {
     assert_eq!(entries[3]["effect_key"], key);
     assert_eq!(entries[3]["from"], "ambiguous");
     assert_eq!(entries[3]["to"], "failed");
+}
+
+#[test]
+fn a_subagents_effects_reach_its_parent_at_the_stop_and_survive_a_restart() {
+    const CHILD: &str = "c0ffee00-0000-4000-8000-000000000001";
+    let journal = Arc::new(warden::guardian::MemoryJournal::default());
+    let mut s = Session::journalled(&journal, 0);
+    let start = s.send(
+        "steps/subagentStart",
+        json!({"subagent_session_id": CHILD, "intent_derivation": "inherit_full"}),
+    );
+    assert_eq!(start.1["result"]["decision"], "allow", "{}", start.1);
+    let (n, r) = s.send_in(
+        CHILD,
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "charge_card"}, "arguments": charge("p1", 500)}),
+    );
+    assert_eq!(r["result"]["decision"], "allow");
+    s.send_in(
+        CHILD,
+        "steps/toolCallResult",
+        json!({"tool": {"name": "charge_card"}, "request_id_ref": Session::request_id(n),
+               "exit_status": "success", "outputs": []}),
+    );
+    // Until the stop, the parent has not heard of it.
+    assert!(s.states().is_empty());
+    s.send(
+        "steps/subagentStop",
+        json!({"subagent_session_id": CHILD, "outcome": "completed"}),
+    );
+    let committed = vec![(
+        r#"["charge",["p1",500]]"#.to_string(),
+        EffectStatus::Committed,
+    )];
+    assert_eq!(s.states(), committed);
+    assert_eq!(
+        s.call("charge_card", charge("p1", 500)).1,
+        "deny warden.duplicate_effect"
+    );
+    let s = Session::journalled(&journal, s.n);
+    assert_eq!(s.states(), committed);
 }

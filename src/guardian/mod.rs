@@ -232,6 +232,8 @@ struct Session {
     sealed: bool,
     /// The labels of a sealed session's context (what its parent's `subagentStop` reads).
     final_labels: Option<u64>,
+    /// The effect keys a sealed subagent session changed (likewise).
+    final_effects: Vec<(Arc<str>, crate::state::EffectEntry)>,
     /// Digest of the policy the session's last step was decided on.
     policy_digest: Option<Arc<str>>,
     /// For a subagent: the parent's chain head after its `subagentStart` entry, recorded in
@@ -257,6 +259,16 @@ pub struct Guardian {
     journal: Option<Arc<dyn Journal>>,
     /// The journal failed: nothing more can be acknowledged, every request is refused.
     failed: AtomicBool,
+}
+
+/// What a subagent's session hands back to its parent at `subagentStop`.
+struct ChildFacts {
+    /// Everything that entered the subagent's context.
+    labels: u64,
+    /// Its audit chain head.
+    head: Option<String>,
+    /// The effect keys it changed.
+    effects: Vec<(Arc<str>, crate::state::EffectEntry)>,
 }
 
 /// A granted approval: its session, the approval as asked, and what it did to the Intent.
@@ -577,7 +589,7 @@ impl Guardian {
         }
         // A subagent's summary carries back everything that entered the subagent's context.
         let extra_labels = match &child_info {
-            Some((_, Some((labels, _)))) => *labels,
+            Some((_, Some(f))) => f.labels,
             Some((_, None)) => program.unknown_labels,
             None => 0,
         };
@@ -664,7 +676,7 @@ impl Guardian {
                     let head = child_info
                         .as_ref()
                         .and_then(|(_, f)| f.as_ref())
-                        .and_then(|(_, h)| h.clone());
+                        .and_then(|f| f.head.clone());
                     if let (Some(c), Some(h)) = (claimed("final_chain_hash"), &head) {
                         if c != h {
                             push_code(&mut result, "chain_mismatch");
@@ -720,6 +732,11 @@ impl Guardian {
         if let Err(e) = self.journal(vec![record]) {
             return fail(RpcError::internal(e));
         }
+        if proceeds {
+            if let (Some((_, Some(child))), Some(state)) = (&child_info, s.state.as_mut()) {
+                state.merge_effects(&child.effects);
+            }
+        }
         self.after_step(&mut s, sid, hook.method, &p.payload, proceeds);
         drop(s);
         Decided {
@@ -754,6 +771,11 @@ impl Guardian {
             s.sealed = true;
             s.sealed_at_ms = protocol::now_ms();
             s.final_labels = s.state.as_ref().map(|st| st.scalars.session_labels);
+            s.final_effects = s
+                .state
+                .as_ref()
+                .map(|st| st.changed_effects())
+                .unwrap_or_default();
             s.state = None;
             s.window = ReplayWindow::default();
         }
@@ -856,15 +878,19 @@ impl Guardian {
             .cloned()
     }
 
-    /// A session's context labels and chain head; `None` for an unknown session.
-    fn session_facts(&self, id: &str) -> Option<(u64, Option<String>)> {
+    /// What a subagent's session hands back at `subagentStop`; `None` for an unknown session.
+    fn session_facts(&self, id: &str) -> Option<ChildFacts> {
         let session = self.existing_session(id)?;
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
-        let labels = match &s.state {
-            Some(st) => st.scalars.session_labels,
-            None => s.final_labels?,
+        let (labels, effects) = match &s.state {
+            Some(st) => (st.scalars.session_labels, st.changed_effects()),
+            None => (s.final_labels?, s.final_effects.clone()),
         };
-        Some((labels, s.chain.head.clone()))
+        Some(ChildFacts {
+            labels,
+            head: s.chain.head.clone(),
+            effects,
+        })
     }
 
     /// The session that spawned a subagent session, if it is one.
@@ -1098,6 +1124,21 @@ impl Guardian {
         let mut n = 0;
         for record in records {
             n += 1;
+            // As when it was decided, a subagent's effect changes reach its parent at the
+            // stop (read before the parent is locked).
+            let child_effects = match &record {
+                Record::Step {
+                    method,
+                    params,
+                    proceeds: true,
+                    ..
+                } if method == "steps/subagentStop" => params
+                    .pointer("/payload/subagent_session_id")
+                    .and_then(Value::as_str)
+                    .and_then(|c| self.session_facts(c))
+                    .map(|f| f.effects),
+                _ => None,
+            };
             let Ok(session) = self.session_handle(record.session()) else {
                 continue;
             };
@@ -1185,6 +1226,9 @@ impl Guardian {
                     }
                     if let Some(note) = &approval {
                         state.apply_approval(note);
+                    }
+                    if let Some(effects) = &child_effects {
+                        state.merge_effects(effects);
                     }
                     self.after_step(&mut s, &sid, hook.method, payload, proceeds);
                 }

@@ -180,6 +180,9 @@ pub struct SessionState {
     approvals: imbl::HashMap<Arc<str>, Arc<Approval>>,
     /// Granted approvals by action kind: what a call of that kind may consume or mismatch.
     granted: imbl::HashMap<Arc<str>, imbl::Vector<Arc<str>>>,
+    /// For a subagent's session: the effect keys it changed since it was spawned (what its
+    /// `subagentStop` carries back to the parent). `None` for a top-level session.
+    effects_changed: Option<imbl::HashSet<Arc<str>>>,
 }
 
 /// A pending reservation: the effect key, and whether the effect is `not_executed_on_error`.
@@ -304,8 +307,34 @@ impl SessionState {
         let mut entry = *self.effects.get(key)?;
         let was = entry.status_at(&self.scalars);
         entry.status = to;
-        self.effects.insert(Arc::from(key), entry);
+        self.set_effect(Arc::from(key), entry);
         Some(was)
+    }
+
+    fn set_effect(&mut self, key: Arc<str>, entry: EffectEntry) {
+        if let Some(changed) = &mut self.effects_changed {
+            changed.insert(key.clone());
+        }
+        self.effects.insert(key, entry);
+    }
+
+    /// A subagent's effect keys changed since it was spawned, with their entries.
+    pub fn changed_effects(&self) -> Vec<(Arc<str>, EffectEntry)> {
+        let Some(changed) = &self.effects_changed else {
+            return Vec::new();
+        };
+        changed
+            .iter()
+            .filter_map(|k| Some((k.clone(), *self.effects.get(k)?)))
+            .collect()
+    }
+
+    /// Takes a finished subagent's effect changes into this (its parent's) session, so the
+    /// parent's later calls see what the subagent reserved, committed or left ambiguous.
+    pub fn merge_effects(&mut self, entries: &[(Arc<str>, EffectEntry)]) {
+        for (key, entry) in entries {
+            self.set_effect(key.clone(), *entry);
+        }
     }
 
     /// An effect key's state as read now (`None`: none).
@@ -387,8 +416,8 @@ impl SessionState {
         if let Some((id, labels)) = changes.step {
             self.step_labels.insert(id, labels);
         }
-        for (key, status) in changes.effect_changes {
-            self.effects.insert(key, status);
+        for (key, entry) in changes.effect_changes {
+            self.set_effect(key, entry);
         }
         for (id, entry) in changes.request_changes {
             match entry {
@@ -414,6 +443,7 @@ impl SessionState {
         // An approval is for the parent's own call.
         child.approvals = imbl::HashMap::new();
         child.granted = imbl::HashMap::new();
+        child.effects_changed = Some(imbl::HashSet::new());
         child
     }
 
