@@ -581,7 +581,7 @@ impl Guardian {
             || state.history_keys() > proto.caps.max_history_keys
         {
             let why = format!(
-                "the session went over its memory caps ({} provenance nodes, {} history keys)",
+                "the session went over its memory caps ({} provenance nodes, {} history, effect and approval keys)",
                 proto.caps.max_nodes, proto.caps.max_history_keys
             );
             s.refused = Some(why.clone());

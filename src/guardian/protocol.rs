@@ -52,7 +52,8 @@ pub struct Caps {
     pub max_request_ids: usize,
     /// Provenance nodes per session; a session beyond it is refused (-32000).
     pub max_nodes: usize,
-    /// Distinct history-counter keys per session; beyond it the session is refused.
+    /// Distinct history-counter keys, effect keys and approvals per session; beyond it the
+    /// session is refused.
     pub max_history_keys: usize,
     /// Sessions held at once.
     pub max_sessions: usize,

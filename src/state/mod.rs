@@ -370,9 +370,14 @@ impl SessionState {
         self.scalars.turn
     }
 
-    /// Distinct keys over all keyed history counters (what `warden serve` caps per session).
+    /// Distinct keys over all keyed history counters, effect keys and approvals (what `warden
+    /// serve` caps per session).
+    /// Effect keys and approvals count too: each is one entry a client can make the session
+    /// keep.
     pub fn history_keys(&self) -> usize {
-        self.slots.iter().map(slots::Slot::key_count).sum()
+        self.slots.iter().map(slots::Slot::key_count).sum::<usize>()
+            + self.effects.len()
+            + self.approvals.len()
     }
 
     pub fn intent(&self) -> Option<&Arc<Intent>> {
