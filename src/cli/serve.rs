@@ -10,7 +10,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::Value;
 
-use crate::guardian::{self, hook, serve, store, Guardian, OnDecisionFailure, Options, Protocol};
+use crate::guardian::{
+    self, hook, operator, serve, store, Guardian, OnDecisionFailure, Options, Protocol,
+};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -55,6 +57,13 @@ pub struct ServeArgs {
     /// Attach explain traces to results
     #[arg(long)]
     explain: bool,
+    /// Also serve the operator endpoint (list and resolve effects, list and grant approvals)
+    /// on this address: a separate listener from the agent-facing one (docs/serve.md)
+    #[arg(long, value_name = "ADDR", requires = "operator_token_file")]
+    operator_listen: Option<SocketAddr>,
+    /// File holding the operator endpoint's bearer token (surrounding whitespace dropped)
+    #[arg(long, value_name = "FILE", requires = "operator_listen")]
+    operator_token_file: Option<PathBuf>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -159,10 +168,12 @@ fn open_state(
         }
     };
     serve::build(policy, Options::default(), Some(dir)).map_err(|e| {
-        fail(&if e.contains("already open") || e.contains("lock") {
+        // redb: "Database already open. Cannot acquire lock." (another process holds it).
+        fail(&if e.contains("Database already open") {
             format!(
-                "{e}\n  the state folder is in use: stop the `warden serve` that holds it, or \
-                 use its operator endpoint (docs/serve.md)"
+                "{e}\n  the state folder is in use by a running `warden serve`: stop it, or \
+                 use its operator endpoint (`warden serve --operator-listen ADDR \
+                 --operator-token-file F`; docs/serve.md, \"Operator endpoint\")"
             )
         } else {
             e
@@ -215,21 +226,7 @@ pub fn run_approvals(a: ApprovalsArgs) -> i32 {
     let list = g.approvals(None);
     match a.format {
         ListFormat::Json => {
-            let items: Vec<serde_json::Value> = list
-                .iter()
-                .map(|i| {
-                    serde_json::json!({
-                        "session": i.session,
-                        "request_id": i.request_id,
-                        "status": i.status.as_str(),
-                        "approver": {"type": i.approval.approver_type, "id": i.approval.approver_id},
-                        "question": i.approval.question,
-                        "action_hash": i.approval.action_hash,
-                        "action": serde_json::from_str::<serde_json::Value>(&i.approval.action)
-                            .unwrap_or(serde_json::Value::Null),
-                    })
-                })
-                .collect();
+            let items = list.iter().map(operator::approval_json).collect();
             println!("{}", serde_json::Value::Array(items));
         }
         ListFormat::Text => {
@@ -366,6 +363,21 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             Err(e) => return fail(&e),
         }
     }
+    let operator_token = match &a.operator_token_file {
+        Some(f) => match operator::Token::read(f) {
+            Ok(t) => Some(t),
+            Err(e) => return fail(&e),
+        },
+        None => None,
+    };
+    if let (Some(op), Some(acs)) = (a.operator_listen, a.listen) {
+        if op == acs && op.port() != 0 {
+            return fail(&format!(
+                "--operator-listen {op} is the ACS listener's address: the operator endpoint \
+                 must be a listener of its own, out of the agent platform's reach"
+            ));
+        }
+    }
     let options = Options {
         on_decision_failure: match a.on_decision_failure {
             FailureArg::Deny => OnDecisionFailure::Deny,
@@ -385,6 +397,20 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         },
         _ => None,
     };
+    if let (Some(addr), Some(token)) = (a.operator_listen, operator_token) {
+        if !addr.ip().is_loopback() {
+            eprintln!("warden: warning: operator endpoint on {addr}, not a loopback address; its bearer token travels in plain HTTP: put TLS in front of it");
+        }
+        let op = operator::Operator {
+            guardian: g.clone(),
+            token,
+            max_body: a.max_envelope_bytes,
+        };
+        match operator::spawn(op, addr) {
+            Ok(bound) => eprintln!("warden: operator endpoint on http://{bound}/"),
+            Err(e) => return fail(&format!("--operator-listen {addr}: {e}")),
+        }
+    }
     let _ = a.stdio;
     match a.listen {
         Some(addr) => {

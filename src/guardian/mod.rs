@@ -35,6 +35,7 @@ pub mod audit;
 pub mod decide;
 pub mod hook;
 pub mod journal;
+pub mod operator;
 pub mod protocol;
 pub mod serve;
 pub mod store;

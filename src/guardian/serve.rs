@@ -4,6 +4,7 @@
 //! (`--state DIR`, [`super::store`]); hot reload of the policy (`--watch`, notify).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io::{self, BufRead, Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -189,7 +190,7 @@ pub fn run_stdio(g: &Guardian, input: impl Read, mut output: impl Write) -> io::
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> hyper::Response<Full<Bytes>> {
+pub(crate) fn json_response(status: StatusCode, body: Vec<u8>) -> hyper::Response<Full<Bytes>> {
     let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -270,28 +271,42 @@ pub fn run_http(
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         ready(listener.local_addr()?);
-        loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(c) => c,
-                Err(_) => {
-                    // Out of descriptors and the like: wait instead of spinning.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let g = g.clone();
-            tokio::spawn(async move {
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let svc = hyper::service::service_fn(move |req| handle_http(g.clone(), req));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(30))
-                    .serve_connection(io, svc)
-                    .await;
-            });
-        }
+        serve_connections(listener, move |req| handle_http(g.clone(), req)).await
     })
+}
+
+/// Accepts connections on `listener` forever and serves each with `handler` (HTTP/1.1,
+/// keep-alive, 30 s to send the headers). Shared by the ACS listener and the operator
+/// endpoint ([`super::operator`]).
+pub(crate) async fn serve_connections<F, Fut>(
+    listener: tokio::net::TcpListener,
+    handler: F,
+) -> io::Result<()>
+where
+    F: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<hyper::Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(_) => {
+                // Out of descriptors and the like: wait instead of spinning.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let svc = hyper::service::service_fn(handler);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .serve_connection(io, svc)
+                .await;
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
