@@ -13,7 +13,10 @@
 //! Matching: objects match when every key of the expectation matches (extra keys in the reply
 //! are ignored); arrays match element by element and must have the same length;
 //! `{"$contains": [...]}` matches an array containing a match for each listed element;
-//! `"$any"` matches anything. Strings may use `${WS}` (the workspace folder's URI) and `${STD}`
+//! `{"$tokens": [...]}` matches semantic tokens (`{"data": [...]}`) containing each listed token,
+//! written `"LINE:CHARACTER+LENGTH TYPE[.MODIFIER…]"` in absolute positions with the legend's
+//! names (`"3:2+6 variable.declaration"`), or `"LINE:CHARACTER none"` for no token starting
+//! there; `"$any"` matches anything. Strings may use `${WS}` (the workspace folder's URI) and `${STD}`
 //! (the URI of the folder the server writes the embedded stdlib to).
 //!
 //! `WARDEN_LSP_BLESS=1 cargo test --test lsp` records the reply received as each `expect` that
@@ -25,11 +28,15 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The semantic token legend the server advertised: type names and modifier names.
+static LEGEND: OnceLock<(Vec<String>, Vec<String>)> = OnceLock::new();
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -177,6 +184,18 @@ impl Server {
             }),
         );
         assert!(result["capabilities"].is_object(), "initialize: {result}");
+        let legend = &result["capabilities"]["semanticTokensProvider"]["legend"];
+        let names = |k: &str| -> Vec<String> {
+            legend[k]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let _ = LEGEND.set((names("tokenTypes"), names("tokenModifiers")));
         self.notify("initialized", json!({}));
     }
 
@@ -248,10 +267,76 @@ fn unsubstitute(v: &Value, vars: &[(&str, String)]) -> Value {
     }
 }
 
+/// Semantic tokens' `data` decoded to absolute positions: `(line, character)` → `"+LENGTH
+/// TYPE[.MODIFIER…]"`.
+fn decode_tokens(data: &[Value]) -> std::collections::BTreeMap<(u64, u64), String> {
+    let (types, modifiers) = LEGEND.get().expect("the legend, from initialize");
+    let mut out = std::collections::BTreeMap::new();
+    let (mut line, mut col) = (0, 0);
+    for t in data.chunks(5) {
+        let n: Vec<u64> = t.iter().map(|x| x.as_u64().unwrap()).collect();
+        if n[0] > 0 {
+            col = 0;
+        }
+        line += n[0];
+        col += n[1];
+        let mut name = types[n[3] as usize].clone();
+        for (i, m) in modifiers.iter().enumerate() {
+            if n[4] & (1 << i) != 0 {
+                name = format!("{name}.{m}");
+            }
+        }
+        out.insert((line, col), format!("+{} {name}", n[2]));
+    }
+    out
+}
+
+fn match_tokens(wanted: &[Value], actual: &Value, path: &str) -> Result<(), String> {
+    let data = actual["data"]
+        .as_array()
+        .ok_or(format!("{path}: expected semantic tokens, got {actual}"))?;
+    let tokens = decode_tokens(data);
+    for want in wanted {
+        let want = want
+            .as_str()
+            .ok_or(format!("{path}: {want} is not a string"))?;
+        let (at, what) = want.split_once(['+', ' ']).ok_or(format!(
+            "{path}: `{want}` is not LINE:CHARACTER+LENGTH TYPE"
+        ))?;
+        let (line, col) = at
+            .split_once(':')
+            .and_then(|(l, c)| Some((l.parse().ok()?, c.parse().ok()?)))
+            .ok_or(format!("{path}: `{want}`: bad position"))?;
+        let got = tokens.get(&(line, col));
+        let ok = match (what, got) {
+            ("none", None) => true,
+            (_, Some(g)) => g[1..] == *what,
+            _ => false,
+        };
+        if !ok {
+            let near: Vec<String> = tokens
+                .range((line, 0)..(line + 1, 0))
+                .map(|((l, c), t)| format!("{l}:{c}{t}"))
+                .collect();
+            return Err(format!(
+                "{path}: wanted `{want}`, got {}; line {line} has {near:?}",
+                got.map_or("no token".to_string(), |g| format!("`{at}{g}`"))
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether `actual` matches the pattern `expected`; on a mismatch, the path to it.
 fn matches(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
     match expected {
         Value::String(s) if s == "$any" => Ok(()),
+        Value::Object(o) if o.len() == 1 && o.contains_key("$tokens") => {
+            let wanted = o["$tokens"]
+                .as_array()
+                .ok_or(format!("{path}: $tokens is not an array"))?;
+            match_tokens(wanted, actual, path)
+        }
         Value::Object(o) if o.len() == 1 && o.contains_key("$contains") => {
             let items = actual
                 .as_array()

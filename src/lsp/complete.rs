@@ -6,7 +6,10 @@
 //!   path before the dot walked through the field table;
 //! - labels after `has`; stdlib modules after `use std.`; reason codes already used inside the
 //!   string after `deny "` (and the other decisions, and test expectations);
-//! - otherwise keywords, builtins, constants, labels and the hook's top-level fields.
+//! - declared effects after `effect_state(`; `intent` after `extend`, and `session` or
+//!   `this_request` after `extend intent`;
+//! - otherwise keywords, builtins, constants, labels and the hook's top-level fields (in an
+//!   `effect` declaration, toolCallRequest's, and the declaration's own words).
 
 use lsp_types as lt;
 
@@ -19,10 +22,32 @@ use crate::syntax::ast::Item;
 const KEYWORDS: &[&str] = &[
     "package", "use", "rego", "as", "let", "label", "redact", "rule", "on", "when", "default",
     "allow", "deny", "ask", "defer", "modify", "approver", "human", "agent", "service", "question",
-    "timeout", "else", "resolve", "because", "set", "replace", "with", "and", "or", "not", "in",
-    "has", "matches", "true", "false", "any", "all", "count", "exists", "this", "turn", "last",
-    "turns", "session", "by", "test", "strict", "from", "user", "call", "result", "retrieve",
-    "memory", "compact", "skill", "subagent", "send", "expect",
+    "timeout", "expires", "else", "resolve", "because", "set", "replace", "with", "and", "or",
+    "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
+    "turn", "last", "turns", "session", "by", "test", "strict", "from", "user", "call", "result",
+    "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "mask", "effect",
+];
+
+/// Ask parts written as more than one word: `extend intent [session | this_request]`.
+const PHRASES: &[(&str, &str)] = &[(
+    "extend intent",
+    "ask: the approver may widen the session's Intent to this call (`session` or `this_request`)",
+)];
+
+/// The words only an `effect` declaration has: `effect NAME for TOOL [not_executed_on_error]
+/// [lease N turns | lease DURATION] = key(PART, …)`.
+const EFFECT_KEYWORDS: &[&str] = &["for", "not_executed_on_error", "lease", "key"];
+
+/// The words that may follow a phrase of an ask decision, with what they mean.
+const FOLLOWERS: &[(&str, &[(&str, &str)])] = &[
+    ("extend", &[("intent", "the session's Intent")]),
+    (
+        "extend intent",
+        &[
+            ("session", "for the rest of the session"),
+            ("this_request", "for this call only"),
+        ],
+    ),
 ];
 
 fn is_word(c: char) -> bool {
@@ -47,6 +72,12 @@ fn split_trailing(s: &str, pred: impl Fn(char) -> bool) -> (&str, &str) {
 fn ends_with_word(s: &str, word: &str) -> bool {
     s.strip_suffix(word)
         .is_some_and(|rest| !rest.chars().next_back().is_some_and(is_word))
+}
+
+/// Whether `s` ends with the words of `phrase` and then white space (`… extend intent `).
+fn ends_with_phrase(s: &str, phrase: &str) -> bool {
+    let mut words = s.split_whitespace().rev();
+    s.ends_with(char::is_whitespace) && phrase.split(' ').rev().all(|w| words.next() == Some(w))
 }
 
 /// Whether the cursor is inside a string on this line; returns the text before the string's
@@ -144,13 +175,15 @@ enum Scope {
 }
 
 /// The start of the top-level item around `offset` (a line starting with an item keyword).
-fn item_start(text: &str, offset: usize) -> Option<(usize, &str)> {
+fn item_start(text: &str, offset: usize) -> Option<(usize, &'static str)> {
     let before = &text[..offset];
     let mut pos = before.len();
     loop {
         let line_start = before[..pos].rfind('\n').map_or(0, |i| i + 1);
         let line = &text[line_start..];
-        for kw in ["rule", "label", "let", "default", "test", "use", "package"] {
+        for kw in [
+            "rule", "label", "let", "default", "test", "use", "package", "mask", "effect",
+        ] {
             if line.starts_with(kw) && line[kw.len()..].starts_with([' ', '\t', '\n']) {
                 return Some((line_start, kw));
             }
@@ -206,7 +239,8 @@ fn history_hook(text: &str, start: usize, offset: usize) -> Option<&'static Hook
     best.map(|(_, h)| h)
 }
 
-fn scope_at(text: &str, offset: usize) -> (Scope, Vec<&'static HookSpec>) {
+/// The scope at `offset`, the hooks of the enclosing item, and the word that starts that item.
+fn scope_at(text: &str, offset: usize) -> (Scope, Vec<&'static HookSpec>, &'static str) {
     match item_start(text, offset) {
         Some((start, "rule")) => {
             let hooks = rule_hooks(text, start);
@@ -215,10 +249,18 @@ fn scope_at(text: &str, offset: usize) -> (Scope, Vec<&'static HookSpec>) {
                     history: history_hook(text, start, offset),
                 },
                 hooks,
+                "rule",
             )
         }
-        Some((_, "label")) => (Scope::Label, Vec::new()),
-        _ => (Scope::Other, Vec::new()),
+        Some((_, "label")) => (Scope::Label, Vec::new(), "label"),
+        // An effect's key parts are expressions over the tool call, as in a rule on it.
+        Some((_, "effect")) => (
+            Scope::Rule { history: None },
+            fields::hook("toolCallRequest").into_iter().collect(),
+            "effect",
+        ),
+        Some((_, kw)) => (Scope::Other, Vec::new(), kw),
+        None => (Scope::Other, Vec::new(), ""),
     }
 }
 
@@ -354,14 +396,38 @@ pub fn complete(doc: &Document, offset: usize) -> Vec<lt::CompletionItem> {
             .map(|i| with_edit(i, word_range))
             .collect();
     }
-    let (scope, hooks) = scope_at(text, offset);
+    if let Some((_, next)) = FOLLOWERS.iter().find(|(p, _)| ends_with_phrase(rest, p)) {
+        return next
+            .iter()
+            .map(|(w, doc)| {
+                let it = item(
+                    w,
+                    lt::CompletionItemKind::KEYWORD,
+                    Some((*doc).into()),
+                    None,
+                );
+                with_edit(it, word_range)
+            })
+            .collect();
+    }
+    if rest
+        .trim_end()
+        .strip_suffix('(')
+        .is_some_and(|r| ends_with_word(r.trim_end(), "effect_state"))
+    {
+        return effects(doc)
+            .into_iter()
+            .map(|i| with_edit(i, word_range))
+            .collect();
+    }
+    let (scope, hooks, item_word) = scope_at(text, offset);
     if let Some(chain) = rest.strip_suffix('.') {
         return members(doc, chain, scope, &hooks)
             .into_iter()
             .map(|i| with_edit(i, word_range))
             .collect();
     }
-    general(doc, scope, &hooks)
+    general(doc, scope, &hooks, item_word)
 }
 
 fn leading_comment(text: &str) -> String {
@@ -388,6 +454,26 @@ fn labels(doc: &Document) -> Vec<lt::CompletionItem> {
             )
         })
         .collect()
+}
+
+/// The effects the policy declares (`effect NAME for TOOL = key(…)`), for `effect_state(`.
+fn effects(doc: &Document) -> Vec<lt::CompletionItem> {
+    let a = &doc.analysis;
+    let mut out = Vec::new();
+    for unit in &a.checked.loaded.units {
+        for i in &unit.module.items {
+            if let Item::Effect(e) = i {
+                let src = &a.source(unit.file).text[e.span.range()];
+                out.push(item(
+                    &e.name.name,
+                    lt::CompletionItemKind::VARIABLE,
+                    Some(format!("effect for {}", e.tool.value)),
+                    Some(format!("```ward\n{}\n```", src.trim_end())),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The trailing dotted chain of `text` (`tool`, `outputs[0].provenance`, `$`).
@@ -680,7 +766,13 @@ fn members(
     }
 }
 
-fn general(doc: &Document, scope: Scope, hooks: &[&'static HookSpec]) -> Vec<lt::CompletionItem> {
+/// Everything that may stand at the cursor, in `scope` of an item started by `item_word`.
+fn general(
+    doc: &Document,
+    scope: Scope,
+    hooks: &[&'static HookSpec],
+    item_word: &str,
+) -> Vec<lt::CompletionItem> {
     let a = &doc.analysis;
     let mut out: Vec<lt::CompletionItem> = Vec::new();
     for d in &a.checked.definitions {
@@ -743,8 +835,21 @@ fn general(doc: &Document, scope: Scope, hooks: &[&'static HookSpec]) -> Vec<lt:
         }
         Scope::Other => {}
     }
+    if item_word == "effect" {
+        for kw in EFFECT_KEYWORDS {
+            out.push(item(kw, lt::CompletionItemKind::KEYWORD, None, None));
+        }
+    }
     for kw in KEYWORDS {
         out.push(item(kw, lt::CompletionItemKind::KEYWORD, None, None));
+    }
+    for (phrase, what) in PHRASES {
+        out.push(item(
+            phrase,
+            lt::CompletionItemKind::KEYWORD,
+            Some((*what).into()),
+            None,
+        ));
     }
     let mut seen = std::collections::HashSet::new();
     out.retain(|i| seen.insert(i.label.clone()));

@@ -54,6 +54,23 @@ pub const KEYWORDS: &[&str] = &[
     "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
     "turn", "turns", "last", "session", "by", "test", "strict", "from", "user", "call", "result",
     "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "intent", "permits",
+    "mask", "effect",
+];
+
+/// The words of an ask decision's newer parts: `expires 10m`, `extend intent this_request`.
+const ASK_KEYWORDS: &[&str] = &["expires", "extend", "this_request"];
+
+/// Words that are keywords only inside some items, by the word that starts the item: elsewhere
+/// `for`, `key` or `extend` are ordinary names (an argument, a field, a tool in a test).
+const ITEM_KEYWORDS: &[(&str, &[&str])] = &[
+    ("effect", &["for", "key", "lease", "not_executed_on_error"]),
+    ("rule", ASK_KEYWORDS),
+    ("default", ASK_KEYWORDS),
+];
+
+/// The words that start a top-level item at the start of a line.
+const ITEM_WORDS: &[&str] = &[
+    "package", "use", "let", "label", "rule", "default", "test", "mask", "effect",
 ];
 
 pub fn legend() -> lt::SemanticTokensLegend {
@@ -68,6 +85,17 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
     let a = &doc.analysis;
     let text = doc.text();
     let mut out = HashMap::new();
+    let effects: Vec<&str> = a
+        .checked
+        .loaded
+        .units
+        .iter()
+        .flat_map(|u| &u.module.items)
+        .filter_map(|i| match i {
+            Item::Effect(e) => Some(e.name.name.as_str()),
+            _ => None,
+        })
+        .collect();
     for ((file, span), (r, _)) in &a.checked.resolutions {
         if *file != a.root() {
             continue;
@@ -95,6 +123,17 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
         let entry = out.entry(last).or_insert((end - last, kind, mods));
         if entry.0 >= end - last {
             *entry = (end - last, kind, mods);
+        }
+        // `effect_state(NAME)`: the argument names a declared effect.
+        if matches!(r, Resolution::Builtin("effect_state")) {
+            if let Some((at, len)) = effect_argument(text, end, &effects) {
+                out.insert(at, (len, VARIABLE, 0));
+            }
+        }
+        // `intent.permits(…)`: the head is the session's intent, as a bare `intent` is.
+        if matches!(r, Resolution::Builtin("intent.permits")) {
+            out.entry(start)
+                .or_insert(("intent".len(), VARIABLE, DEFAULT_LIBRARY));
         }
         // `taint.untrusted`, `org.rule`: the head is a module or Rego alias.
         if matches!(
@@ -139,11 +178,38 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
                         out.insert(id.span.start as usize, (id.span.len(), NAMESPACE, 0));
                     }
                 }
+                // `effect NAME for TOOL`: the effect's name is declared here; a bare tool name
+                // is a name, never a keyword (a tool may be called `key`).
+                Item::Effect(e) => {
+                    out.insert(
+                        e.name.span.start as usize,
+                        (e.name.span.len(), VARIABLE, DECLARATION),
+                    );
+                    if !e.tool_quoted {
+                        out.insert(e.tool.span.start as usize, (e.tool.span.len(), FUNCTION, 0));
+                    }
+                }
                 _ => {}
             }
         }
     }
     out
+}
+
+/// The effect named in `effect_state(NAME)`, the call's name ending at `end`: its offset and
+/// length, if it is one of `effects`.
+fn effect_argument(text: &str, end: usize, effects: &[&str]) -> Option<(usize, usize)> {
+    let rest = text.get(end..)?;
+    let open = rest.len() - rest.trim_start().len();
+    let arg = rest[open..].strip_prefix('(')?;
+    let skipped = rest.len() - arg.trim_start().len();
+    let arg = arg.trim_start();
+    let len = arg
+        .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .unwrap_or(arg.len());
+    effects
+        .contains(&&arg[..len])
+        .then_some((end + skipped, len))
 }
 
 struct Builder<'a> {
@@ -179,6 +245,19 @@ impl Builder<'_> {
     }
 }
 
+/// Whether the word `text[start..end]`, in an item started by `item`, is a keyword. A member
+/// name (after `.`) and a name before `:` (an object key, a named argument) never are.
+fn is_keyword(text: &str, start: usize, end: usize, item: &str) -> bool {
+    let word = &text[start..end];
+    let keyword = KEYWORDS.contains(&word)
+        || ITEM_KEYWORDS
+            .iter()
+            .any(|(it, words)| *it == item && words.contains(&word));
+    keyword
+        && !text[..start].ends_with('.')
+        && !text[end..].trim_start_matches([' ', '\t']).starts_with(':')
+}
+
 pub fn semantic_tokens(doc: &Document) -> lt::SemanticTokens {
     let text = doc.text();
     let bytes = text.as_bytes();
@@ -190,6 +269,8 @@ pub fn semantic_tokens(doc: &Document) -> lt::SemanticTokens {
         prev: (0, 0),
     };
     let mut next_comment = 0;
+    // The item being scanned, by the word that started it (`effect`, `rule`, …).
+    let mut item = "";
     let mut i = 0;
     while i < bytes.len() {
         if let Some(c) = comments.get(next_comment) {
@@ -233,7 +314,10 @@ pub fn semantic_tokens(doc: &Document) -> lt::SemanticTokens {
                 continue;
             }
             let word = &text[i..j];
-            if KEYWORDS.contains(&word) {
+            if (i == 0 || bytes[i - 1] == b'\n') && ITEM_WORDS.contains(&word) {
+                item = word;
+            }
+            if is_keyword(text, i, j, item) {
                 b.push(i, j, KEYWORD, 0);
             } else if ch == b'$' {
                 b.push(i, j, VARIABLE, DEFAULT_LIBRARY);
