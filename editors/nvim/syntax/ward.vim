@@ -8,6 +8,8 @@ syn keyword wardKeyword package use rego data as let label redact rule on when d
 syn keyword wardKeyword approver human agent service question timeout else resolve because
 syn keyword wardKeyword set replace with test strict from user call result retrieve memory
 syn keyword wardKeyword compact skill subagent send expect session this turn turns last by
+syn keyword wardKeyword intent permits mask effect expires extend this_request
+syn keyword wardModifier not_executed_on_error
 syn keyword wardDecision allow deny ask defer modify
 syn keyword wardOperator and or not in has matches
 syn keyword wardBoolean true false
@@ -19,8 +21,13 @@ syn match wardComment '#.*$' contains=@Spell
 syn region wardComment start='/\*' end='\*/' contains=@Spell
 syn match wardHook '\<on\s\+\zs[A-Za-z_][A-Za-z0-9_/]*'
 syn match wardFunction '\<[a-z_][a-z0-9_]*\ze('
+" Keywords of an effect declaration only: `effect NAME for TOOL … lease 2 turns = key(…)`.
+syn match wardKeyword '\(\<effect\s\+\w\+\s\+\)\@<=for\>'
+syn match wardKeyword '\<lease\ze\s\+\d'
+syn match wardKeyword '\<key\ze\s*('
 
 hi def link wardKeyword Keyword
+hi def link wardModifier StorageClass
 hi def link wardDecision Statement
 hi def link wardOperator Operator
 hi def link wardBoolean Boolean

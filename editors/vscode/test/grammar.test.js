@@ -90,6 +90,15 @@ for (const file of policies) {
       const constant = line.match(/^let\s+(\w+)/);
       if (constant) assert.ok(has(first(i, constant[1]), "variable.other.constant"), where);
       if (/^default\b/.test(line)) assert.ok(has(first(i, "default"), "keyword.control"), where);
+      // `effect NAME for TOOL … = key(…)`: the keywords, the effect's name, a bare tool name.
+      const effect = line.match(/^effect\s+(\w+)\s+for\s+(\w+|"[^"]*")/);
+      if (effect) {
+        assert.ok(has(first(i, "effect"), "keyword.control.effect"), where);
+        assert.ok(has(first(i, effect[1]), "variable.other.effect"), where);
+        assert.ok(has(first(i, "for"), "keyword.other.effect"), where);
+        if (!effect[2].startsWith('"')) assert.ok(has(first(i, effect[2]), "entity.name.function.tool"), where);
+        if (/\bkey\(/.test(line)) assert.ok(has(first(i, "key"), "keyword.other.effect"), where);
+      }
       if (/^test\s+"/.test(line)) {
         const t = tokensOf(i).find((t) => t.text.startsWith('"'));
         assert.ok(has(t, "string.quoted.double"), where);
@@ -105,7 +114,7 @@ for (const file of policies) {
         assert.ok(has(t, "keyword.control.decision"), where);
       }
       // Builtin calls.
-      for (const m of line.matchAll(/\b(turns_since|derived_from|lineage_depth|len|lower|starts_with|ends_with|contains|present)\(/g)) {
+      for (const m of line.matchAll(/\b(turns_since|derived_from|lineage_depth|len|lower|starts_with|ends_with|contains|present|effect_state)\(/g)) {
         assert.ok(has(first(i, m[1]), "support.function.builtin"), `${where}: ${m[1]}`);
       }
       // No string leaks past its line: the next line starts outside a string.
@@ -142,4 +151,38 @@ test("a line with everything", () => {
   assert.match(scope("3"), /constant\.numeric/);
   assert.match(scope("deny"), /keyword\.control\.decision/);
   assert.match(scope("// end"), /comment\.line/);
+});
+
+test("effect declarations and ask parts", () => {
+  const scopesOf = (line) => {
+    const toks = tokenize(grammar, line);
+    return (text, nth = 0) => toks.filter((t) => t.text === text)[nth].scopes.join(" ");
+  };
+  let scope = scopesOf("effect charge for charge_card not_executed_on_error lease 2 turns = key(args.payment_id, args.key)");
+  assert.match(scope("effect"), /keyword\.control\.effect/);
+  assert.match(scope("charge"), /variable\.other\.effect/);
+  assert.match(scope("for"), /keyword\.other\.effect/);
+  assert.match(scope("charge_card"), /entity\.name\.function\.tool/);
+  assert.match(scope("not_executed_on_error"), /storage\.modifier/);
+  assert.match(scope("lease"), /keyword\.other\.effect/);
+  assert.match(scope("turns"), /keyword\.other\.window/);
+  assert.match(scope("key"), /keyword\.other\.effect/);
+  assert.match(scope("key", 1), /variable\.other\.property/);
+
+  scope = scopesOf('effect refund for "refund" lease 10m = key(args.payment_id)');
+  assert.match(scope("refund"), /variable\.other\.effect/);
+  assert.match(scope("refund", 1), /string\.quoted\.double/);
+  assert.match(scope("10m"), /constant\.numeric\.duration/);
+
+  scope = scopesOf('rule r on toolCallRequest when effect_state(charge) == "none" => ask "r" approver human "ops" expires 10m extend intent this_request');
+  assert.match(scope("effect_state"), /support\.function\.builtin/);
+  assert.match(scope("expires"), /keyword\.other\.decision-part/);
+  assert.match(scope("10m"), /constant\.numeric\.duration/);
+  assert.match(scope("extend"), /keyword\.other\.decision-part/);
+  assert.match(scope("intent"), /keyword\.other/);
+  assert.match(scope("this_request"), /keyword\.other\.decision-part/);
+
+  // Elsewhere, `key`, `lease` and `for` are names.
+  scope = scopesOf("let limits = {key: 1, lease: 2, for: 3}");
+  for (const w of ["key", "lease", "for"]) assert.doesNotMatch(scope(w), /keyword/, w);
 });
