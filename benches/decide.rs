@@ -1,6 +1,8 @@
 //! One decision after H events of history. `decide`: the evaluator on a session state (state
 //! clone, provenance update, rules, combination, history commit). `handle`: envelope bytes in,
 //! response bytes out through `Guardian::handle` (strict JSON decode and encode included).
+//! `rego`: a Rego value per decision. `effects`: a call with a declared effect and its result,
+//! after H effect keys.
 //!
 //! Results and the machine they ran on: benches/RESULTS.md.
 
@@ -8,11 +10,14 @@
 mod history;
 
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use serde_json::json;
 use warden::acs::fields;
 use warden::guardian::{decide_event, Guardian, Policy};
-use warden::state::{Event, SessionState};
+use warden::state::{EffectStatus, Event, SessionState};
+use warden::syntax::ast::DecisionKind;
 
 fn policy() -> Policy {
     Policy::load(concat!(
@@ -140,5 +145,99 @@ fn rego(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide, handle, rego);
+/// A `charge_card` call for payment `id` (envelope `n`) and its successful result (`n + 1`).
+fn charge(n: u64, id: &str) -> (Step, Step) {
+    let call = history::envelope(
+        n,
+        "steps/toolCallRequest",
+        1,
+        json!({"tool": {"name": "charge_card"}, "arguments": {
+            "payment_id": {"value": id},
+            "amount": {"value": 500},
+        }}),
+    );
+    let call = Step::new(&call);
+    let result = history::envelope(
+        n + 1,
+        "steps/toolCallResult",
+        1,
+        json!({"tool": {"name": "charge_card"}, "request_id_ref": call.request_id,
+               "exit_status": "success", "outputs": []}),
+    );
+    (call, Step::new(&result))
+}
+
+/// Runs `step` on `state` through the evaluator; its decision.
+fn run(program: &warden::compile::Program, state: &mut SessionState, step: &Step) -> DecisionKind {
+    decide_event(program, step.hook, state, &step.event(), false)
+        .unwrap()
+        .kind
+}
+
+/// Effect tracking (docs/effects.md): one `charge_card` call whose tool has a declared effect
+/// (its key computed, read by std.effects' two rules, reserved) and then that call's
+/// `toolCallResult` (the reservation found by request id, the key committed), in a session
+/// where H earlier charges, each with its own key, are already committed.
+///
+/// The session is the bench's own, as a Guardian's is: the decisions update its maps in place.
+/// Between iterations, outside the timing, an operator's resolution turns the probe's key back
+/// to `failed` (a failed effect may be tried again), so every iteration does the same work on a
+/// session of the same size.
+fn effects(c: &mut Criterion) {
+    let policy = Policy::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/policies/effects.ward"
+    ))
+    .unwrap_or_else(|d| panic!("{d}"));
+    let program = policy.program().clone();
+    let mut group = c.benchmark_group("effects");
+    for &h in &[10u64, 1_000, 100_000] {
+        let mut state = SessionState::new(&program);
+        for i in 0..h {
+            let (call, result) = charge(2 * i, &format!("p{i}"));
+            assert_eq!(run(&program, &mut state, &call), DecisionKind::Allow);
+            assert_eq!(run(&program, &mut state, &result), DecisionKind::Allow);
+        }
+        let committed = state
+            .effect_states()
+            .iter()
+            .filter(|(_, s)| *s == EffectStatus::Committed)
+            .count();
+        assert_eq!(committed, h as usize, "H committed keys");
+        let (call, result) = charge(2 * h, "probe");
+        let key = r#"["charge",["probe",500]]"#;
+        // What is timed, checked once: the call is allowed and reserves its key, the result
+        // commits it, the same charge again is then a duplicate; once resolved to failed, the
+        // key may be reserved again.
+        {
+            let mut s = state.clone();
+            for _ in 0..2 {
+                assert_eq!(run(&program, &mut s, &call), DecisionKind::Allow);
+                assert_eq!(s.effect_status(key), Some(EffectStatus::Reserved));
+                assert_eq!(run(&program, &mut s, &result), DecisionKind::Allow);
+                assert_eq!(s.effect_status(key), Some(EffectStatus::Committed));
+                let (again, _) = charge(2 * h + 2, "probe");
+                assert_eq!(run(&program, &mut s, &again), DecisionKind::Deny);
+                s.resolve_effect(key, EffectStatus::Failed);
+            }
+        }
+        group.bench_with_input(BenchmarkId::from_parameter(h), &h, |b, _| {
+            b.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    let a = run(&program, black_box(&mut state), &call);
+                    let r = run(&program, &mut state, &result);
+                    timed += start.elapsed();
+                    black_box((a, r));
+                    state.resolve_effect(key, EffectStatus::Failed);
+                }
+                timed
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decide, handle, rego, effects);
 criterion_main!(benches);

@@ -51,8 +51,9 @@ if [ ! -e "$OUT/invariant.err" ]; then
 fi
 
 t_run=$(( $(date +%s) - t0 ))
-# Sections measured by other commands (serve load, Rego) are kept as they are.
-keep=$(awk '/^## (serve load|Rego)/{f=1} f' "$ROOT/benches/RESULTS.md" 2>/dev/null || true)
+# Sections measured by other commands (serve load, Rego, effects) are kept as they are: from
+# the first of them to the end of the file, so they must stay the last sections.
+keep=$(awk '/^## (serve load|Rego|effects)/{f=1} f' "$ROOT/benches/RESULTS.md" 2>/dev/null || true)
 python3 "$PEERS/results.py" --peers "$PEERS/target/criterion" --main "$ROOT/target/criterion" \
   --scaling "$OUT/scaling.log" --invariant "$OUT/invariant.json" \
   --build-seconds "$t_build" --run-seconds "$t_run" > "$OUT/RESULTS.md"
