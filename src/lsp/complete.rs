@@ -25,7 +25,8 @@ const KEYWORDS: &[&str] = &[
     "timeout", "expires", "else", "resolve", "because", "set", "replace", "with", "and", "or",
     "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
     "turn", "last", "turns", "session", "by", "test", "strict", "from", "user", "call", "result",
-    "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "mask", "effect",
+    "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "approve", "mask",
+    "effect",
 ];
 
 /// Ask parts written as more than one word: `extend intent [session | this_request]`.

@@ -66,6 +66,8 @@ const ITEM_KEYWORDS: &[(&str, &[&str])] = &[
     ("effect", &["for", "key", "lease", "not_executed_on_error"]),
     ("rule", ASK_KEYWORDS),
     ("default", ASK_KEYWORDS),
+    // `approve [as "ID"]`: a test grants the session's latest ask.
+    ("test", &["approve"]),
 ];
 
 /// The words that start a top-level item at the start of a line.

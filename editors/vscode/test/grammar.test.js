@@ -182,6 +182,9 @@ test("effect declarations and ask parts", () => {
   assert.match(scope("intent"), /keyword\.other/);
   assert.match(scope("this_request"), /keyword\.other\.decision-part/);
 
+  scope = scopesOf('  approve as "finance"');
+  assert.match(scope("approve"), /keyword\.other\.step/);
+
   // Elsewhere, `key`, `lease` and `for` are names.
   scope = scopesOf("let limits = {key: 1, lease: 2, for: 3}");
   for (const w of ["key", "lease", "for"]) assert.doesNotMatch(scope(w), /keyword/, w);
