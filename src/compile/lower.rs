@@ -360,6 +360,7 @@ impl<'a> Lower<'a> {
         }
         self.program.rules.push(CompiledRule {
             name: Arc::from(r.name.name.as_str()),
+            qualified: Arc::from(format!("{module}.{}", r.name.name).as_str()),
             module: module.clone(),
             hooks,
             code,

@@ -189,6 +189,8 @@ pub struct CompiledRule {
     pub name: Arc<str>,
     /// The module it came from (`std.taint`, or the policy's package / file).
     pub module: Arc<str>,
+    /// `module.name`, as decisions cite it (made once, so a decision allocates no names).
+    pub qualified: Arc<str>,
     pub hooks: Vec<&'static HookSpec>,
     pub code: Code,
     pub decision: DecisionTemplate,

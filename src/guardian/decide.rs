@@ -2,6 +2,8 @@
 //! reason codes from every firing rule of the winning kind, and the companion fields each
 //! decision requires.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use crate::acs::envelope::{
@@ -42,9 +44,9 @@ pub struct Decision {
     pub ask: Option<AskDetails>,
     pub defer: Option<DeferDetails>,
     /// Rules that fired, as `module.rule`.
-    pub fired: Vec<String>,
+    pub fired: Vec<Arc<str>>,
     /// Rules whose decision won (cited in `policy_references`).
-    pub winners: Vec<(String, String)>,
+    pub winners: Vec<(Arc<str>, Arc<str>)>,
     /// With explain on: every rule that ran, whether it fired, and its checks with values.
     pub trace: Vec<super::RuleTrace>,
     /// For an `ask`: how long the approval stays usable once granted.
@@ -188,8 +190,8 @@ impl Decision {
             .map(|(module, rule)| PolicyReference {
                 policy_id: None,
                 policy_version: None,
-                policy_name: Some(module.clone()),
-                rule_id: Some(rule.clone()),
+                policy_name: Some(module.to_string()),
+                rule_id: Some(rule.to_string()),
             })
             .collect();
         match &self.approval {
@@ -265,10 +267,7 @@ pub fn combine_fired(
             Some((r, t.as_ref().unwrap_or(&r.decision)))
         })
         .collect();
-    let mut fired_names: Vec<String> = rules
-        .iter()
-        .map(|(r, _)| format!("{}.{}", r.module, r.name))
-        .collect();
+    let mut fired_names: Vec<Arc<str>> = rules.iter().map(|(r, _)| r.qualified.clone()).collect();
     fired_names.dedup();
 
     if rules.is_empty() {
@@ -377,7 +376,7 @@ fn from_templates(
             (None, None) => {}
         }
         if let Some(rule) = rule {
-            refs.push((rule.module.to_string(), rule.name.to_string()));
+            refs.push((rule.module.clone(), rule.name.clone()));
         }
     }
     let reasoning = if reasons.is_empty() {
