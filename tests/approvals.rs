@@ -233,6 +233,10 @@ fn an_unanswered_ask_times_out_and_a_granted_one_expires() {
         ApprovalStatus::Expired
     );
     let ask = s.call("refund", refund("p2", 2000));
+    // The expired ask is dropped when a new one comes: unanswered asks do not pile up.
+    let list = s.guardian.approvals(Some(s.now));
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].request_id, Session::request_id(ask.n));
     s.approve(ask.n, "finance").unwrap();
     s.now += 10 * 60_000;
     // Past `expires 10m`: the grant no longer counts, the call is asked about again.

@@ -214,14 +214,37 @@ impl SessionState {
     pub fn apply_approval(&mut self, note: &ApprovalNote) {
         match note {
             ApprovalNote::Asked { id, approval } => {
+                self.prune_approvals(approval.asked_ms);
+                let key: Arc<str> = Arc::from(id.as_str());
                 self.approvals
-                    .insert(Arc::from(id.as_str()), Arc::new((**approval).clone()));
+                    .insert(key.clone(), Arc::new((**approval).clone()));
+                self.approval_order.push_back(key);
             }
             ApprovalNote::Consumed { id, .. } => {
                 if let Some(a) = self.approvals.remove(id.as_str()) {
                     self.unindex_grant(&a.kind, id);
                 }
             }
+        }
+    }
+
+    /// Drops the oldest approvals while they are used up or expired at `now_ms` (amortised
+    /// O(1) per ask), so unanswered asks do not pile up in a long session.
+    fn prune_approvals(&mut self, now_ms: i64) {
+        while let Some(id) = self.approval_order.front().cloned() {
+            match self
+                .approvals
+                .get(&id)
+                .map(|a| (a.status_at(now_ms), a.kind.clone()))
+            {
+                Some((ApprovalStatus::Expired, kind)) => {
+                    self.approvals.remove(&id);
+                    self.unindex_grant(&kind, &id);
+                }
+                Some(_) => break,
+                None => {}
+            }
+            self.approval_order.pop_front();
         }
     }
 

@@ -180,6 +180,8 @@ pub struct SessionState {
     approvals: imbl::HashMap<Arc<str>, Arc<Approval>>,
     /// Granted approvals by action kind: what a call of that kind may consume or mismatch.
     granted: imbl::HashMap<Arc<str>, imbl::Vector<Arc<str>>>,
+    /// Approval ids in the order their asks came: the oldest are dropped once expired.
+    approval_order: imbl::Vector<Arc<str>>,
     /// For a subagent's session: the effect keys it changed since it was spawned (what its
     /// `subagentStop` carries back to the parent). `None` for a top-level session.
     effects_changed: Option<imbl::HashSet<Arc<str>>>,
@@ -448,6 +450,7 @@ impl SessionState {
         // An approval is for the parent's own call.
         child.approvals = imbl::HashMap::new();
         child.granted = imbl::HashMap::new();
+        child.approval_order = imbl::Vector::new();
         child.effects_changed = Some(imbl::HashSet::new());
         child
     }
