@@ -71,6 +71,20 @@ impl Default for Caps {
     }
 }
 
+impl Caps {
+    /// No bound on sessions, provenance nodes or history keys (the envelope size bound
+    /// stays): the lenient mode's caps, for replaying a recorded trace of any length and for
+    /// embedders that bound their own input. `warden serve` runs with [`Caps::default`].
+    pub fn unbounded_sessions() -> Caps {
+        Caps {
+            max_nodes: usize::MAX,
+            max_history_keys: usize::MAX,
+            max_sessions: usize::MAX,
+            ..Caps::default()
+        }
+    }
+}
+
 /// The skew window the ServerHello advertises when none is configured (the spec default).
 pub const DEFAULT_SKEW_WINDOW_MS: u64 = 300_000;
 
@@ -87,7 +101,7 @@ impl Default for Protocol {
             transport: "stdio",
             client_failure_mode: "deny",
             timeout_ms: 5_000,
-            caps: Caps::default(),
+            caps: Caps::unbounded_sessions(),
         }
     }
 }
@@ -100,6 +114,7 @@ impl Protocol {
             skew_window_ms: Some(DEFAULT_SKEW_WINDOW_MS),
             replay_protection: true,
             audit: true,
+            caps: Caps::default(),
             ..Protocol::default()
         }
     }
