@@ -74,13 +74,20 @@ pub fn step_entry(
     e
 }
 
-/// The entry recording that a session's later steps are decided by a new policy.
-pub fn reload_entry(entry_id: String, digest: &str, timestamp: String) -> Map<String, Value> {
+/// The start of an entry the Guardian writes on its own (not for a request): its id is also
+/// its step id.
+pub fn own_entry(entry_id: String, step_type: &str, timestamp: String) -> Map<String, Value> {
     let mut e = Map::new();
     e.insert("entry_id".into(), Value::String(entry_id.clone()));
     e.insert("step_id".into(), Value::String(entry_id));
-    e.insert("step_type".into(), Value::String(POLICY_RELOAD.into()));
+    e.insert("step_type".into(), Value::String(step_type.into()));
     e.insert("timestamp".into(), Value::String(timestamp));
+    e
+}
+
+/// The entry recording that a session's later steps are decided by a new policy.
+pub fn reload_entry(entry_id: String, digest: &str, timestamp: String) -> Map<String, Value> {
+    let mut e = own_entry(entry_id, POLICY_RELOAD, timestamp);
     e.insert("policy_digest".into(), Value::String(digest.into()));
     e
 }

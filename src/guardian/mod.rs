@@ -928,12 +928,11 @@ impl Guardian {
         let was = s.state.as_ref()?.effect_status(key)?;
         let mut entries = Vec::new();
         if self.audited(&s) {
-            let id = s.chain.next_id(session_id);
-            let mut e = serde_json::Map::new();
-            e.insert("entry_id".into(), id.clone().into());
-            e.insert("step_id".into(), id.into());
-            e.insert("step_type".into(), audit::EFFECT_RESOLVED.into());
-            e.insert("timestamp".into(), now_rfc3339().into());
+            let mut e = audit::own_entry(
+                s.chain.next_id(session_id),
+                audit::EFFECT_RESOLVED,
+                now_rfc3339(),
+            );
             e.insert("effect_key".into(), key.into());
             e.insert("from".into(), was.as_str().into());
             e.insert("to".into(), to.as_str().into());
@@ -980,12 +979,11 @@ impl Guardian {
                 "type": approval.approver_type,
                 "id": approval.approver_id,
             });
-            let id = s.chain.next_id(&sid);
-            let mut e = serde_json::Map::new();
-            e.insert("entry_id".into(), id.clone().into());
-            e.insert("step_id".into(), id.into());
-            e.insert("step_type".into(), audit::APPROVAL_GRANTED.into());
-            e.insert("timestamp".into(), timestamp.clone().into());
+            let mut e = audit::own_entry(
+                s.chain.next_id(&sid),
+                audit::APPROVAL_GRANTED,
+                timestamp.clone(),
+            );
             e.insert("ask_step_id".into(), request_id.into());
             e.insert("approver".into(), approver.clone());
             e.insert("action_hash".into(), approval.action_hash.clone().into());
@@ -997,12 +995,7 @@ impl Guardian {
             }
             entries.push(s.chain.append(e));
             if let Extension::Extended(cap) = &extension {
-                let id = s.chain.next_id(&sid);
-                let mut e = serde_json::Map::new();
-                e.insert("entry_id".into(), id.clone().into());
-                e.insert("step_id".into(), id.into());
-                e.insert("step_type".into(), "intent_extension".into());
-                e.insert("timestamp".into(), timestamp.into());
+                let mut e = audit::own_entry(s.chain.next_id(&sid), "intent_extension", timestamp);
                 e.insert("ask_step_id".into(), request_id.into());
                 e.insert("approver".into(), approver.clone());
                 let mut c = serde_json::Map::new();
