@@ -4,6 +4,7 @@
 //! (docs/language.md, "Absent fields"). A rule fires only when its condition is `true`.
 
 mod builtins;
+mod trace;
 mod value;
 
 use std::borrow::Cow;
@@ -11,6 +12,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+pub use trace::{Observation, Operand, Probe};
 pub use value::{glob as glob_match, Val};
 
 use crate::compile::{Code, Const, Op, Program, Root, Seg};
@@ -104,18 +106,12 @@ impl Budget {
     }
 }
 
-/// One recorded comparison, for explain traces and coverage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Observation {
-    pub span: crate::diagnostics::Span,
-    pub result: Option<bool>,
-    pub operands: Vec<String>,
-}
-
 struct Iter<'a> {
     items: Vec<Val<'a>>,
     pos: usize,
     saw_undef: bool,
+    /// The collection, kept for the explain trace (only when tracing).
+    of: Option<Val<'a>>,
 }
 
 /// Runs `code` and returns its result value.
@@ -123,18 +119,35 @@ pub fn run<'a>(
     env: &Env<'a>,
     code: &'a Code,
     budget: &mut Budget,
-    mut trace: Option<&mut Vec<Observation>>,
+    trace: Option<&mut Vec<Observation>>,
 ) -> Result<Val<'a>, VmError> {
     let program: &'a Program = env.program;
     let mut stack: Vec<Val<'a>> = Vec::with_capacity(16);
     let mut vars: Vec<Val<'a>> = vec![Val::Undef; code.vars as usize];
     let mut iters: Vec<Iter<'a>> = Vec::new();
     let mut pc = 0usize;
+    let mut tracer = trace.map(trace::Tracer::new);
     macro_rules! pop {
         () => {
             match stack.pop() {
                 Some(v) => v,
                 None => return Err(VmError::Malformed(pc)),
+            }
+        };
+    }
+    // The span of the instruction being run (for the explain trace).
+    macro_rules! here {
+        () => {
+            code.spans.get(pc - 1).copied().unwrap_or_default()
+        };
+    }
+    // Records a call that returned `$v` (a value about to be pushed) with `$args`, which were
+    // in the stack slots from `$base` on.
+    macro_rules! traced_call {
+        ($v:expr, $base:expr, $args:expr) => {
+            if let Some(t) = tracer.as_mut() {
+                let operands = t.operands(env, $base, $args);
+                t.call(here!(), &$v, operands);
             }
         };
     }
@@ -171,7 +184,14 @@ pub fn run<'a>(
             }
             Op::Unwrap => {
                 let v = pop!();
-                stack.push(v.unwrap_argument());
+                match tracer.as_mut() {
+                    Some(t) => {
+                        let u = v.clone().unwrap_argument();
+                        t.unwrapped(env, stack.len(), &v, &u);
+                        stack.push(u);
+                    }
+                    None => stack.push(v.unwrap_argument()),
+                }
             }
             Op::Member(k) => {
                 let v = pop!();
@@ -179,7 +199,12 @@ pub fn run<'a>(
                     Some(Const::Str(s)) => s,
                     _ => return Err(VmError::Malformed(pc)),
                 };
-                stack.push(v.member(key));
+                let m = v.member(key);
+                if let Some(t) = tracer.as_mut().filter(|_| &**key == "value") {
+                    // `x.value` of a carrier keeps, in the trace, the labels `x` carries.
+                    t.unwrapped(env, stack.len(), &v, &m);
+                }
+                stack.push(m);
             }
             Op::Index => {
                 let i = pop!();
@@ -212,12 +237,9 @@ pub fn run<'a>(
                 let b = pop!();
                 let a = pop!();
                 let r = value::compare(op, &a, &b);
-                if let Some(t) = trace.as_deref_mut() {
-                    t.push(Observation {
-                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
-                        result: r,
-                        operands: vec![a.describe(), b.describe()],
-                    });
+                if let Some(t) = tracer.as_mut() {
+                    let operands = t.operands(env, stack.len(), &[a, b]);
+                    t.check(here!(), Probe::Compare, r, operands);
                 }
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
@@ -260,12 +282,9 @@ pub fn run<'a>(
                     .state
                     .labels_of(program, &v)
                     .map(|l| l & (1u64 << bit) != 0);
-                if let Some(t) = trace.as_deref_mut() {
-                    t.push(Observation {
-                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
-                        result: r,
-                        operands: vec![v.describe()],
-                    });
+                if let Some(t) = tracer.as_mut() {
+                    let operands = t.operands(env, stack.len(), &[v]);
+                    t.check(here!(), Probe::Has, r, operands);
                 }
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
@@ -279,28 +298,43 @@ pub fn run<'a>(
                     .state
                     .node_of(program, &v)
                     .map(|n| n.origins & crate::state::origin_bit(origin) != 0);
-                stack.push(r.map_or(Val::Undef, Val::Bool));
+                let r = r.map_or(Val::Undef, Val::Bool);
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
             }
             Op::LineageDepth => {
                 let v = pop!();
                 let r = env.state.node_of(program, &v).map(|n| n.depth as f64);
-                stack.push(r.map_or(Val::Undef, Val::Num));
+                let r = r.map_or(Val::Undef, Val::Num);
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
             }
-            Op::TurnsSince(bit) => stack.push(Val::Num(env.state.turns_since(bit))),
-            Op::EffectState(id) => stack.push(
-                env.state
+            Op::TurnsSince(bit) => {
+                let r = Val::Num(env.state.turns_since(bit));
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
+            }
+            Op::EffectState(id) => {
+                let r = env
+                    .state
                     .effect_state(id)
-                    .map_or(Val::Undef, |s| Val::Str(Cow::Borrowed(s))),
-            ),
+                    .map_or(Val::Undef, |s| Val::Str(Cow::Borrowed(s)));
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
+            }
             Op::History(slot) => {
-                stack.push(Val::Num(env.state.history_count(program, slot, None) as f64))
+                let r = Val::Num(env.state.history_count(program, slot, None) as f64);
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
             }
             Op::HistoryKeyed(slot) => {
                 let key = pop!();
-                stack.push(match key.key_string() {
+                let r = match key.key_string() {
                     Some(k) => Val::Num(env.state.history_count(program, slot, Some(&k)) as f64),
                     None => Val::Undef,
-                });
+                };
+                traced_call!(r, stack.len(), &[key]);
+                stack.push(r);
             }
             Op::Call(b, n) => {
                 let n = n as usize;
@@ -308,7 +342,9 @@ pub fn run<'a>(
                     return Err(VmError::Malformed(pc));
                 }
                 let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
-                stack.push(builtins::call(b, &args));
+                let r = builtins::call(b, &args);
+                traced_call!(r, stack.len(), &args);
+                stack.push(r);
             }
             Op::IntentPermits(flags) => {
                 let resource = if flags & 2 != 0 { Some(pop!()) } else { None };
@@ -328,7 +364,15 @@ pub fn run<'a>(
                         resource.as_ref().and_then(Val::as_str),
                     )
                 });
-                stack.push(r.map_or(Val::Undef, Val::Bool));
+                let r = r.map_or(Val::Undef, Val::Bool);
+                if tracer.is_some() {
+                    let args: Vec<Val<'a>> = std::iter::once(tool)
+                        .chain(operation)
+                        .chain(resource)
+                        .collect();
+                    traced_call!(r, stack.len(), &args);
+                }
+                stack.push(r);
             }
             Op::IntentDeclared => stack.push(Val::Bool(env.state.intent().is_some())),
             Op::IntentRaw => stack.push(match env.state.intent().and_then(|i| i.raw.clone()) {
@@ -344,7 +388,9 @@ pub fn run<'a>(
             Op::Rego(id) => {
                 // Undefined in Rego is "no": `not rule` holds there, and here.
                 let v = env.rego(id, &[])?;
-                stack.push(v.map_or(Val::Bool(false), Val::owned));
+                let r = v.map_or(Val::Bool(false), Val::owned);
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
             }
             Op::RegoCall(id, n) => {
                 let n = n as usize;
@@ -352,17 +398,22 @@ pub fn run<'a>(
                     return Err(VmError::Malformed(pc));
                 }
                 let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
-                let Some(args) = args.iter().map(Val::to_json).collect::<Option<Vec<_>>>() else {
+                let Some(json) = args.iter().map(Val::to_json).collect::<Option<Vec<_>>>() else {
                     // An undefined argument makes the call undefined.
+                    traced_call!(Val::Undef, stack.len(), &args);
                     stack.push(Val::Undef);
                     continue;
                 };
-                let v = env.rego(id, &args)?;
-                stack.push(v.map_or(Val::Bool(false), Val::owned));
+                let v = env.rego(id, &json)?;
+                let r = v.map_or(Val::Bool(false), Val::owned);
+                traced_call!(r, stack.len(), &args);
+                stack.push(r);
             }
             Op::Present => {
                 let v = pop!();
-                stack.push(Val::Bool(!matches!(v, Val::Undef)));
+                let r = Val::Bool(!matches!(v, Val::Undef));
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
             }
             Op::MakeList(n) => {
                 let n = n as usize;
@@ -378,6 +429,7 @@ pub fn run<'a>(
                     items: v.elements(),
                     pos: 0,
                     saw_undef: false,
+                    of: tracer.is_some().then_some(v),
                 });
             }
             Op::IterNext(var, exit) => {
@@ -402,6 +454,19 @@ pub fn run<'a>(
                 };
                 match r {
                     Some(b) if b == is_any => {
+                        if let (Some(t), Some(it)) = (tracer.as_mut(), iters.last()) {
+                            let probe = if is_any { Probe::Any } else { Probe::All };
+                            let mut operands: Vec<Operand> = it
+                                .of
+                                .iter()
+                                .map(|c| t.operand(env, usize::MAX, c))
+                                .collect();
+                            if let Some(item) = it.pos.checked_sub(1).and_then(|i| it.items.get(i))
+                            {
+                                operands.push(t.operand(env, usize::MAX, item));
+                            }
+                            t.check(here!(), probe, Some(is_any), operands);
+                        }
                         iters.pop();
                         stack.push(Val::Bool(is_any));
                         pc = done as usize;
@@ -417,11 +482,17 @@ pub fn run<'a>(
                 let Some(it) = iters.pop() else {
                     return Err(VmError::Malformed(pc));
                 };
-                stack.push(if it.saw_undef {
-                    Val::Undef
-                } else {
-                    Val::Bool(!is_any)
-                });
+                let r = if it.saw_undef { None } else { Some(!is_any) };
+                if let Some(t) = tracer.as_mut() {
+                    let probe = if is_any { Probe::Any } else { Probe::All };
+                    let operands = it
+                        .of
+                        .iter()
+                        .map(|c| t.operand(env, usize::MAX, c))
+                        .collect();
+                    t.check(here!(), probe, r, operands);
+                }
+                stack.push(r.map_or(Val::Undef, Val::Bool));
             }
             Op::Return => return Ok(stack.pop().unwrap_or(Val::Undef)),
         }
