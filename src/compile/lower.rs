@@ -463,6 +463,8 @@ impl<'a> Lower<'a> {
                 Some((Resolution::Rego { alias, rule }, _)) => {
                     self.rego_fold(file, &alias, &rule, None, e.span)?
                 }
+                // A qualified constant: `taint.consequential_tools`.
+                Some((Resolution::Constant(name), _)) => self.constant(&name)?,
                 _ => return None,
             },
             ExprKind::Call(callee, args) => match self.resolution(file, callee.span).cloned() {
@@ -603,7 +605,9 @@ impl<'a> Lower<'a> {
                 let _ = n;
                 None
             }
-            ExprKind::Member(..) => self.resolution(frame.file, e.span).map(|(_, t)| t.clone()),
+            ExprKind::Member(..) | ExprKind::Index(..) => {
+                self.resolution(frame.file, e.span).map(|(_, t)| t.clone())
+            }
             _ => None,
         }
     }
@@ -872,10 +876,14 @@ impl<'a> Lower<'a> {
     }
 
     fn label_bit(&mut self, frame: &Frame, e: &Expr) -> u8 {
-        if let ExprKind::Name(n) = &e.kind {
-            if let Some(bit) = self.program.label_bit(n) {
-                return bit;
-            }
+        let name = match (&e.kind, self.resolution(frame.file, e.span)) {
+            // A qualified label (`taint.untrusted`) resolves to the label's own name.
+            (_, Some((Resolution::Label(l), _))) => Some(l.clone()),
+            (ExprKind::Name(n), _) => Some(n.clone()),
+            _ => None,
+        };
+        if let Some(bit) = name.and_then(|n| self.program.label_bit(&n)) {
+            return bit;
         }
         self.error(
             frame.file,
@@ -962,7 +970,18 @@ impl<'a> Lower<'a> {
                         "ends_with" => Builtin::EndsWith,
                         "contains" => Builtin::Contains,
                         "domain" => Builtin::Domain,
-                        _ => Builtin::ToString,
+                        "string" => Builtin::ToString,
+                        "glob" => Builtin::Glob,
+                        "type_of" => Builtin::TypeOf,
+                        other => {
+                            self.error(
+                                frame.file,
+                                span,
+                                format!("the builtin `{other}` cannot be compiled"),
+                                "please report this policy",
+                            );
+                            return;
+                        }
                     };
                     for a in args {
                         self.value(frame, &a.value, code);
@@ -1023,6 +1042,40 @@ impl<'a> Lower<'a> {
                 let bit = self.label_bit(frame, b);
                 Self::emit(code, Op::Has(bit), span);
             }
+            BinaryOp::Matches => {
+                self.value(frame, a, code);
+                let pattern = match self.fold(frame.file, b) {
+                    Some(Const::Str(p)) => p,
+                    _ => {
+                        self.error(
+                            frame.file,
+                            b.span,
+                            "the pattern of `matches` must be a constant string".into(),
+                            "write the regular expression as a literal or a `let` constant",
+                        );
+                        return;
+                    }
+                };
+                let id = match self
+                    .program
+                    .regexes
+                    .iter()
+                    .position(|r| r.as_str() == &*pattern)
+                {
+                    Some(i) => i,
+                    None => match regex::Regex::new(&pattern) {
+                        Ok(re) => {
+                            self.program.regexes.push(crate::compile::Pattern(re));
+                            self.program.regexes.len() - 1
+                        }
+                        Err(e) => {
+                            self.errors.push(bad_regex(frame.file, b.span, &e));
+                            return;
+                        }
+                    },
+                };
+                Self::emit(code, Op::Matches(id as u32), span);
+            }
             _ => {
                 self.value(frame, a, code);
                 self.value(frame, b, code);
@@ -1035,7 +1088,6 @@ impl<'a> Lower<'a> {
                     BinaryOp::Ge => Op::Ge,
                     BinaryOp::In => Op::In,
                     BinaryOp::NotIn => Op::NotIn,
-                    BinaryOp::Matches => Op::Matches,
                     BinaryOp::Add => Op::Add,
                     BinaryOp::Sub => Op::Sub,
                     BinaryOp::Mul => Op::Mul,
@@ -1249,4 +1301,26 @@ fn pointer(mode: Mode, place: &ast::Place) -> String {
     }
     let _ = mode;
     out
+}
+
+/// An invalid `matches` pattern, reported on the pattern.
+pub(crate) fn bad_regex(file: FileId, span: Span, e: &regex::Error) -> Diagnostic {
+    Diagnostic::error(
+        "check::bad_regex",
+        file,
+        span,
+        format!("invalid regular expression: {}", first_line(&e.to_string())),
+    )
+    .with_label("not a valid pattern")
+    .with_help("`matches` takes a regular expression (Rust regex syntax, unanchored: add ^ and $ to match the whole text); for a glob, write glob(text, pattern)")
+}
+
+/// The last non-empty line of a multi-line error (regex errors draw the pattern above it).
+fn first_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim()
+        .to_string()
 }

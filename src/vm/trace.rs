@@ -52,7 +52,6 @@ enum Id {
     Ptr(usize, usize),
     Num(u64),
     Bool(bool),
-    Null,
 }
 
 fn id_of(v: &Val<'_>) -> Option<Id> {
@@ -61,7 +60,6 @@ fn id_of(v: &Val<'_>) -> Option<Id> {
         Val::Json(j) => Id::Ptr(*j as *const Value as usize, 0),
         Val::Num(n) => Id::Num(n.to_bits()),
         Val::Bool(b) => Id::Bool(*b),
-        Val::Null => Id::Null,
         _ => return None,
     })
 }
