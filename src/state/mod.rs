@@ -1103,9 +1103,10 @@ impl<'a> Draft<'a> {
         if parents.is_empty() {
             if origin == "agent_generated" {
                 // Model output with no stated lineage carries everything the model could see
-                // this turn, and could have been taken from any of it: its sources are unknown.
+                // this turn, and could have been taken from any of it: its sources are unknown,
+                // which reads as an external source (never as the user's request).
                 labels |= self.scalars.turn_labels;
-                source_origins = self.scalars.turn_origins | origin_bit("external");
+                source_origins = origin_bit("external");
                 source_any = labels | program.unknown_labels;
                 source_all = 0;
             } else {
