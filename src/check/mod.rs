@@ -7,6 +7,9 @@
 
 mod expr;
 pub mod load;
+mod pred;
+mod scope;
+mod traps;
 pub mod types;
 
 use std::collections::HashMap;
@@ -29,9 +32,22 @@ pub enum Resolution {
     },
     /// A tool argument (`args.NAME`).
     Argument(String),
-    Constant(String),
-    Label(String),
-    /// A quantifier variable, by name.
+    /// A `let` constant, by name and the file that defines it (each module has its own).
+    Constant {
+        name: String,
+        file: FileId,
+    },
+    /// A label, by name and the file that defines it.
+    Label {
+        name: String,
+        file: FileId,
+    },
+    /// A predicate (`pred NAME(…) = …`), by name and the file that defines it.
+    Predicate {
+        name: String,
+        file: FileId,
+    },
+    /// A quantifier variable or a predicate's parameter, by name.
     Variable(String),
     /// A bare word standing for one of an enum's values (`origin == tool_output`).
     EnumValue(String),
@@ -62,8 +78,30 @@ pub enum DefKind {
     Rule,
     Label,
     Constant,
+    Predicate,
     Test,
     Module,
+}
+
+impl DefKind {
+    /// Constants, labels and predicates belong to their module (docs/language.md §3).
+    pub fn is_scoped(self) -> bool {
+        matches!(
+            self,
+            DefKind::Constant | DefKind::Label | DefKind::Predicate
+        )
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            DefKind::Rule => "rule",
+            DefKind::Label => "label",
+            DefKind::Constant => "constant",
+            DefKind::Predicate => "predicate",
+            DefKind::Test => "test",
+            DefKind::Module => "module",
+        }
+    }
 }
 
 /// Everything the checker learned, keyed for the compiler and the language server.
@@ -88,6 +126,14 @@ impl Checked {
             .iter()
             .find(|d| d.kind == kind && d.name == name)
     }
+
+    /// The definition of a constant, label or predicate of one file (what a
+    /// [`Resolution::Constant`], `Label` or `Predicate` names).
+    pub fn definition_in(&self, kind: DefKind, name: &str, file: FileId) -> Option<&Definition> {
+        self.definitions
+            .iter()
+            .find(|d| d.kind == kind && d.name == name && d.file == file)
+    }
 }
 
 /// Checks a loaded policy.
@@ -98,7 +144,10 @@ pub fn check(loaded: Loaded) -> Checked {
 fn check_here(loaded: Loaded) -> Checked {
     let mut cx = Checker::new(&loaded);
     cx.collect_definitions();
+    cx.check_import_clashes();
+    cx.check_traps();
     cx.check_items();
+    cx.check_uncalled_preds();
     cx.check_expected_codes();
     cx.report_unused();
     let Checker {
@@ -143,6 +192,12 @@ struct ConstInfo<'a> {
 }
 
 #[derive(Debug, Clone)]
+struct PredInfo<'a> {
+    unit: usize,
+    decl: &'a ast::PredDecl,
+}
+
+#[derive(Debug, Clone)]
 enum Alias {
     Rego,
     RegoData,
@@ -155,31 +210,75 @@ pub(crate) struct Checker<'a> {
     definitions: Vec<Definition>,
     resolutions: HashMap<(FileId, Span), (Resolution, Type)>,
     reason_codes: Vec<String>,
-    constants: HashMap<&'a str, ConstInfo<'a>>,
-    const_types: HashMap<String, Type>,
-    const_in_progress: Vec<String>,
-    /// Label name → the unit that declares it.
-    labels: HashMap<&'a str, usize>,
+    /// Per unit: its namespace. The files the user named (the roots) share namespace 0; every
+    /// module reached by `use` has its own.
+    ns: Vec<usize>,
+    /// Per unit: the namespaces of the modules it `use`s directly.
+    imports: Vec<Vec<usize>>,
+    /// Per namespace: constant name → its declaration.
+    constants: Vec<HashMap<&'a str, ConstInfo<'a>>>,
+    const_types: HashMap<(usize, String), Type>,
+    const_in_progress: Vec<(usize, String)>,
+    /// Per namespace: label name → the unit that declares it.
+    labels: Vec<HashMap<&'a str, usize>>,
+    /// Per namespace: predicate name → its declaration.
+    preds: Vec<HashMap<&'a str, PredInfo<'a>>>,
+    /// Predicates being expanded (for `check::cycle`).
+    pred_stack: Vec<(usize, String)>,
     /// Per unit: local alias → what it names.
     aliases: Vec<HashMap<String, Alias>>,
-    used: HashMap<String, usize>,
+    /// Uses of each constant, label and predicate, by namespace and name.
+    used: HashMap<(usize, String), usize>,
     /// Reason codes that tests expect, checked once every rule is known.
     expected_codes: Vec<(FileId, ast::StringLit)>,
 }
 
 impl<'a> Checker<'a> {
     fn new(loaded: &'a Loaded) -> Self {
+        let units = loaded.units.len();
+        let ns: Vec<usize> = loaded
+            .units
+            .iter()
+            .enumerate()
+            .map(|(u, unit)| if unit.is_root { 0 } else { u + 1 })
+            .collect();
+        let imports = loaded
+            .units
+            .iter()
+            .enumerate()
+            .map(|(u, unit)| {
+                let mut v: Vec<usize> = Vec::new();
+                for item in &unit.module.items {
+                    let Item::Use(use_) = item else { continue };
+                    let ast::UseKind::Module { path } = &use_.kind else {
+                        continue;
+                    };
+                    let name: Vec<&str> = path.iter().map(|i| i.name.as_str()).collect();
+                    let name = name.join(".");
+                    if let Some(t) = loaded.units.iter().position(|x| x.name == name) {
+                        if ns[t] != ns[u] && !v.contains(&ns[t]) {
+                            v.push(ns[t]);
+                        }
+                    }
+                }
+                v
+            })
+            .collect();
         Checker {
             loaded,
             diagnostics: Vec::new(),
             definitions: Vec::new(),
             resolutions: HashMap::new(),
             reason_codes: Vec::new(),
-            constants: HashMap::new(),
+            ns,
+            imports,
+            constants: vec![HashMap::new(); units + 1],
             const_types: HashMap::new(),
             const_in_progress: Vec::new(),
-            labels: HashMap::new(),
-            aliases: vec![HashMap::new(); loaded.units.len()],
+            labels: vec![HashMap::new(); units + 1],
+            preds: vec![HashMap::new(); units + 1],
+            pred_stack: Vec::new(),
+            aliases: vec![HashMap::new(); units],
             used: HashMap::new(),
             expected_codes: Vec::new(),
         }
@@ -198,26 +297,22 @@ impl<'a> Checker<'a> {
         detail: String,
     ) {
         let file = self.file_of(unit);
-        // Constants and labels share one namespace: a bare name must mean one thing.
+        // Constants, labels and predicates share their module's namespace: a bare name must
+        // mean one thing there. Rules and tests are named once per policy.
+        let ns = self.ns[unit];
         let clashes = |d: &Definition| {
-            d.kind == kind
-                || matches!(
-                    (d.kind, kind),
-                    (DefKind::Constant, DefKind::Label) | (DefKind::Label, DefKind::Constant)
-                )
+            if kind.is_scoped() {
+                d.kind.is_scoped() && self.ns_of_file(d.file) == Some(ns)
+            } else {
+                d.kind == kind
+            }
         };
         if let Some(prev) = self
             .definitions
             .iter()
             .find(|d| clashes(d) && d.name == name.name)
         {
-            let what = match kind {
-                DefKind::Rule => "rule",
-                DefKind::Label => "label",
-                DefKind::Constant => "constant",
-                DefKind::Test => "test",
-                DefKind::Module => "module",
-            };
+            let what = kind.word();
             let mut d = Diagnostic::error(
                 "check::duplicate",
                 file,
@@ -256,13 +351,22 @@ impl<'a> Checker<'a> {
                 match item {
                     Item::Let(l) => {
                         self.define(u, DefKind::Constant, &l.name, l.span, "constant".into());
-                        self.constants
+                        self.constants[self.ns[u]]
                             .entry(l.name.name.as_str())
                             .or_insert(ConstInfo { unit: u, decl: l });
                     }
                     Item::Label(l) => {
                         self.define(u, DefKind::Label, &l.name, l.span, "label".into());
-                        self.labels.entry(l.name.name.as_str()).or_insert(u);
+                        self.labels[self.ns[u]]
+                            .entry(l.name.name.as_str())
+                            .or_insert(u);
+                    }
+                    Item::Pred(p) => {
+                        let detail = pred::signature(p);
+                        self.define(u, DefKind::Predicate, &p.name, p.span, detail);
+                        self.preds[self.ns[u]]
+                            .entry(p.name.name.as_str())
+                            .or_insert(PredInfo { unit: u, decl: p });
                     }
                     Item::Rule(r) => {
                         let hooks: Vec<&str> = r.hooks.iter().map(|h| h.name.as_str()).collect();
@@ -357,8 +461,9 @@ impl<'a> Checker<'a> {
                         package_seen = true;
                     }
                     Item::Let(l) => {
-                        self.const_type(&l.name.name);
+                        self.const_type(self.ns[u], &l.name.name);
                     }
+                    Item::Pred(p) => self.check_pred_decl(u, p),
                     Item::Label(l) => {
                         if let Some(when) = &l.when {
                             let mut ecx = expr::Ctx::new(u, file, expr::Scope::Label);
@@ -1114,11 +1219,11 @@ impl<'a> Checker<'a> {
                 let (name, kind) = match item {
                     Item::Let(l) => (&l.name, "constant"),
                     Item::Label(l) => (&l.name, "label"),
+                    Item::Pred(p) => (&p.name, "predicate"),
                     _ => continue,
                 };
-                if !name.name.starts_with('_')
-                    && self.used.get(&name.name).copied().unwrap_or(0) == 0
-                {
+                let key = (self.ns[u], name.name.clone());
+                if !name.name.starts_with('_') && self.used.get(&key).copied().unwrap_or(0) == 0 {
                     unused.push((u, name.clone(), kind));
                 }
             }
@@ -1138,8 +1243,16 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn mark_used(&mut self, name: &str) {
-        *self.used.entry(name.to_string()).or_default() += 1;
+    fn mark_used(&mut self, ns: usize, name: &str) {
+        *self.used.entry((ns, name.to_string())).or_default() += 1;
+    }
+
+    fn ns_of_file(&self, file: FileId) -> Option<usize> {
+        self.loaded
+            .units
+            .iter()
+            .position(|u| u.file == file)
+            .map(|u| self.ns[u])
     }
 }
 

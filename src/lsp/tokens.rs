@@ -108,8 +108,9 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
         };
         let (kind, mods) = match r {
             Resolution::Field { .. } | Resolution::Argument(_) => (FIELD, 0),
-            Resolution::Constant(_) => (VARIABLE, READONLY),
-            Resolution::Label(_) => (LABEL, 0),
+            Resolution::Constant { .. } => (VARIABLE, READONLY),
+            Resolution::Label { .. } => (LABEL, 0),
+            Resolution::Predicate { .. } => (FUNCTION, 0),
             Resolution::Variable(_) => (VARIABLE, 0),
             Resolution::EnumValue(_) => (ENUM_MEMBER, 0),
             Resolution::Rego { .. } => (FUNCTION, 0),
@@ -140,7 +141,10 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
         // `taint.untrusted`, `org.rule`: the head is a module or Rego alias.
         if matches!(
             r,
-            Resolution::Constant(_) | Resolution::Label(_) | Resolution::Rego { .. }
+            Resolution::Constant { .. }
+                | Resolution::Label { .. }
+                | Resolution::Predicate { .. }
+                | Resolution::Rego { .. }
         ) {
             if let Some(dot) = s.find('.') {
                 out.entry(start).or_insert((dot, NAMESPACE, 0));
@@ -155,6 +159,7 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
             DefKind::Rule => (FUNCTION, DECLARATION),
             DefKind::Label => (LABEL, DECLARATION),
             DefKind::Constant => (VARIABLE, DECLARATION | READONLY),
+            DefKind::Predicate => (FUNCTION, DECLARATION),
             DefKind::Test | DefKind::Module => continue,
         };
         out.insert(d.span.start as usize, (d.span.len(), kind, mods));
