@@ -180,6 +180,83 @@ pub fn check_path(path: &std::path::Path) -> Result<Checked, std::io::Error> {
     Ok(check(Loaded::from_path(path)?))
 }
 
+/// `foo_test.ward` is checked (and run) with the `foo.ward` beside it, if there is one.
+pub fn policy_of_test(test: &std::path::Path) -> Option<std::path::PathBuf> {
+    let stem = test.file_stem()?.to_str()?;
+    let base = stem.strip_suffix("_test")?;
+    let policy = test.with_file_name(format!("{base}.ward"));
+    policy.is_file().then_some(policy)
+}
+
+/// What `warden check FILES…` checks: each file as its own policy, except that a
+/// `foo_test.ward` is checked together with the `foo.ward` beside it (as `warden test` runs
+/// it; once, if both are given). A file that another given file `use`s as a module and that
+/// has no `default` is a library: its exports are not `check::unused`, and it needs no default.
+pub fn check_files(
+    files: &[std::path::PathBuf],
+) -> Result<Vec<Checked>, (std::path::PathBuf, std::io::Error)> {
+    let mut groups: Vec<(std::path::PathBuf, Vec<std::path::PathBuf>)> = Vec::new();
+    for f in files {
+        let (policy, test) = match policy_of_test(f) {
+            Some(p) => (p, Some(f.clone())),
+            None => (f.clone(), None),
+        };
+        let same = |p: &std::path::PathBuf| same_file(p, &policy);
+        match groups.iter_mut().find(|(p, _)| same(p)) {
+            Some((_, tests)) => tests.extend(test),
+            None => groups.push((policy, test.into_iter().collect())),
+        }
+    }
+    let mut out = Vec::new();
+    for (policy, tests) in &groups {
+        let mut loaded = Loaded::from_path(policy).map_err(|e| (policy.clone(), e))?;
+        for t in tests {
+            loaded.add_path(t).map_err(|e| (t.clone(), e))?;
+        }
+        out.push(check(loaded));
+    }
+    // Files some policy loaded as a module.
+    let mut used: Vec<std::path::PathBuf> = Vec::new();
+    for c in &out {
+        for u in c.loaded.units.iter().filter(|u| !u.is_root && !u.is_std) {
+            let name = &c.loaded.sources.get(u.file).name;
+            used.extend(std::fs::canonicalize(name).ok());
+        }
+    }
+    for c in &mut out {
+        let libraries: Vec<FileId> = c
+            .loaded
+            .units
+            .iter()
+            .filter(|u| u.is_root && !has_default(u))
+            .filter(|u| {
+                let name = &c.loaded.sources.get(u.file).name;
+                std::fs::canonicalize(name).is_ok_and(|p| used.contains(&p))
+            })
+            .map(|u| u.file)
+            .collect();
+        c.diagnostics.items.retain(|d| {
+            !(libraries.contains(&d.file)
+                && matches!(d.code, "check::unused" | "check::no_default"))
+        });
+    }
+    Ok(out)
+}
+
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+fn has_default(unit: &Unit) -> bool {
+    unit.module
+        .items
+        .iter()
+        .any(|i| matches!(i, Item::Default(_)))
+}
+
 /// Loads and checks a policy given as text.
 pub fn check_source(name: &str, text: &str) -> Checked {
     check(Loaded::from_source(name, text, None))
@@ -1259,16 +1336,15 @@ impl<'a> Checker<'a> {
 /// Words a test may use for where content came from, besides the ACS origins.
 pub const TEST_ORIGIN_WORDS: &[&str] = &["user", "trusted", "untrusted"];
 
-/// A stdlib module (package `std.…`): it exports names and leaves the default to its users.
+/// A library module: it exports names and leaves the default to its users. That is a stdlib
+/// module (package `std.…`) without a default, or a module with a `package` line and neither
+/// rules nor a default (it can only be used). `check_files` also counts a file another checked
+/// file uses.
 fn is_library(unit: &Unit) -> bool {
-    unit.module
-        .package()
-        .is_some_and(|p| p.path.first().is_some_and(|i| i.name == "std"))
-        && unit
-            .module
-            .items
-            .iter()
-            .all(|i| !matches!(i, Item::Default(_)))
+    let package = unit.module.package();
+    let std = package.is_some_and(|p| p.path.first().is_some_and(|i| i.name == "std"));
+    let rules = unit.module.items.iter().any(|i| matches!(i, Item::Rule(_)));
+    !has_default(unit) && (std || (package.is_some() && !rules))
 }
 
 fn last_segment(path: &str) -> &str {

@@ -941,6 +941,8 @@ impl<'a> Lower<'a> {
                 let p = self.path(root, &path);
                 Self::emit(code, Op::Path(p), span);
             }
+            // A constant that did not fold was reported where it is defined.
+            Some(Resolution::Constant { .. }) if !self.errors.is_empty() => {}
             Some(Resolution::Label { name: l, .. }) => self.error(
                 frame.file,
                 span,
