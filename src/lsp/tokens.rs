@@ -54,7 +54,7 @@ pub const KEYWORDS: &[&str] = &[
     "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
     "turn", "turns", "last", "session", "by", "test", "strict", "from", "user", "call", "result",
     "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "intent", "permits",
-    "mask", "effect",
+    "mask", "effect", "pred",
 ];
 
 /// The words of an ask decision's newer parts: `expires 10m`, `extend intent this_request`.
@@ -72,7 +72,7 @@ const ITEM_KEYWORDS: &[(&str, &[&str])] = &[
 
 /// The words that start a top-level item at the start of a line.
 const ITEM_WORDS: &[&str] = &[
-    "package", "use", "let", "label", "rule", "default", "test", "mask", "effect",
+    "package", "use", "let", "label", "rule", "default", "test", "mask", "effect", "pred",
 ];
 
 pub fn legend() -> lt::SemanticTokensLegend {
