@@ -323,12 +323,20 @@ impl<'a> Checker<'a> {
                 .with_help("a predicate is a condition: compare, test or combine values"),
             );
         }
-        // The same body checked at several calls reports each problem once.
+        // The same body checked at several calls reports each problem once, at the first call
+        // that shows it (and, in one file, with that call marked).
         let fresh: Vec<Diagnostic> = self.diagnostics.drain(before..).collect();
-        for d in fresh {
-            if !self.diagnostics.contains(&d) {
-                self.diagnostics.push(d);
+        for mut d in fresh {
+            let seen = self.diagnostics.iter().any(|o| {
+                (o.code, o.file, o.span, &o.message) == (d.code, d.file, d.span, &d.message)
+            });
+            if seen {
+                continue;
             }
+            if d.file == pred_file && pred_file == cx.file && d.related.is_empty() {
+                d = d.with_related(span, format!("checked for this call of `{name}`"));
+            }
+            self.diagnostics.push(d);
         }
         Type::Bool
     }

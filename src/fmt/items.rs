@@ -205,12 +205,18 @@ impl Printer<'_> {
                     .collect();
                 self.out
                     .push(&format!("pred {}({}) =", p.name.name, params.join(", ")));
+                // A body that does not fit goes on the next lines, its chain's operators at
+                // column 2 (as a rule's `and` under `when`).
                 let text = format!(" {}", flat(self.src, &p.body, 0, true));
-                if !self.has_comment_in(p.body.span) && self.fits(&text, 0) {
+                let head = Span::new(p.span.start as usize, p.body.span.start as usize);
+                if !self.has_comment_between(head)
+                    && !self.has_comment_in(p.body.span)
+                    && self.fits(&text, 0)
+                {
                     self.out.push(&text);
                 } else {
-                    self.anchor(p.body.span.start, 2, Blanks::Drop);
-                    self.expr(&p.body, 0, true, 2, 0);
+                    self.anchor(p.body.span.start, 6, Blanks::Drop);
+                    self.expr(&p.body, 0, true, 6, 0);
                 }
             }
             Item::Label(l) => {
