@@ -504,6 +504,8 @@ impl<'a> Lower<'a> {
                 Some((Resolution::Rego { alias, rule }, _)) => {
                     self.rego_fold(file, &alias, &rule, None, e.span)?
                 }
+                // `module.NAME`: a constant of a used module.
+                Some((Resolution::Constant { name, file }, _)) => self.constant(&name, file)?,
                 _ => return None,
             },
             ExprKind::Call(callee, args) => match self.resolution(file, callee.span).cloned() {
