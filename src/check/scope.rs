@@ -270,14 +270,18 @@ impl Checker<'_> {
     pub(crate) fn check_import_clashes(&mut self) {
         let loaded = self.loaded;
         let mut seen: HashSet<(usize, String, usize)> = HashSet::new();
+        // Each namespace's own definitions.
+        let defs: Vec<(usize, super::Definition)> = self
+            .definitions
+            .iter()
+            .filter(|d| d.kind.is_scoped())
+            .filter_map(|d| Some((self.ns_of_file(d.file)?, d.clone())))
+            .collect();
         for (u, unit) in loaded.units.iter().enumerate() {
             let own = self.ns[u];
-            for &other in &self.imports[u].clone() {
-                for d in self.definitions.clone() {
-                    if !d.kind.is_scoped() || self.ns_of_file(d.file) != Some(own) {
-                        continue;
-                    }
-                    if self.defined_in(other, &d.name).is_none() {
+            for &other in &self.imports[u] {
+                for (ns, d) in &defs {
+                    if *ns != own || self.defined_in(other, &d.name).is_none() {
                         continue;
                     }
                     if !seen.insert((own, d.name.clone(), other)) {
