@@ -419,6 +419,16 @@ impl<'a> Lower<'a> {
             ExprKind::Binary(BinaryOp::And, a, b) => self
                 .tool_filter(file, a)
                 .or_else(|| self.tool_filter(file, b)),
+            // A predicate without parameters (`payment()`): its body's tool names.
+            ExprKind::Call(callee, args) if args.is_empty() => {
+                let Some((Resolution::Predicate { name, file }, _)) =
+                    self.resolution(file, callee.span)
+                else {
+                    return None;
+                };
+                let body = self.pred_decl(name, *file).map(|p| &p.body)?;
+                self.tool_filter(*file, body)
+            }
             ExprKind::Binary(op @ (BinaryOp::Eq | BinaryOp::In), lhs, rhs) => {
                 let is_tool_name = matches!(
                     self.resolution(file, lhs.span),
@@ -700,6 +710,20 @@ impl<'a> Lower<'a> {
         r
     }
 
+    /// The declaration of the predicate `name` of the file `file`.
+    fn pred_decl(&self, name: &str, file: FileId) -> Option<&'a ast::PredDecl> {
+        self.checked
+            .loaded
+            .units
+            .iter()
+            .filter(|u| u.file == file)
+            .flat_map(|u| u.module.items.iter())
+            .find_map(|i| match i {
+                Item::Pred(p) if p.name.name == name => Some(p),
+                _ => None,
+            })
+    }
+
     /// A predicate call, inlined: the body compiled with each parameter standing for its
     /// argument. Code from a predicate written in another file points at the call.
     fn inline_pred(
@@ -711,18 +735,7 @@ impl<'a> Lower<'a> {
         span: Span,
         code: &mut Code,
     ) {
-        let checked = self.checked;
-        let decl = checked
-            .loaded
-            .units
-            .iter()
-            .filter(|u| u.file == pred_file)
-            .flat_map(|u| u.module.items.iter())
-            .find_map(|i| match i {
-                Item::Pred(p) if p.name.name == name => Some(p),
-                _ => None,
-            });
-        let Some(decl) = decl else {
+        let Some(decl) = self.pred_decl(name, pred_file) else {
             self.error(
                 frame.file,
                 span,
