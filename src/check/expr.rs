@@ -88,6 +88,16 @@ pub const BUILTINS: &[(&str, usize, &str)] = &[
     ),
     ("string", 1, "the value as a string"),
     (
+        "glob",
+        2,
+        "whether the whole text matches the glob pattern (`*` any run, `?` one character)",
+    ),
+    (
+        "type_of",
+        1,
+        "the kind of a value: \"string\", \"number\", \"bool\", \"list\" or \"object\"",
+    ),
+    (
         "effect_state",
         1,
         "the state of this call's effect key: \"none\", \"reserved\", \"committed\", \"failed\" or \"ambiguous\" (docs/effects.md)",
@@ -221,7 +231,16 @@ impl Checker<'_> {
                         (**t).clone()
                     }
                     Type::Object(table, prefix) => {
-                        map_value_type(*table, prefix).unwrap_or(Type::Json)
+                        let t = map_value_type(*table, prefix).unwrap_or(Type::Json);
+                        // `args["amount"]` is the argument `amount`, exactly as `args.amount`.
+                        if t == Type::Arg {
+                            let name = match &index.kind {
+                                ExprKind::String(k) => k.clone(),
+                                _ => "*".to_string(),
+                            };
+                            return self.resolved(cx, e.span, Resolution::Argument(name), t);
+                        }
+                        t
                     }
                     t if t.is_dynamic() => Type::Json,
                     other => self.error(
@@ -1304,6 +1323,31 @@ impl Checker<'_> {
                         self.diagnostics
                             .push(mismatch(cx.file, e.span, "`matches`", "string", t));
                     }
+                }
+                // The pattern is compiled when the policy loads, so it must be known then.
+                match &b.kind {
+                    ExprKind::String(p) => {
+                        if let Err(e) = regex::Regex::new(p) {
+                            self.diagnostics
+                                .push(crate::compile::bad_regex(cx.file, b.span, &e));
+                        }
+                    }
+                    ExprKind::Name(_) | ExprKind::Member(..)
+                        if matches!(
+                            self.resolutions.get(&(cx.file, b.span)),
+                            Some((Resolution::Constant { .. }, _))
+                        ) => {}
+                    _ if tb.is_error() => {}
+                    _ => self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::dynamic_regex",
+                            cx.file,
+                            b.span,
+                            "the pattern of `matches` must be a constant string",
+                        )
+                        .with_label("computed at run time")
+                        .with_help("write the regular expression as a string literal or a `let` constant; to compare with a value from the event, use ==, starts_with or contains"),
+                    ),
                 }
                 Type::Bool
             }

@@ -514,7 +514,7 @@ impl<'a> Lower<'a> {
                 Some((Resolution::Rego { alias, rule }, _)) => {
                     self.rego_fold(file, &alias, &rule, None, e.span)?
                 }
-                // `module.NAME`: a constant of a used module.
+                // A qualified constant: `taint.consequential_tools`.
                 Some((Resolution::Constant { name, file }, _)) => self.constant(&name, file)?,
                 _ => return None,
             },
@@ -660,7 +660,9 @@ impl<'a> Lower<'a> {
                 let _ = n;
                 None
             }
-            ExprKind::Member(..) => self.resolution(frame.file, e.span).map(|(_, t)| t.clone()),
+            ExprKind::Member(..) | ExprKind::Index(..) => {
+                self.resolution(frame.file, e.span).map(|(_, t)| t.clone())
+            }
             _ => None,
         }
     }
@@ -1045,6 +1047,7 @@ impl<'a> Lower<'a> {
     }
 
     fn label_bit(&mut self, frame: &Frame, e: &Expr) -> u8 {
+        // A label, bare or qualified (`taint.untrusted`), by the file that defines it.
         if let Some((Resolution::Label { name, file }, _)) = self.resolution(frame.file, e.span) {
             if let Some(&bit) = self.label_bits.get(&(*file, name.clone())) {
                 return bit;
@@ -1135,7 +1138,18 @@ impl<'a> Lower<'a> {
                         "ends_with" => Builtin::EndsWith,
                         "contains" => Builtin::Contains,
                         "domain" => Builtin::Domain,
-                        _ => Builtin::ToString,
+                        "string" => Builtin::ToString,
+                        "glob" => Builtin::Glob,
+                        "type_of" => Builtin::TypeOf,
+                        other => {
+                            self.error(
+                                frame.file,
+                                span,
+                                format!("the builtin `{other}` cannot be compiled"),
+                                "please report this policy",
+                            );
+                            return;
+                        }
                     };
                     for a in args {
                         self.value(frame, &a.value, code);
@@ -1199,6 +1213,40 @@ impl<'a> Lower<'a> {
                 let bit = self.label_bit(frame, b);
                 Self::emit(code, Op::Has(bit), span);
             }
+            BinaryOp::Matches => {
+                self.value(frame, a, code);
+                let pattern = match self.fold(frame.file, b) {
+                    Some(Const::Str(p)) => p,
+                    _ => {
+                        self.error(
+                            frame.file,
+                            b.span,
+                            "the pattern of `matches` must be a constant string".into(),
+                            "write the regular expression as a literal or a `let` constant",
+                        );
+                        return;
+                    }
+                };
+                let id = match self
+                    .program
+                    .regexes
+                    .iter()
+                    .position(|r| r.as_str() == &*pattern)
+                {
+                    Some(i) => i,
+                    None => match regex::Regex::new(&pattern) {
+                        Ok(re) => {
+                            self.program.regexes.push(crate::compile::Pattern(re));
+                            self.program.regexes.len() - 1
+                        }
+                        Err(e) => {
+                            self.errors.push(bad_regex(frame.file, b.span, &e));
+                            return;
+                        }
+                    },
+                };
+                Self::emit(code, Op::Matches(id as u32), span);
+            }
             _ => {
                 self.value(frame, a, code);
                 self.value(frame, b, code);
@@ -1211,7 +1259,6 @@ impl<'a> Lower<'a> {
                     BinaryOp::Ge => Op::Ge,
                     BinaryOp::In => Op::In,
                     BinaryOp::NotIn => Op::NotIn,
-                    BinaryOp::Matches => Op::Matches,
                     BinaryOp::Add => Op::Add,
                     BinaryOp::Sub => Op::Sub,
                     BinaryOp::Mul => Op::Mul,
@@ -1425,4 +1472,26 @@ fn pointer(mode: Mode, place: &ast::Place) -> String {
     }
     let _ = mode;
     out
+}
+
+/// An invalid `matches` pattern, reported on the pattern.
+pub(crate) fn bad_regex(file: FileId, span: Span, e: &regex::Error) -> Diagnostic {
+    Diagnostic::error(
+        "check::bad_regex",
+        file,
+        span,
+        format!("invalid regular expression: {}", first_line(&e.to_string())),
+    )
+    .with_label("not a valid pattern")
+    .with_help("`matches` takes a regular expression (Rust regex syntax, unanchored: add ^ and $ to match the whole text); for a glob, write glob(text, pattern)")
+}
+
+/// The last non-empty line of a multi-line error (regex errors draw the pattern above it).
+fn first_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim()
+        .to_string()
 }

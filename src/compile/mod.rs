@@ -7,6 +7,7 @@ mod lower;
 pub mod program;
 
 pub use dump::dump;
+pub(crate) use lower::bad_regex;
 pub use lower::{compile, compile_with};
 pub use program::*;
 

@@ -55,6 +55,8 @@ pub enum Builtin {
     Contains,
     Domain,
     ToString,
+    Glob,
+    TypeOf,
 }
 
 /// One instruction. Stack-based, with jump targets as absolute instruction indices.
@@ -80,8 +82,9 @@ pub enum Op {
     Ge,
     In,
     NotIn,
-    /// Glob match (`*` and `?`).
-    Matches,
+    /// Pop a string; push whether regular expression `r` (in [`Program::regexes`]) matches
+    /// somewhere in it.
+    Matches(u32),
     Add,
     Sub,
     Mul,
@@ -265,6 +268,25 @@ pub struct Program {
     pub masked: Vec<Vec<Seg>>,
     /// `effect` declarations, in declaration order (docs/effects.md).
     pub effects: Vec<EffectSpec>,
+    /// The regular expressions of `matches`, compiled when the policy loaded.
+    pub regexes: Vec<Pattern>,
+}
+
+/// A compiled `matches` pattern; two are equal when their source text is.
+#[derive(Debug, Clone)]
+pub struct Pattern(pub regex::Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl std::ops::Deref for Pattern {
+    type Target = regex::Regex;
+    fn deref(&self) -> &regex::Regex {
+        &self.0
+    }
 }
 
 /// `effect NAME for TOOL [not_executed_on_error] = key(…)`.

@@ -26,6 +26,10 @@ pub enum Record {
         method: String,
         params: Value,
         proceeds: bool,
+        /// The decision failed: the step's content still entered the session with its labels
+        /// (a decision failure never drops taint), so a restore takes it in too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        failed: bool,
         #[serde(default)]
         extra_labels: u64,
         entries: Vec<Value>,

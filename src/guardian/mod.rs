@@ -615,6 +615,7 @@ impl Guardian {
             time_ms,
             extra_labels,
         };
+        let mut failed = false;
         let (mut result, traces, proceeds, approval, effect_outcome) =
             match decide_event(program, hook, state, &ev, self.options.explain) {
                 Ok(decision) => {
@@ -635,12 +636,29 @@ impl Guardian {
                     )
                 }
                 Err(e) => match self.failure(id.clone(), &p.request_id, hook, &e) {
-                    Ok(result) => (result, Vec::new(), false, None, None),
+                    Ok(result) => {
+                        failed = true;
+                        (result, Vec::new(), false, None, None)
+                    }
                     Err(response) => {
+                        // The content that entered with the failed step is journalled too.
+                        let record = Record::Step {
+                            session: sid.to_string(),
+                            method: req.method.clone(),
+                            params: raw.get("params").cloned().unwrap_or(Value::Null),
+                            proceeds: false,
+                            failed: true,
+                            extra_labels,
+                            entries: Vec::new(),
+                            approval: None,
+                        };
+                        if let Err(e) = self.journal(vec![record]) {
+                            return fail(RpcError::internal(e));
+                        }
                         return Decided {
                             response,
                             traces: Vec::new(),
-                        }
+                        };
                     }
                 },
             };
@@ -724,6 +742,7 @@ impl Guardian {
             method: hook.method.to_string(),
             params: params.clone(),
             proceeds,
+            failed,
             extra_labels,
             entries,
             approval,
@@ -1167,6 +1186,7 @@ impl Guardian {
                     method,
                     params,
                     proceeds,
+                    failed,
                     extra_labels,
                     entries,
                     approval,
@@ -1217,6 +1237,8 @@ impl Guardian {
                     let state = s.state.get_or_insert_with(|| SessionState::new(program));
                     if proceeds {
                         reapply_event(program, state, &ev);
+                    } else if failed {
+                        taint_event(program, state, &ev);
                     }
                     if let Some(note) = &approval {
                         state.apply_approval(note);
@@ -1309,16 +1331,34 @@ pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>
     state.ensure_slots(program);
     let changes = {
         let mut draft = Draft::new(state);
-        if draft.begin_event(program, ev, &mut budget).is_err()
-            || draft.begin_effects(program, ev, &mut budget).is_err()
+        if draft.begin_event(program, ev, &mut budget).is_err() {
+            return;
+        }
+        if draft.begin_effects(program, ev, &mut budget).is_err()
             || draft.record_history(program, ev, &mut budget).is_err()
         {
+            // As live: the content stays, with its labels.
+            let changes = draft.into_taint_changes();
+            state.apply_taint(program, changes);
             return;
         }
         draft.record_effects(program, ev);
         draft.into_changes()
     };
     state.apply(program, changes);
+}
+
+/// Takes in the content of a step whose decision failed, with the labels it earns (as
+/// [`decide_event`] does on a failure), without running the rules.
+pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
+    let mut budget = Budget::new(program.budget);
+    state.ensure_slots(program);
+    let changes = {
+        let mut draft = Draft::new(state);
+        let _ = draft.begin_event(program, ev, &mut budget);
+        draft.into_taint_changes()
+    };
+    state.apply_taint(program, changes);
 }
 
 /// Methods the Guardian answers: every hook, plus ping and the handshake.
@@ -1340,8 +1380,42 @@ pub fn decide_event(
     state.ensure_slots(program);
     let (decision, changes) = {
         let mut draft = Draft::new(state);
-        draft.begin_event(program, ev, &mut budget)?;
-        draft.begin_effects(program, ev, &mut budget)?;
+        if let Err(e) = draft.begin_event(program, ev, &mut budget) {
+            return Err(e);
+        }
+        let decided = decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget);
+        match decided {
+            Ok(decision) => (decision, draft.into_changes()),
+            Err(e) => {
+                // The step's content enters with its labels whatever happened (fail closed).
+                let changes = draft.into_taint_changes();
+                state.apply_taint(program, changes);
+                return Err(e);
+            }
+        }
+    };
+    if decision.proceeds() {
+        state.apply(program, changes);
+    }
+    if let Some(note) = &decision.approval {
+        state.apply_approval(note);
+    }
+    Ok(decision)
+}
+
+/// The rules and their combination, on a draft that has taken the event's content in; for a
+/// step that goes ahead, the history counters and effect keys it moves.
+fn decide_in_draft(
+    program: &Program,
+    hook: &'static fields::HookSpec,
+    draft: &mut Draft<'_>,
+    ev: &Event<'_>,
+    explain: bool,
+    budget: &mut Budget,
+) -> Result<Decision, VmError> {
+    {
+        let budget = &mut *budget;
+        draft.begin_effects(program, ev, budget)?;
         let tool = ev
             .payload
             .get("tool")
@@ -1355,14 +1429,22 @@ pub fn decide_event(
                 program,
                 payload: ev.payload,
                 metadata: ev.metadata,
-                state: &draft,
+                state: draft,
                 rego_cache: Some(&rego_cache),
             };
             for id in program.rules_for(hook.method, tool) {
                 let rule = &program.rules[id as usize];
                 let mut obs = Vec::new();
-                let result = vm::run(&env, &rule.code, &mut budget, explain.then_some(&mut obs))?;
-                let mut fires = result.truth() == Some(true);
+                let result = vm::run(&env, &rule.code, budget, explain.then_some(&mut obs))
+                    .map_err(|e| e.in_rule(&rule.qualified))?;
+                let truth = result
+                    .truth_checked("a rule's condition")
+                    .map_err(|message| VmError::Type {
+                        message,
+                        span: rule.code.spans.last().copied().unwrap_or_default(),
+                        rule: Some(rule.qualified.clone()),
+                    })?;
+                let mut fires = truth == Some(true);
                 match (fires, rule.rego_source) {
                     (true, Some(source)) => {
                         let messages = rego_messages(rule, env.rego(source, &[])?);
@@ -1380,7 +1462,7 @@ pub fn decide_event(
                     });
                 }
             }
-            decide::combine_fired(program, hook, &fired, &env, &mut budget)?
+            decide::combine_fired(program, hook, &fired, &env, budget)?
         };
         // An ask on a tool call is bound to the exact action (docs/effects.md).
         if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
@@ -1391,22 +1473,15 @@ pub fn decide_event(
             }
         }
         if explain {
-            redact_traces(program, &draft, ev.payload, &mut traces);
+            redact_traces(program, draft, ev.payload, &mut traces);
             decision.trace = traces;
         }
         if decision.proceeds() {
-            draft.record_history(program, ev, &mut budget)?;
+            draft.record_history(program, ev, budget)?;
             decision.effect_outcome = draft.record_effects(program, ev);
         }
-        (decision, draft.into_changes())
-    };
-    if decision.proceeds() {
-        state.apply(program, changes);
+        Ok(decision)
     }
-    if let Some(note) = &decision.approval {
-        state.apply_approval(note);
-    }
-    Ok(decision)
 }
 
 /// The decisions a Rego deny set asks for: one per message. A message is a string (the

@@ -438,6 +438,14 @@ impl SessionState {
         }
     }
 
+    /// Keeps only the content of a step whose decision failed ([`Draft::into_taint_changes`]):
+    /// it is not counted as a committed event.
+    pub fn apply_taint(&mut self, program: &Program, changes: Changes) {
+        let events = self.events;
+        self.apply(program, changes);
+        self.events = events;
+    }
+
     /// The starting state of a subagent spawned from this session: it sees the parent's
     /// provenance graph and labels (its context starts as the parent's), and the intent the
     /// spawn derives for it.
@@ -631,6 +639,22 @@ impl<'a> Draft<'a> {
                 Some(outcome)
             }
             _ => None,
+        }
+    }
+
+    /// What a step whose decision failed still leaves behind: its content, with the labels it
+    /// earned, and the turn it came in. A decision failure never drops taint, whatever the
+    /// answer was (a platform may run the step anyway); history counters and effect keys, which
+    /// only a decided step moves, are left out.
+    pub fn into_taint_changes(self) -> Changes {
+        Changes {
+            scalars: self.scalars,
+            new_turn: self.new_turn,
+            new_nodes: self.new_nodes,
+            step: self.step,
+            slot_updates: Vec::new(),
+            effect_changes: Vec::new(),
+            request_changes: Vec::new(),
         }
     }
 
@@ -911,7 +935,13 @@ impl<'a> Draft<'a> {
         budget: &mut Budget,
     ) -> Result<Node, VmError> {
         let origin = prov.get("origin").and_then(Value::as_str).unwrap_or("");
-        let mut labels = own_labels(program, self, prov, budget)? | extra;
+        // Each node's own labels get a budget of their own: ingesting content costs what the
+        // (size-capped) payload costs and never eats the rules' budget. A label condition that
+        // still cannot finish leaves the node with the labels of unknown lineage.
+        let _ = budget;
+        let own = own_labels(program, self, prov, &mut Budget::new(program.budget.max(1)))
+            .unwrap_or(program.unknown_labels);
+        let mut labels = own | extra;
         let mut origins = origin_bit(origin);
         let mut depth = 0u16;
         for p in parents {

@@ -242,7 +242,7 @@ impl Suite {
                             | Op::Ge
                             | Op::In
                             | Op::NotIn
-                            | Op::Matches
+                            | Op::Matches(_)
                             | Op::Has(_)
                     ) && !checks.iter().any(|(s, _)| s == span)
                     {

@@ -1,52 +1,107 @@
-//! The builtin functions. Each is total: wrong argument types give undefined.
+//! The builtin functions. Each is total over undefined (an absent argument gives undefined)
+//! and strict over types: a present argument of the wrong type is a type error, never a
+//! silent `false`.
 
 use std::borrow::Cow;
 
 use serde_json::Value;
 
+use super::value::{Kind, TypeError};
 use super::Val;
 use crate::compile::{Builtin, Const};
 
-pub fn call<'a>(b: Builtin, args: &[Val<'a>]) -> Val<'a> {
-    let s = |i: usize| args.get(i).and_then(Val::as_str);
+fn name(b: Builtin) -> &'static str {
     match b {
-        Builtin::Len => match args.first() {
-            Some(Val::Str(x)) => Val::Num(x.chars().count() as f64),
-            Some(Val::Json(Value::Array(a))) => Val::Num(a.len() as f64),
-            Some(Val::Json(Value::Object(m))) => Val::Num(m.len() as f64),
-            Some(Val::Const(Const::List(items) | Const::StrSet(_, items))) => {
+        Builtin::Len => "len",
+        Builtin::Lower => "lower",
+        Builtin::Upper => "upper",
+        Builtin::StartsWith => "starts_with",
+        Builtin::EndsWith => "ends_with",
+        Builtin::Contains => "contains",
+        Builtin::Domain => "domain",
+        Builtin::ToString => "string",
+        Builtin::Glob => "glob",
+        Builtin::TypeOf => "type_of",
+    }
+}
+
+pub fn call<'a>(b: Builtin, args: &[Val<'a>]) -> Result<Val<'a>, TypeError> {
+    // Undefined in, undefined out.
+    if args.iter().any(Val::is_undef) || args.is_empty() {
+        return Ok(Val::Undef);
+    }
+    let text = |i: usize| -> Result<&str, TypeError> {
+        match args.get(i) {
+            Some(Val::Str(s)) => Ok(s),
+            Some(other) => Err(format!(
+                "{}(…) needs a string as argument {}, not {}",
+                name(b),
+                i + 1,
+                other.what()
+            )),
+            None => Err(format!("{}(…) is missing argument {}", name(b), i + 1)),
+        }
+    };
+    Ok(match b {
+        Builtin::Len => match &args[0] {
+            Val::Str(x) => Val::Num(x.chars().count() as f64),
+            Val::Json(Value::Array(a)) => Val::Num(a.len() as f64),
+            Val::Json(Value::Object(m)) => Val::Num(m.len() as f64),
+            Val::Const(Const::List(items) | Const::StrSet(_, items)) => {
                 Val::Num(items.len() as f64)
             }
-            Some(Val::List(items)) => Val::Num(items.len() as f64),
-            _ => Val::Undef,
+            Val::Const(Const::Json(v)) if v.is_array() || v.is_object() => Val::Num(
+                v.as_array()
+                    .map(Vec::len)
+                    .or_else(|| v.as_object().map(serde_json::Map::len))
+                    .unwrap_or(0) as f64,
+            ),
+            Val::List(items) => Val::Num(items.len() as f64),
+            Val::Owned(v) if v.is_array() || v.is_object() => Val::Num(
+                v.as_array()
+                    .map(Vec::len)
+                    .or_else(|| v.as_object().map(serde_json::Map::len))
+                    .unwrap_or(0) as f64,
+            ),
+            other => {
+                return Err(format!(
+                    "len(…) measures a string, list or object, not {}",
+                    other.what()
+                ))
+            }
         },
-        Builtin::Lower => s(0).map_or(Val::Undef, |x| Val::Str(Cow::Owned(x.to_lowercase()))),
-        Builtin::Upper => s(0).map_or(Val::Undef, |x| Val::Str(Cow::Owned(x.to_uppercase()))),
-        Builtin::StartsWith => match (s(0), s(1)) {
-            (Some(x), Some(p)) => Val::Bool(x.starts_with(p)),
-            _ => Val::Undef,
-        },
-        Builtin::EndsWith => match (s(0), s(1)) {
-            (Some(x), Some(p)) => Val::Bool(x.ends_with(p)),
-            _ => Val::Undef,
-        },
-        Builtin::Contains => match (args.first(), args.get(1)) {
-            (Some(Val::Str(x)), Some(Val::Str(p))) => Val::Bool(x.contains(&**p)),
-            (Some(c), Some(item)) => super::value::compare(&crate::compile::Op::In, item, c)
+        Builtin::Lower => Val::Str(Cow::Owned(text(0)?.to_lowercase())),
+        Builtin::Upper => Val::Str(Cow::Owned(text(0)?.to_uppercase())),
+        Builtin::StartsWith => Val::Bool(text(0)?.starts_with(text(1)?)),
+        Builtin::EndsWith => Val::Bool(text(0)?.ends_with(text(1)?)),
+        Builtin::Glob => Val::Bool(super::value::glob(text(1)?, text(0)?)),
+        Builtin::Contains => match (&args[0], &args[1]) {
+            (Val::Str(x), Val::Str(p)) => Val::Bool(x.contains(&**p)),
+            (Val::Str(_), other) => {
+                return Err(format!(
+                    "contains(text, part) looks for a string in a string, not {}",
+                    other.what()
+                ))
+            }
+            (c, item) => super::value::compare(&crate::compile::Op::In, item, c)?
                 .map_or(Val::Undef, Val::Bool),
-            _ => Val::Undef,
         },
-        Builtin::Domain => s(0)
-            .and_then(domain)
-            .map_or(Val::Undef, |d| Val::Str(Cow::Owned(d))),
-        Builtin::ToString => match args.first() {
-            Some(Val::Str(x)) => Val::Str(x.clone()),
-            Some(v) => v
+        Builtin::Domain => domain(text(0)?).map_or(Val::Undef, |d| Val::Str(Cow::Owned(d))),
+        Builtin::ToString => match &args[0] {
+            Val::Str(x) => Val::Str(x.clone()),
+            v => v
                 .to_json()
                 .map_or(Val::Undef, |j| Val::Str(Cow::Owned(j.to_string()))),
+        },
+        Builtin::TypeOf => match args[0].kind() {
+            Some(k) => Val::Str(Cow::Borrowed(kind_word(k))),
             None => Val::Undef,
         },
-    }
+    })
+}
+
+fn kind_word(k: Kind) -> &'static str {
+    k.word()
 }
 
 /// The host of a URL, lower-cased, without port or credentials.
@@ -75,5 +130,19 @@ mod tests {
         assert_eq!(domain("example.org/path").as_deref(), Some("example.org"));
         assert_eq!(domain("http://[::1]:80/").as_deref(), Some("::1"));
         assert_eq!(domain(""), None);
+    }
+
+    #[test]
+    fn wrong_types_are_errors_and_absent_is_undefined() {
+        assert!(call(Builtin::Len, &[Val::Num(3.0)]).is_err());
+        assert!(call(Builtin::Lower, &[Val::Num(3.0)]).is_err());
+        assert!(matches!(call(Builtin::Len, &[Val::Undef]), Ok(Val::Undef)));
+        assert!(matches!(
+            call(
+                Builtin::Glob,
+                &[Val::Str("send_email".into()), Val::Str("send_*".into())]
+            ),
+            Ok(Val::Bool(true))
+        ));
     }
 }

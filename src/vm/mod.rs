@@ -1,7 +1,8 @@
 //! The VM: runs one compiled [`Code`] against an event and a session state, under an
-//! instruction budget. It never panics on input: a field absent from the payload, or a value of
-//! an unexpected type, evaluates to *undefined*, which propagates by Kleene logic
-//! (docs/language.md, "Absent fields"). A rule fires only when its condition is `true`.
+//! instruction budget. It never panics on input. A field absent from the payload evaluates to
+//! *undefined*, which propagates by Kleene logic (docs/language.md §10); a value that is present
+//! but of the wrong type for an operation is a [`VmError::Type`], which fails the decision
+//! closed. A rule fires only when its condition is `true`.
 
 mod builtins;
 mod value;
@@ -11,7 +12,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-pub use value::{glob as glob_match, Val};
+pub use value::{glob as glob_match, Kind, Val};
 
 use crate::compile::{Code, Const, Op, Program, Root, Seg};
 use crate::state::Draft;
@@ -25,6 +26,27 @@ pub enum VmError {
     Malformed(usize),
     #[error("Rego evaluation failed: {0}")]
     Rego(String),
+    /// A present value of the wrong type (`args.amount > 1000` with `"5000"`).
+    #[error("type error{}: {message}", rule.as_ref().map(|r| format!(" in rule {r}")).unwrap_or_default())]
+    Type {
+        message: String,
+        span: crate::diagnostics::Span,
+        rule: Option<std::sync::Arc<str>>,
+    },
+}
+
+impl VmError {
+    /// Names the rule whose condition raised a type error.
+    pub fn in_rule(self, name: &std::sync::Arc<str>) -> VmError {
+        match self {
+            VmError::Type { message, span, .. } => VmError::Type {
+                message,
+                span,
+                rule: Some(name.clone()),
+            },
+            other => other,
+        }
+    }
 }
 
 /// Rego results already computed in this decision, by rule and arguments.
@@ -130,6 +152,21 @@ pub fn run<'a>(
     let mut vars: Vec<Val<'a>> = vec![Val::Undef; code.vars as usize];
     let mut iters: Vec<Iter<'a>> = Vec::new();
     let mut pc = 0usize;
+    // A type error at the instruction just executed.
+    macro_rules! typed {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(message) => {
+                    return Err(VmError::Type {
+                        message,
+                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
+                        rule: None,
+                    })
+                }
+            }
+        };
+    }
     macro_rules! pop {
         () => {
             match stack.pop() {
@@ -162,10 +199,10 @@ pub fn run<'a>(
                     Root::Var(i) => vars.get(i as usize).cloned().unwrap_or(Val::Undef),
                 };
                 for seg in &spec.segs {
-                    v = match seg {
+                    v = typed!(match seg {
                         Seg::Key(k) => v.member(k),
                         Seg::Index(i) => v.index(&Val::Num(*i as f64)),
-                    };
+                    });
                 }
                 stack.push(v);
             }
@@ -179,16 +216,16 @@ pub fn run<'a>(
                     Some(Const::Str(s)) => s,
                     _ => return Err(VmError::Malformed(pc)),
                 };
-                stack.push(v.member(key));
+                stack.push(typed!(v.member(key)));
             }
             Op::Index => {
                 let i = pop!();
                 let v = pop!();
-                stack.push(v.index(&i));
+                stack.push(typed!(v.index(&i)));
             }
             Op::Not => {
                 let v = pop!();
-                stack.push(match v.truth() {
+                stack.push(match typed!(v.truth_checked("`not`'s operand")) {
                     Some(b) => Val::Bool(!b),
                     None => Val::Undef,
                 });
@@ -197,21 +234,14 @@ pub fn run<'a>(
                 let v = pop!();
                 stack.push(match v {
                     Val::Num(n) => Val::Num(-n),
-                    _ => Val::Undef,
+                    Val::Undef => Val::Undef,
+                    other => typed!(Err(format!("`-` negates a number, not {}", other.what()))),
                 });
             }
-            Op::Eq
-            | Op::Ne
-            | Op::Lt
-            | Op::Le
-            | Op::Gt
-            | Op::Ge
-            | Op::In
-            | Op::NotIn
-            | Op::Matches => {
+            Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::In | Op::NotIn => {
                 let b = pop!();
                 let a = pop!();
-                let r = value::compare(op, &a, &b);
+                let r = typed!(value::compare(op, &a, &b));
                 if let Some(t) = trace.as_deref_mut() {
                     t.push(Observation {
                         span: code.spans.get(pc - 1).copied().unwrap_or_default(),
@@ -221,10 +251,25 @@ pub fn run<'a>(
                 }
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
+            Op::Matches(re) => {
+                let a = pop!();
+                let Some(regex) = program.regexes.get(re as usize) else {
+                    return Err(VmError::Malformed(pc));
+                };
+                let r = typed!(value::regex_match(regex, &a));
+                if let Some(t) = trace.as_deref_mut() {
+                    t.push(Observation {
+                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
+                        result: r,
+                        operands: vec![a.describe(), format!("{:?}", regex.as_str())],
+                    });
+                }
+                stack.push(r.map_or(Val::Undef, Val::Bool));
+            }
             Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Rem => {
                 let b = pop!();
                 let a = pop!();
-                stack.push(value::arith(op, a, b));
+                stack.push(typed!(value::arith(op, a, b)));
             }
             Op::JumpIfFalse(t) => {
                 if matches!(stack.last(), Some(Val::Bool(false))) {
@@ -237,8 +282,8 @@ pub fn run<'a>(
                 }
             }
             Op::AndJoin => {
-                let b = pop!().truth();
-                let a = pop!().truth();
+                let b = typed!(pop!().truth_checked("`and`'s right side"));
+                let a = typed!(pop!().truth_checked("`and`'s left side"));
                 stack.push(match (a, b) {
                     (Some(false), _) | (_, Some(false)) => Val::Bool(false),
                     (Some(true), Some(true)) => Val::Bool(true),
@@ -246,8 +291,8 @@ pub fn run<'a>(
                 });
             }
             Op::OrJoin => {
-                let b = pop!().truth();
-                let a = pop!().truth();
+                let b = typed!(pop!().truth_checked("`or`'s right side"));
+                let a = typed!(pop!().truth_checked("`or`'s left side"));
                 stack.push(match (a, b) {
                     (Some(true), _) | (_, Some(true)) => Val::Bool(true),
                     (Some(false), Some(false)) => Val::Bool(false),
@@ -308,7 +353,7 @@ pub fn run<'a>(
                     return Err(VmError::Malformed(pc));
                 }
                 let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
-                stack.push(builtins::call(b, &args));
+                stack.push(typed!(builtins::call(b, &args)));
             }
             Op::IntentPermits(flags) => {
                 let resource = if flags & 2 != 0 { Some(pop!()) } else { None };
@@ -317,7 +362,7 @@ pub fn run<'a>(
                 let tool_name = match &tool {
                     Val::Str(s) => Some(s.clone()),
                     other => match other.member("name") {
-                        Val::Str(s) => Some(s),
+                        Ok(Val::Str(s)) => Some(s),
                         _ => None,
                     },
                 };
@@ -374,10 +419,16 @@ pub fn run<'a>(
             }
             Op::IterStart(_) => {
                 let v = pop!();
+                // An absent collection makes the quantifier undefined: it is iterated as empty
+                // with the undefined flag already set.
+                let (items, absent) = match typed!(v.elements()) {
+                    Some(items) => (items, false),
+                    None => (Vec::new(), true),
+                };
                 iters.push(Iter {
-                    items: v.elements(),
+                    items,
                     pos: 0,
-                    saw_undef: false,
+                    saw_undef: absent,
                 });
             }
             Op::IterNext(var, exit) => {
@@ -396,7 +447,7 @@ pub fn run<'a>(
             }
             Op::AnyStep(lp, done) | Op::AllStep(lp, done) => {
                 let is_any = matches!(op, Op::AnyStep(..));
-                let r = pop!().truth();
+                let r = typed!(pop!().truth_checked("a quantifier's body"));
                 let Some(it) = iters.last_mut() else {
                     return Err(VmError::Malformed(pc));
                 };

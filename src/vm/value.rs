@@ -1,5 +1,11 @@
 //! Run-time values. Most borrow from the event's JSON or the constant pool, so the common
 //! predicates (a field compared with a constant, membership in a constant set) allocate nothing.
+//!
+//! Two ways a value can fail an operation, kept apart on purpose (docs/language.md §10):
+//! *undefined* (the field is absent, or JSON `null`) propagates by Kleene logic and makes a
+//! rule not apply; a value that is present but of the wrong type is a [`TypeError`], which
+//! fails the whole decision closed. An attacker chooses argument types, so a mistyped value
+//! must never make a deny rule quietly not fire.
 
 use std::borrow::Cow;
 use std::rc::Rc;
@@ -8,11 +14,13 @@ use serde_json::Value;
 
 use crate::compile::{Const, Op};
 
+/// A present value of the wrong type for an operation: the message says which.
+pub type TypeError = String;
+
 #[derive(Debug, Clone)]
 pub enum Val<'a> {
-    /// Absent, or the result of an operation on the wrong types: neither true nor false.
+    /// Absent (or JSON `null`): neither true nor false.
     Undef,
-    Null,
     Bool(bool),
     Num(f64),
     Str(Cow<'a, str>),
@@ -26,10 +34,53 @@ pub enum Val<'a> {
     Owned(Rc<Value>),
 }
 
+/// The run-time kinds a present value can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Bool,
+    Number,
+    String,
+    List,
+    Object,
+}
+
+impl Kind {
+    pub fn article(self) -> &'static str {
+        match self {
+            Kind::Bool => "a bool",
+            Kind::Number => "a number",
+            Kind::String => "a string",
+            Kind::List => "a list",
+            Kind::Object => "an object",
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Bool => "bool",
+            Kind::Number => "number",
+            Kind::String => "string",
+            Kind::List => "list",
+            Kind::Object => "object",
+        }
+    }
+}
+
+fn json_kind(v: &Value) -> Option<Kind> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(_) => Kind::Bool,
+        Value::Number(_) => Kind::Number,
+        Value::String(_) => Kind::String,
+        Value::Array(_) => Kind::List,
+        Value::Object(_) => Kind::Object,
+    })
+}
+
 impl<'a> Val<'a> {
     pub fn from_json(v: &'a Value) -> Val<'a> {
         match v {
-            Value::Null => Val::Null,
+            Value::Null => Val::Undef,
             Value::Bool(b) => Val::Bool(*b),
             Value::Number(n) => n.as_f64().map_or(Val::Undef, Val::Num),
             Value::String(s) => Val::Str(Cow::Borrowed(s)),
@@ -40,7 +91,7 @@ impl<'a> Val<'a> {
     /// A value computed at run time.
     pub fn owned(v: Value) -> Val<'a> {
         match v {
-            Value::Null => Val::Null,
+            Value::Null => Val::Undef,
             Value::Bool(b) => Val::Bool(b),
             Value::Number(n) => n.as_f64().map_or(Val::Undef, Val::Num),
             Value::String(s) => Val::Str(Cow::Owned(s)),
@@ -54,6 +105,61 @@ impl<'a> Val<'a> {
             Const::Num(n) => Val::Num(*n),
             Const::Str(s) => Val::Str(Cow::Borrowed(s)),
             _ => Val::Const(c),
+        }
+    }
+
+    /// The kind of a present value; `None` when undefined.
+    pub fn kind(&self) -> Option<Kind> {
+        match self {
+            Val::Undef => None,
+            Val::Bool(_) => Some(Kind::Bool),
+            Val::Num(_) => Some(Kind::Number),
+            Val::Str(_) => Some(Kind::String),
+            Val::Json(v) => json_kind(v),
+            Val::Owned(v) => json_kind(v),
+            Val::List(_) => Some(Kind::List),
+            Val::Const(c) => match c {
+                Const::Bool(_) => Some(Kind::Bool),
+                Const::Num(_) => Some(Kind::Number),
+                Const::Str(_) => Some(Kind::String),
+                Const::StrSet(..) | Const::List(_) => Some(Kind::List),
+                Const::Json(v) => json_kind(v),
+            },
+        }
+    }
+
+    /// "a string \"5000\"": the kind and a short rendering, for type-error messages.
+    pub fn what(&self) -> String {
+        match self.kind() {
+            None => "undefined".into(),
+            Some(k) => format!("{} {}", k.article(), self.describe_short()),
+        }
+    }
+
+    fn describe_short(&self) -> String {
+        let text = self.describe();
+        if text.chars().count() > 60 {
+            let cut: String = text.chars().take(57).collect();
+            format!("{cut}...")
+        } else {
+            text
+        }
+    }
+
+    pub fn is_undef(&self) -> bool {
+        matches!(self, Val::Undef)
+    }
+
+    /// The truth of a condition: `Ok(None)` when undefined, a type error when present and not
+    /// a bool.
+    pub fn truth_checked(&self, what: &str) -> Result<Option<bool>, TypeError> {
+        match self {
+            Val::Bool(b) => Ok(Some(*b)),
+            Val::Undef => Ok(None),
+            other => Err(format!(
+                "{what} must be true or false, not {}",
+                other.what()
+            )),
         }
     }
 
@@ -71,41 +177,85 @@ impl<'a> Val<'a> {
         }
     }
 
-    pub fn member(&self, key: &str) -> Val<'a> {
+    /// Member `key` of an object. Undefined if the object lacks it (or is itself undefined);
+    /// a type error on a present value that is not an object.
+    pub fn member(&self, key: &str) -> Result<Val<'a>, TypeError> {
         match self {
-            Val::Json(Value::Object(m)) => m.get(key).map_or(Val::Undef, Val::from_json),
-            Val::Const(Const::Json(v)) => match &**v {
-                Value::Object(m) => m.get(key).map_or(Val::Undef, Val::from_json),
-                _ => Val::Undef,
+            Val::Undef => Ok(Val::Undef),
+            Val::Json(Value::Object(m)) => Ok(m.get(key).map_or(Val::Undef, Val::from_json)),
+            Val::Const(c) => {
+                let c: &'a Const = c;
+                match c {
+                    Const::Json(v) => match &**v {
+                        Value::Object(m) => Ok(m.get(key).map_or(Val::Undef, Val::from_json)),
+                        _ => Err(format!(
+                            "`.{key}` reads an object's member, not {}",
+                            self.what()
+                        )),
+                    },
+                    _ => Err(format!(
+                        "`.{key}` reads an object's member, not {}",
+                        self.what()
+                    )),
+                }
+            }
+            Val::Owned(v) => match &**v {
+                Value::Object(m) => Ok(m.get(key).map_or(Val::Undef, |c| Val::owned(c.clone()))),
+                _ => Err(format!(
+                    "`.{key}` reads an object's member, not {}",
+                    self.what()
+                )),
             },
-            Val::Owned(v) => v.get(key).map_or(Val::Undef, |c| Val::owned(c.clone())),
-            _ => Val::Undef,
+            other => Err(format!(
+                "`.{key}` reads an object's member, not {}",
+                other.what()
+            )),
         }
     }
 
-    pub fn index(&self, i: &Val<'_>) -> Val<'a> {
-        match (self, i) {
-            (Val::Json(Value::Array(a)), Val::Num(n)) if *n >= 0.0 && n.fract() == 0.0 => {
-                a.get(*n as usize).map_or(Val::Undef, Val::from_json)
+    /// `base[i]`: a list element by whole-number index, or an object member by string key.
+    /// Undefined when absent or out of range; a type error for a key of the wrong kind or a
+    /// base that is neither a list nor an object.
+    pub fn index(&self, i: &Val<'_>) -> Result<Val<'a>, TypeError> {
+        if self.is_undef() || i.is_undef() {
+            return Ok(Val::Undef);
+        }
+        let whole = |n: f64| (n >= 0.0 && n.fract() == 0.0).then_some(n as usize);
+        match (self.kind(), i) {
+            (Some(Kind::List), Val::Num(n)) => {
+                let Some(n) = whole(*n) else {
+                    return Ok(Val::Undef);
+                };
+                Ok(match self {
+                    Val::Json(Value::Array(a)) => a.get(n).map_or(Val::Undef, Val::from_json),
+                    Val::Owned(v) => v.get(n).map_or(Val::Undef, |c| Val::owned(c.clone())),
+                    Val::List(items) => items.get(n).cloned().unwrap_or(Val::Undef),
+                    Val::Const(c) => {
+                        let c: &'a Const = c;
+                        match c {
+                            Const::List(items) | Const::StrSet(_, items) => {
+                                items.get(n).map_or(Val::Undef, Val::from_const)
+                            }
+                            Const::Json(v) => v.get(n).map_or(Val::Undef, Val::from_json),
+                            _ => Val::Undef,
+                        }
+                    }
+                    _ => Val::Undef,
+                })
             }
-            (Val::Json(Value::Object(m)), Val::Str(k)) => {
-                m.get(&**k).map_or(Val::Undef, Val::from_json)
-            }
-            (Val::Owned(v), Val::Num(n)) if *n >= 0.0 && n.fract() == 0.0 => v
-                .get(*n as usize)
-                .map_or(Val::Undef, |c| Val::owned(c.clone())),
-            (Val::Owned(v), Val::Str(k)) => {
-                v.get(&**k).map_or(Val::Undef, |c| Val::owned(c.clone()))
-            }
-            (Val::List(items), Val::Num(n)) if *n >= 0.0 && n.fract() == 0.0 => {
-                items.get(*n as usize).cloned().unwrap_or(Val::Undef)
-            }
-            (Val::Const(Const::List(items) | Const::StrSet(_, items)), Val::Num(n))
-                if *n >= 0.0 && n.fract() == 0.0 =>
-            {
-                items.get(*n as usize).map_or(Val::Undef, Val::from_const)
-            }
-            _ => Val::Undef,
+            (Some(Kind::Object), Val::Str(k)) => self.member(k),
+            (Some(Kind::List), other) => Err(format!(
+                "a list is indexed by a whole number, not {}",
+                other.what()
+            )),
+            (Some(Kind::Object), other) => Err(format!(
+                "an object is indexed by a string key, not {}",
+                other.what()
+            )),
+            _ => Err(format!(
+                "`[…]` indexes a list or an object, not {}",
+                self.what()
+            )),
         }
     }
 
@@ -119,29 +269,41 @@ impl<'a> Val<'a> {
         }
     }
 
-    /// The elements a quantifier ranges over: list items, or an object's values.
-    pub fn elements(&self) -> Vec<Val<'a>> {
-        match self {
+    /// The elements a quantifier ranges over: list items, or an object's values. `Ok(None)`
+    /// when the collection is undefined; a type error when it is present but not a collection.
+    pub fn elements(&self) -> Result<Option<Vec<Val<'a>>>, TypeError> {
+        Ok(Some(match self {
+            Val::Undef => return Ok(None),
             Val::Json(Value::Array(a)) => a.iter().map(Val::from_json).collect(),
             Val::Json(Value::Object(m)) => m.values().map(Val::from_json).collect(),
-            Val::Const(Const::List(items) | Const::StrSet(_, items)) => {
-                items.iter().map(Val::from_const).collect()
+            Val::Const(c) => {
+                let c: &'a Const = c;
+                match c {
+                    Const::List(items) | Const::StrSet(_, items) => {
+                        items.iter().map(Val::from_const).collect()
+                    }
+                    Const::Json(v) => match &**v {
+                        Value::Array(a) => a.iter().map(Val::from_json).collect(),
+                        Value::Object(m) => m.values().map(Val::from_json).collect(),
+                        _ => return Err(not_collection(self)),
+                    },
+                    _ => return Err(not_collection(self)),
+                }
             }
             Val::List(items) => items.as_ref().clone(),
             Val::Owned(v) => match &**v {
                 Value::Array(a) => a.iter().cloned().map(Val::owned).collect(),
                 Value::Object(m) => m.values().cloned().map(Val::owned).collect(),
-                _ => Vec::new(),
+                _ => return Err(not_collection(self)),
             },
-            _ => Vec::new(),
-        }
+            other => return Err(not_collection(other)),
+        }))
     }
 
     /// The JSON form (for modifications and traces).
     pub fn to_json(&self) -> Option<Value> {
         Some(match self {
             Val::Undef => return None,
-            Val::Null => Value::Null,
             Val::Bool(b) => Value::Bool(*b),
             Val::Num(n) => crate::compile::num_json(*n),
             Val::Str(s) => Value::String(s.to_string()),
@@ -177,58 +339,128 @@ impl<'a> Val<'a> {
             text
         }
     }
-
-    fn num(&self) -> Option<f64> {
-        match self {
-            Val::Num(n) => Some(*n),
-            _ => None,
-        }
-    }
 }
 
-fn json_eq(a: &Val<'_>, b: &Val<'_>) -> bool {
+fn not_collection(v: &Val<'_>) -> TypeError {
+    format!(
+        "`any`/`all` range over a list or an object, not {}",
+        v.what()
+    )
+}
+
+/// Deep equality of two present values of the same kind.
+fn same(a: &Val<'_>, b: &Val<'_>) -> bool {
     match (a, b) {
-        (Val::Null, Val::Null) => true,
         (Val::Bool(x), Val::Bool(y)) => x == y,
         (Val::Num(x), Val::Num(y)) => x == y,
         (Val::Str(x), Val::Str(y)) => x == y,
         _ => match (a.to_json(), b.to_json()) {
-            (Some(x), Some(y)) => !x.is_string() && !x.is_number() && x == y,
+            (Some(x), Some(y)) => json_same(&x, &y),
             _ => false,
         },
     }
 }
 
-fn contains(collection: &Val<'_>, item: &Val<'_>) -> Option<bool> {
-    if matches!(item, Val::Undef) {
-        return None;
+/// JSON equality where numbers compare by value (1 == 1.0).
+fn json_same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_same(v, w)))
+        }
+        _ => a == b,
     }
-    Some(match collection {
-        Val::Undef => return None,
+}
+
+/// `a == b` on present values: a type error when their kinds differ (a string is never
+/// silently unequal to a list holding it).
+fn equal(a: &Val<'_>, b: &Val<'_>) -> Result<bool, TypeError> {
+    match (a.kind(), b.kind()) {
+        (Some(x), Some(y)) if x == y => Ok(same(a, b)),
+        _ => Err(format!("cannot compare {} with {}", a.what(), b.what())),
+    }
+}
+
+/// `item in collection`.
+fn contains(collection: &Val<'_>, item: &Val<'_>) -> Result<Option<bool>, TypeError> {
+    if item.is_undef() || collection.is_undef() {
+        return Ok(None);
+    }
+    let wrong_item = |elem: Kind| {
+        Err(format!(
+            "`in` looks for {} in a collection of {}s, not for {}",
+            elem.article(),
+            elem.word(),
+            item.what()
+        ))
+    };
+    let key_in = |m: &serde_json::Map<String, Value>| match item {
+        Val::Str(s) => Ok(Some(m.contains_key(&**s))),
+        _ => Err(format!(
+            "`in` on an object looks for a string key, not {}",
+            item.what()
+        )),
+    };
+    // Elements of one declared kind (constants, literals): the item must be of that kind.
+    let typed = |elems: &mut dyn Iterator<Item = Val<'_>>| -> Result<Option<bool>, TypeError> {
+        let mut kind = None;
+        for e in elems {
+            let k = e.kind();
+            if kind.is_none() {
+                kind = k;
+                if k.is_some() && k != item.kind() {
+                    return wrong_item(k.unwrap_or(Kind::String));
+                }
+            }
+            if k == item.kind() && same(&e, item) {
+                return Ok(Some(true));
+            }
+        }
+        Ok(Some(false))
+    };
+    // Elements from the event may mix kinds: an element of another kind is simply not equal.
+    let loose = |elems: &mut dyn Iterator<Item = Val<'_>>| {
+        for e in elems {
+            if e.kind() == item.kind() && same(&e, item) {
+                return Ok(Some(true));
+            }
+        }
+        Ok(Some(false))
+    };
+    match collection {
         Val::Const(Const::StrSet(set, _)) => match item {
-            Val::Str(s) => set.contains(&**s),
-            _ => false,
+            Val::Str(s) => Ok(Some(set.contains(&**s))),
+            _ => wrong_item(Kind::String),
         },
-        Val::Const(Const::List(items)) => items.iter().any(|c| json_eq(&Val::from_const(c), item)),
-        Val::Json(Value::Array(a)) => a.iter().any(|v| json_eq(&Val::from_json(v), item)),
-        Val::Json(Value::Object(m)) => match item {
-            Val::Str(s) => m.contains_key(&**s),
-            _ => false,
-        },
-        Val::List(items) => items.iter().any(|v| json_eq(v, item)),
+        Val::Const(Const::List(items)) => typed(&mut items.iter().map(Val::from_const)),
+        Val::Json(Value::Array(a)) => loose(&mut a.iter().map(Val::from_json)),
+        Val::Const(Const::Json(v)) if v.is_array() => {
+            let a = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
+            loose(&mut a.iter().map(Val::from_json))
+        }
+        Val::Json(Value::Object(m)) => key_in(m),
+        Val::Const(Const::Json(v)) if v.is_object() => {
+            key_in(v.as_object().expect("checked to be an object"))
+        }
+        Val::List(items) => typed(&mut items.iter().cloned()),
         Val::Owned(v) => match &**v {
-            Value::Array(a) => a.iter().any(|x| json_eq(&Val::from_json(x), item)),
-            Value::Object(m) => match item {
-                Val::Str(s) => m.contains_key(&**s),
-                _ => false,
-            },
-            _ => return None,
+            Value::Array(a) => loose(&mut a.iter().map(Val::from_json)),
+            Value::Object(m) => key_in(m),
+            _ => Err(format!(
+                "`in` needs a collection, not {}",
+                collection.what()
+            )),
         },
-        _ => return None,
-    })
+        other => Err(format!("`in` needs a collection, not {}", other.what())),
+    }
 }
 
-/// Glob match: `*` matches any run, `?` any one character.
+/// Glob match over the whole text: `*` matches any run, `?` any one character.
 pub fn glob(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
@@ -255,36 +487,66 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     pi == p.len()
 }
 
-/// A comparison; `None` is undefined.
-pub fn compare(op: &Op, a: &Val<'_>, b: &Val<'_>) -> Option<bool> {
+fn op_word(op: &Op) -> &'static str {
+    match op {
+        Op::Lt => "<",
+        Op::Le => "<=",
+        Op::Gt => ">",
+        Op::Ge => ">=",
+        Op::Add => "+",
+        Op::Sub => "-",
+        Op::Mul => "*",
+        Op::Div => "/",
+        Op::Rem => "%",
+        Op::Eq => "==",
+        Op::Ne => "!=",
+        _ => "in",
+    }
+}
+
+/// A comparison: `Ok(None)` is undefined (an operand is absent); `Err` a type error.
+pub fn compare(op: &Op, a: &Val<'_>, b: &Val<'_>) -> Result<Option<bool>, TypeError> {
     match op {
         Op::In => return contains(b, a),
-        Op::NotIn => return contains(b, a).map(|r| !r),
+        Op::NotIn => return Ok(contains(b, a)?.map(|r| !r)),
         _ => {}
     }
-    if matches!(a, Val::Undef) || matches!(b, Val::Undef) {
-        return None;
+    if a.is_undef() || b.is_undef() {
+        return Ok(None);
     }
     match op {
-        Op::Eq => Some(json_eq(a, b)),
-        Op::Ne => Some(!json_eq(a, b)),
-        Op::Matches => match (a, b) {
-            (Val::Str(t), Val::Str(p)) => Some(glob(p, t)),
-            _ => None,
-        },
-        _ => {
-            let (x, y) = (a.num()?, b.num()?);
-            Some(match op {
+        Op::Eq => equal(a, b).map(Some),
+        Op::Ne => equal(a, b).map(|r| Some(!r)),
+        _ => match (a, b) {
+            (Val::Num(x), Val::Num(y)) => Ok(Some(match op {
                 Op::Lt => x < y,
                 Op::Le => x <= y,
                 Op::Gt => x > y,
                 _ => x >= y,
-            })
-        }
+            })),
+            _ => Err(format!(
+                "`{}` orders numbers, not {} and {}",
+                op_word(op),
+                a.what(),
+                b.what()
+            )),
+        },
     }
 }
 
-pub fn arith<'a>(op: &Op, a: Val<'a>, b: Val<'a>) -> Val<'a> {
+/// `text matches pattern` with a pattern compiled when the policy loaded.
+pub fn regex_match(re: &regex::Regex, text: &Val<'_>) -> Result<Option<bool>, TypeError> {
+    match text {
+        Val::Undef => Ok(None),
+        Val::Str(s) => Ok(Some(re.is_match(s))),
+        other => Err(format!("`matches` needs a string, not {}", other.what())),
+    }
+}
+
+pub fn arith<'a>(op: &Op, a: Val<'a>, b: Val<'a>) -> Result<Val<'a>, TypeError> {
+    if a.is_undef() || b.is_undef() {
+        return Ok(Val::Undef);
+    }
     match (a, b) {
         (Val::Num(x), Val::Num(y)) => {
             let r = match op {
@@ -293,18 +555,29 @@ pub fn arith<'a>(op: &Op, a: Val<'a>, b: Val<'a>) -> Val<'a> {
                 Op::Mul => x * y,
                 Op::Div if y != 0.0 => x / y,
                 Op::Rem if y != 0.0 => x % y,
-                _ => return Val::Undef,
+                // Division by zero has no value: undefined, like an absent operand.
+                _ => return Ok(Val::Undef),
             };
-            if r.is_finite() {
+            Ok(if r.is_finite() {
                 Val::Num(r)
             } else {
                 Val::Undef
-            }
+            })
         }
         (Val::Str(x), Val::Str(y)) if matches!(op, Op::Add) => {
-            Val::Str(Cow::Owned(format!("{x}{y}")))
+            Ok(Val::Str(Cow::Owned(format!("{x}{y}"))))
         }
-        _ => Val::Undef,
+        (a, b) => Err(format!(
+            "`{}` works on numbers{}, not {} and {}",
+            op_word(op),
+            if matches!(op, Op::Add) {
+                " (or two strings)"
+            } else {
+                ""
+            },
+            a.what(),
+            b.what()
+        )),
     }
 }
 
@@ -322,15 +595,27 @@ mod tests {
     }
 
     #[test]
-    fn undefined_propagates_through_comparisons() {
-        assert_eq!(compare(&Op::Eq, &Val::Undef, &Val::Num(1.0)), None);
-        assert_eq!(
-            compare(&Op::Lt, &Val::Str("a".into()), &Val::Num(1.0)),
-            None
+    fn undefined_propagates_and_wrong_types_are_errors() {
+        assert_eq!(compare(&Op::Eq, &Val::Undef, &Val::Num(1.0)), Ok(None));
+        assert!(compare(&Op::Lt, &Val::Str("a".into()), &Val::Num(1.0)).is_err());
+        assert!(compare(&Op::Eq, &Val::Str("a".into()), &Val::Num(1.0)).is_err());
+        let list = serde_json::json!(["XX99"]);
+        let set = Const::StrSet(
+            std::sync::Arc::new(["XX99".into()].into_iter().collect()),
+            std::sync::Arc::new(vec![Const::Str("XX99".into())]),
+        );
+        let r = compare(&Op::In, &Val::from_json(&list), &Val::Const(&set));
+        assert!(
+            r.is_err(),
+            "a list is not silently absent from a set of strings: {r:?}"
         );
         assert_eq!(
-            compare(&Op::Eq, &Val::Str("a".into()), &Val::Num(1.0)),
-            Some(false)
+            compare(
+                &Op::Eq,
+                &Val::Num(1.0),
+                &Val::from_json(&serde_json::json!(1.0))
+            ),
+            Ok(Some(true))
         );
     }
 }
