@@ -1380,9 +1380,7 @@ pub fn decide_event(
     state.ensure_slots(program);
     let (decision, changes) = {
         let mut draft = Draft::new(state);
-        if let Err(e) = draft.begin_event(program, ev, &mut budget) {
-            return Err(e);
-        }
+        draft.begin_event(program, ev, &mut budget)?;
         let decided = decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget);
         match decided {
             Ok(decision) => (decision, draft.into_changes()),
