@@ -1,8 +1,8 @@
-//! Checks `warden::acs::fields` against the copied ACS v0.1.0 JSON Schemas, in both directions:
+//! Checks `warden::acs::fields` against the vendored ACS v0.1.0 JSON Schemas, in both directions:
 //! every schema property is in the table with the same type and required-ness, and every table
 //! field of a schema-backed hook exists in the schema.
 //!
-//! The schemas are found at `$WARDEN_ACS_DIR`, else `../shared/acs/v0.1.0` next to the crate.
+//! The schemas are read from `vendor/acs/v0.1.0` (`$WARDEN_ACS_DIR/v0.1.0` when that is set).
 //! A missing directory is a test failure, not a skip.
 
 use std::collections::HashSet;
@@ -14,9 +14,8 @@ use warden::acs::fields::*;
 fn acs_dir() -> PathBuf {
     let dir = std::env::var_os("WARDEN_ACS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/acs/v0.1.0"))
-        });
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/vendor/acs")))
+        .join("v0.1.0");
     assert!(
         dir.join("provenance.json").is_file(),
         "ACS v0.1.0 schemas not found at {} (set WARDEN_ACS_DIR)",
@@ -204,7 +203,7 @@ fn compare(what: &str, table: &[&'static Field], expected: &[Expected]) -> Vec<S
                 e.path, e.items, f.items
             ));
         }
-        // The one deliberate deviation: provenance is optional in the table (NOTES §5).
+        // The one deliberate deviation: provenance is optional in the table (docs/acs.md#provenance).
         let want_required = e.required && f.ty != Ty::Provenance;
         if f.required != want_required {
             problems.push(format!(
@@ -253,7 +252,7 @@ fn schema_backed_hooks_match_their_schemas() {
     assert_no_problems(problems);
     assert_eq!(
         checked, 11,
-        "expected the 11 copied hook schemas to back a hook each"
+        "expected the 11 vendored hook schemas to back a hook each"
     );
 }
 

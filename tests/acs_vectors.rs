@@ -1,5 +1,6 @@
-//! Reproduces every known answer in the shared ACS fixtures byte for byte: canonical JCS
-//! forms, `request_hash`, chain `entry_hash`es, HKDF session keys and HMAC signatures.
+//! Reproduces every known answer in the vendored ACS fixtures (`vendor/acs/fixtures`) byte for
+//! byte: canonical JCS forms, `request_hash`, chain `entry_hash`es, HKDF session keys and HMAC
+//! signatures.
 
 mod common;
 

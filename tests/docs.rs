@@ -196,3 +196,73 @@ fn every_builtin_is_documented() {
         "builtins missing from docs/language.md: {missing:?}"
     );
 }
+
+/// The files under `dir` (recursively) whose names end with one of `exts`.
+fn files_with(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_with(&path, exts, out);
+        } else if exts
+            .iter()
+            .any(|e| path.to_string_lossy().ends_with(&format!(".{e}")))
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// The repository is self-contained: docs and code cite the ACS facts they rely on by the
+/// stable anchors of docs/acs.md, every such anchor exists, and nothing points outside the
+/// repository for them.
+#[test]
+fn acs_citations_resolve_to_docs_acs_md() {
+    let acs = std::fs::read_to_string(root().join("docs/acs.md")).unwrap();
+    let anchors: Vec<&str> = acs
+        .match_indices("<a id=\"")
+        .map(|(at, m)| {
+            let rest = &acs[at + m.len()..];
+            &rest[..rest.find('"').unwrap()]
+        })
+        .collect();
+    assert!(anchors.len() >= 20, "found only {} anchors", anchors.len());
+    let mut files = vec![
+        root().join("README.md"),
+        root().join("ARCHITECTURE.md"),
+        root().join("vendor/acs/README.md"),
+    ];
+    files_with(&root().join("docs"), &["md"], &mut files);
+    files_with(&root().join("src"), &["rs"], &mut files);
+    files_with(&root().join("stdlib"), &["ward"], &mut files);
+    files_with(&root().join("tests/acs/schemas"), &["json"], &mut files);
+    let mut problems = Vec::new();
+    let mut cited = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let name = f.strip_prefix(root()).unwrap().display().to_string();
+        for (at, m) in text.match_indices("acs.md#") {
+            let rest = &text[at + m.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .unwrap_or(rest.len());
+            let anchor = &rest[..end];
+            cited += 1;
+            if !anchors.contains(&anchor) {
+                problems.push(format!("{name}: docs/acs.md has no anchor `{anchor}`"));
+            }
+        }
+        // Spelt in pieces so that grepping the repository for them finds nothing.
+        for stale in [
+            concat!("NOTES", " §"),
+            concat!("NOTES", ".md"),
+            concat!("shared", "/acs"),
+            concat!("..", "/shared"),
+        ] {
+            if text.contains(stale) {
+                problems.push(format!("{name}: cites `{stale}`, outside the repository"));
+            }
+        }
+    }
+    assert!(cited >= 20, "found only {cited} citations of docs/acs.md");
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}

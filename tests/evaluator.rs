@@ -344,6 +344,92 @@ default allow
 }
 
 #[test]
+fn a_redacted_value_never_appears_in_explain_output() {
+    // A vault secret longer than the 4 KiB bound on a value's rendering (so a cut cannot leak
+    // its start), reaching rules as a tool argument, inside a quantified collection, through
+    // builtins that derive new strings from it, and written literally in the policy; and a
+    // `mask`ed password without provenance.
+    let secret = format!("Tok-{}", "9f2c".repeat(1100));
+    let mut s = Session::with(
+        &format!(
+            r#"
+label secret redact when source == "vault"
+mask args.password
+rule literal on toolCallRequest when args.body == "{secret}" => deny "literal"
+rule derived on toolCallRequest
+  when upper(args.body) != "X" and lower(string(args.body)) != "x" and domain(args.link) == "vault.example"
+  => deny "derived"
+rule quantified on toolCallRequest when any a in args: a has secret => deny "quantified"
+rule password on toolCallRequest when len(args.password) > 3 and contains(args.password, "unt") => deny "password"
+default allow
+"#
+        ),
+        Options {
+            explain: true,
+            ..Options::default()
+        },
+    );
+    s.send(
+        "steps/toolCallResult",
+        json!({"tool": {"name": "vault"}, "exit_status": "success", "outputs": [
+            {"value": secret, "provenance": {"provenance_id": "v1", "origin": "tool_output", "source_id": "vault"}},
+            {"value": "https://vault.example/k/7", "provenance": {"provenance_id": "v2", "origin": "tool_output", "source_id": "vault"}}]}),
+    );
+    let r = s.send(
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "send_email"}, "arguments": {
+            "body": {"value": secret, "provenance": {"provenance_id": "b1", "origin": "agent_generated", "derived_from": ["v1"]}},
+            "link": {"value": "https://vault.example/k/7", "provenance": {"provenance_id": "b2", "origin": "agent_generated", "derived_from": ["v2"]}},
+            "password": {"value": "hunter2"}}}),
+    );
+    assert_eq!(
+        r["result"]["reason_codes"],
+        json!(["literal", "derived", "quantified", "password"])
+    );
+    let explain = r["result"]["policy_data"]["warden"].to_string();
+    let lower = explain.to_lowercase();
+    for shown in ["9f2c9f2c", "vault.example", "hunter2", "unter"] {
+        assert!(!lower.contains(shown), "{shown} shows in {explain}");
+    }
+    assert!(explain.contains("[redacted]"), "{explain}");
+    // The rest of the trace is still there: checks, their results, labels.
+    let rules = r["result"]["policy_data"]["warden"]["rules"]
+        .as_array()
+        .unwrap();
+    assert_eq!(rules.len(), 4);
+    assert!(rules
+        .iter()
+        .all(|r| r["fired"] == true && r["line"].is_u64()));
+    let has = &rules[2]["checks"][0];
+    assert_eq!(has["kind"], "has");
+    assert_eq!(has["labels"][0], json!(["secret"]));
+}
+
+#[test]
+fn explain_values_are_shown_whole_up_to_4_kib() {
+    let long = "x".repeat(5000);
+    let mut s = Session::with(
+        r#"rule r on toolCallRequest when args.a == "nope" or args.b == "nope" => deny "r"
+default allow"#,
+        Options {
+            explain: true,
+            ..Options::default()
+        },
+    );
+    let r = s.send(
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "t"}, "arguments": {"a": {"value": "y".repeat(300)}, "b": {"value": long}}}),
+    );
+    let checks = &r["result"]["policy_data"]["warden"]["rules"][0]["checks"];
+    assert_eq!(checks[0]["values"][0], format!("\"{}\"", "y".repeat(300)));
+    let cut = checks[1]["values"][0].as_str().unwrap();
+    assert!(cut.starts_with("\"xxx"), "{cut}");
+    assert!(cut.ends_with("…(906 more bytes)"), "{cut}");
+    assert_eq!(checks[1]["at"], "test.ward:1:52");
+    assert_eq!(checks[1]["text"], "args.b == \"nope\"");
+}
+
+#[test]
 fn a_policy_can_span_several_files() {
     let dir = std::env::temp_dir().join("warden-multi-file");
     std::fs::create_dir_all(&dir).unwrap();

@@ -88,6 +88,67 @@ fn replayed_traces_match_golden_output() {
     }
 }
 
+/// Values the explain traces of `tests/traces/explain/` must never show: they carry a `redact`
+/// label or sit at a `mask` path (also derived: `upper(…)` of a secret).
+const MASKED: &[&str] = &["s3cr3t-token-9f2c", "hunter2"];
+
+/// `warden replay --explain`, tested as data: each `tests/traces/explain/NAME.jsonl` is replayed
+/// with `--explain` and `NAME.ward`, from the crate root with relative paths (the traces name the
+/// policy's files), and must equal `NAME.expected.jsonl` (`UPDATE_GOLDEN=1` rewrites it). No
+/// masked value may appear anywhere in the output, in any case.
+#[test]
+fn explained_traces_match_golden_output() {
+    let dir = root().join("tests/traces/explain");
+    let mut traces: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "jsonl")
+                && !p.to_string_lossy().ends_with(".expected.jsonl")
+        })
+        .collect();
+    traces.sort();
+    assert!(!traces.is_empty());
+    for trace in traces {
+        let rel = |p: &Path| p.strip_prefix(root()).unwrap().to_path_buf();
+        let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .current_dir(root())
+            .arg("replay")
+            .arg(rel(&trace))
+            .arg("--explain")
+            .arg("--policy")
+            .arg(rel(&trace.with_extension("ward")))
+            .output()
+            .expect("run warden");
+        assert!(out.status.success(), "replay of {} failed", trace.display());
+        let out = String::from_utf8(out.stdout).expect("utf-8 output");
+        for r in &responses(&out) {
+            common::schema::assert_valid_response(r);
+            assert!(
+                r.pointer("/result/policy_data/warden/rules").is_some(),
+                "no explain trace in {r}"
+            );
+        }
+        let lower = out.to_lowercase();
+        for m in MASKED {
+            assert!(
+                !lower.contains(&m.to_lowercase()),
+                "{m} shows in the explain output of {}:\n{out}",
+                trace.display()
+            );
+        }
+        let expected = trace.with_extension("expected.jsonl");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&expected, &out).unwrap();
+        } else {
+            let want = std::fs::read_to_string(&expected).unwrap_or_else(|_| {
+                panic!("missing {} (run with UPDATE_GOLDEN=1)", expected.display())
+            });
+            assert_eq!(want, out, "golden mismatch for {}", trace.display());
+        }
+    }
+}
+
 fn decision(r: &Value) -> (&str, Vec<&str>) {
     let res = &r["result"];
     (
@@ -216,6 +277,19 @@ fn explain_attaches_the_rules_and_values() {
     let checks = fired["checks"].as_array().unwrap();
     assert!(
         checks.iter().any(|c| c["values"][0] == "\"send_money\""),
+        "{checks:?}"
+    );
+    // The rule and each check by file, line, column and source text.
+    assert_eq!(fired["file"], "<std.defaults>", "{fired}");
+    assert!(fired["line"].as_u64().unwrap() > 0, "{fired}");
+    assert!(
+        fired["text"].as_str().unwrap().starts_with("rule "),
+        "{fired}"
+    );
+    assert!(
+        checks
+            .iter()
+            .all(|c| c["at"].as_str().unwrap().starts_with("<std.defaults>:")),
         "{checks:?}"
     );
     for r in &rs {

@@ -666,7 +666,7 @@ impl Redaction {
     }
 }
 
-/// A `modifications` object that breaks the MODIFY rules (§6.3).
+/// A `modifications` object that breaks the MODIFY rules (docs/acs.md#modify).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModificationsError {
     /// None of the three members is present (the schema wants at least one).

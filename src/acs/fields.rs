@@ -2,9 +2,10 @@
 //! `on <hook>`, their types, whether they are required, and which decisions each hook may
 //! legally return. The policy checker and the language server both read this table.
 //!
-//! Where the hook schema was copied into `shared/acs/v0.1.0` the table follows it exactly
-//! ([`Source::Schema`], checked field by field by `tests/acs_fields.rs`). Where it is missing
-//! upstream the fields are rebuilt from `shared/acs/NOTES.md` §9 ([`Source::Notes`]).
+//! Where the hook's schema is vendored in `vendor/acs/v0.1.0` the table follows it exactly
+//! ([`Source::Schema`], checked field by field by `tests/acs_fields.rs`). Where it could not be
+//! obtained, the fields are rebuilt from the specification text and the reference
+//! implementation's types ([`Source::Notes`]; docs/acs.md#hooks).
 //!
 //! Conventions:
 //! - Paths are relative to `params.payload` (for [`METADATA`], to `params.metadata`).
@@ -13,9 +14,9 @@
 //! - `required` means "required inside its parent object, when the parent is present".
 //! - Provenance sub-objects are typed [`Ty::Provenance`]; their own fields live once in
 //!   [`PROVENANCE`]. IBAC Intent objects are [`Ty::Intent`], fields in [`INTENT`].
-//! - One deliberate deviation from the copied schemas: every `provenance` member is
-//!   `required: false`. The copied (older, `a0c16bf`) hook schemas require it, but current
-//!   upstream made it optional in the base schemas (NOTES §5).
+//! - One deliberate deviation from the vendored schemas: every `provenance` member is
+//!   `required: false`. The vendored (older, `a0c16bf`) hook schemas require it, but current
+//!   upstream made it optional in the base schemas (docs/acs.md#provenance).
 
 /// The type of a payload field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,9 +62,10 @@ pub struct Field {
 /// Where a hook's field list comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
-    /// A copied schema, path relative to `shared/acs/v0.1.0`.
+    /// A vendored schema, path relative to `vendor/acs/v0.1.0`.
     Schema(&'static str),
-    /// Rebuilt from NOTES.md §9 (schema missing upstream).
+    /// Rebuilt from the specification text (the schema could not be obtained;
+    /// docs/acs.md#gap-missing-schemas).
     Notes,
 }
 
@@ -324,7 +326,7 @@ pub static PROVENANCE: &[Field] = &[
     ),
 ];
 
-/// An IBAC Intent object (NOTES §5; schema missing), paths relative to the object.
+/// An IBAC Intent object (docs/acs.md#intent; schema missing), paths relative to the object.
 pub static INTENT: &[Field] = &[
     fld(
         "raw",
@@ -524,9 +526,10 @@ macro_rules! with_components {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The hooks, in NOTES §9 order, then wrapped MCP.
+// The hooks, in the order of docs/acs.md#hooks, then wrapped MCP.
 
-/// Every method a policy can attach to: the 22 of NOTES §9 plus `protocols/MCP/tools/call`.
+/// Every method a policy can attach to: the 22 of docs/acs.md#hooks plus
+/// `protocols/MCP/tools/call`.
 pub static HOOKS: &[HookSpec] = &[
     HookSpec {
         method: "steps/sessionStart",

@@ -602,7 +602,7 @@ impl<'a> Lower<'a> {
                                 unit.file,
                                 l.value.span,
                                 format!("the constant `{name}` is not a constant value"),
-                                "a `let` holds literals, collections of literals, and arithmetic on them (Rego values arrive with the Rego bridge)",
+                                "a `let` holds literals, collections of literals, arithmetic on them, and Rego values that fold when the policy loads (docs/rego.md)",
                             ),
                         }
                         return c;

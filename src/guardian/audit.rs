@@ -1,4 +1,4 @@
-//! The audit chain: one ContextEntry per audited step (NOTES §6), hashed with
+//! The audit chain: one ContextEntry per audited step (docs/acs.md#audit-chain), hashed with
 //! [`crate::acs::crypto::entry_hash`], and the chain head each session keeps.
 
 // Error responses are the rare path, built once per refused request: no need to box them.

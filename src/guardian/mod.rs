@@ -33,6 +33,7 @@
 
 pub mod audit;
 pub mod decide;
+pub mod explain;
 pub mod hook;
 pub mod journal;
 pub mod operator;
@@ -59,7 +60,7 @@ use crate::acs::envelope::{self, DecodeOptions, Id, Request, Response, RpcError}
 use crate::acs::fields;
 use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::{Diagnostic, Diagnostics, FileId, SourceMap, Span};
 use crate::state::{
     Approval, ApprovalNote, ApprovalStatus, Draft, Event, Extension, GrantError, SessionState,
 };
@@ -72,6 +73,8 @@ pub struct Policy {
     program: Arc<Program>,
     /// SHA-256 of the compiled program's dump: names the policy in the audit chain.
     digest: Arc<str>,
+    /// The policy's source files: explain traces show rules and checks by file, line and text.
+    sources: Arc<SourceMap>,
     /// Warnings from the checker (a policy with errors does not load).
     pub warnings: Diagnostics,
 }
@@ -88,6 +91,7 @@ impl Policy {
                 Ok(Policy {
                     program: Arc::new(program),
                     digest: Arc::from(digest),
+                    sources: Arc::new(checked.loaded.sources.clone()),
                     warnings: checked.diagnostics,
                 })
             }
@@ -99,14 +103,27 @@ impl Policy {
     }
 
     /// A policy from a program compiled elsewhere (the test runner compiles with mocks).
+    /// Give it its sources with [`Policy::with_sources`] for explain traces to show them.
     pub fn from_program(mut program: Program) -> Policy {
         program.unknown_labels = crate::state::unknown_labels(&program);
         let digest = sha256_hex(compile::dump(&program).as_bytes());
         Policy {
             program: Arc::new(program),
             digest: Arc::from(digest),
+            sources: Arc::default(),
             warnings: Diagnostics::default(),
         }
+    }
+
+    /// The same policy, with the source files its program was compiled from.
+    pub fn with_sources(mut self, sources: SourceMap) -> Policy {
+        self.sources = Arc::new(sources);
+        self
+    }
+
+    /// The policy's source files.
+    pub fn sources(&self) -> &SourceMap {
+        &self.sources
     }
 
     /// Loads the policy rooted at a `.ward` file.
@@ -213,12 +230,20 @@ pub struct Options {
     pub protocol: Protocol,
 }
 
-/// One rule's part in a decision, for explain traces.
+/// One rule's part in a decision, for explain traces (rendered by [`explain`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleTrace {
+    /// `module.rule`.
     pub rule: String,
+    /// Where the rule is: its file in the policy's sources, and its whole declaration.
+    pub file: FileId,
+    pub span: Span,
     pub fired: bool,
+    /// Its checks, in the order they ran, with masked values already masked.
     pub observations: Vec<Observation>,
+    /// Texts masked in this decision (`redact` labels, `mask` paths): whoever shows source
+    /// text beside the trace masks them there too ([`explain::scrub_text`]).
+    pub masked: Arc<[String]>,
 }
 
 #[derive(Debug, Default)]
@@ -250,6 +275,7 @@ struct Session {
 struct Active {
     program: Arc<Program>,
     digest: Arc<str>,
+    sources: Arc<SourceMap>,
 }
 
 /// Decides ACS requests for many sessions against one policy.
@@ -315,6 +341,7 @@ impl Guardian {
             policy: RwLock::new(Active {
                 program: policy.program,
                 digest: policy.digest,
+                sources: policy.sources,
             }),
             sessions: Mutex::new(HashMap::new()),
             options,
@@ -342,6 +369,7 @@ impl Guardian {
         *p = Active {
             program: policy.program,
             digest: policy.digest,
+            sources: policy.sources,
         };
     }
 
@@ -622,9 +650,10 @@ impl Guardian {
                     let traces = decision.trace.clone();
                     let mut result = decision.to_result(&p.request_id);
                     if self.options.explain {
-                        result
-                            .policy_data
-                            .insert("warden".into(), explain_json(&decision, &traces));
+                        result.policy_data.insert(
+                            "warden".into(),
+                            explain::to_json(&decision, &traces, program, &active.sources),
+                        );
                     }
                     let proceeds = decision.proceeds();
                     (
@@ -1455,8 +1484,11 @@ fn decide_in_draft(
                 if explain {
                     traces.push(RuleTrace {
                         rule: format!("{}.{}", rule.module, rule.name),
+                        file: rule.file,
+                        span: rule.span,
                         fired: fires,
                         observations: obs,
+                        masked: Arc::default(),
                     });
                 }
             }
@@ -1471,7 +1503,8 @@ fn decide_in_draft(
             }
         }
         if explain {
-            redact_traces(program, draft, ev.payload, &mut traces);
+            let secrets = explain::Secrets::of(program, draft, ev.payload);
+            explain::redact(&mut traces, &secrets);
             decision.trace = traces;
         }
         if decision.proceeds() {
@@ -1557,109 +1590,6 @@ fn mcp_tool_call_view(
     let view =
         serde_json::json!({"tool": {"name": name, "provider": "mcp"}, "arguments": arguments});
     Some((fields::hook("steps/toolCallRequest")?, view))
-}
-
-/// Masks, in explain traces, the values of content that carries a `redact` label.
-fn redact_traces(program: &Program, state: &Draft<'_>, payload: &Value, traces: &mut [RuleTrace]) {
-    let mask = program
-        .labels
-        .iter()
-        .filter(|l| l.redact)
-        .fold(0u64, |m, l| m | (1u64 << l.bit));
-    if mask == 0 && program.masked.is_empty() {
-        return;
-    }
-    let mut secrets = Vec::new();
-    if mask != 0 {
-        collect_secrets(program, state, payload, mask, &mut secrets, 0);
-    }
-    // `mask` paths: the value there (a tool argument's value, if it is one).
-    for path in &program.masked {
-        let mut v = Some(payload);
-        for seg in path {
-            v = v.and_then(|x| match seg {
-                compile::Seg::Key(k) => x.get(&**k),
-                compile::Seg::Index(n) => x.get(*n),
-            });
-        }
-        if let Some(v) = v {
-            let v = v
-                .get("value")
-                .filter(|_| v.get("provenance").is_some() || path.len() == 2)
-                .unwrap_or(v);
-            secrets.push(
-                vm::Val::from_json(v)
-                    .describe()
-                    .trim_matches('"')
-                    .to_string(),
-            );
-        }
-    }
-    secrets.retain(|s| !s.is_empty());
-    if secrets.is_empty() {
-        return;
-    }
-    for t in traces {
-        for o in &mut t.observations {
-            for operand in &mut o.operands {
-                if secrets.iter().any(|s| operand.contains(s.as_str())) {
-                    *operand = "[redacted]".into();
-                }
-            }
-        }
-    }
-}
-
-fn collect_secrets(
-    program: &Program,
-    state: &Draft<'_>,
-    v: &Value,
-    mask: u64,
-    out: &mut Vec<String>,
-    depth: usize,
-) {
-    if depth > 64 {
-        return;
-    }
-    match v {
-        Value::Object(m) => {
-            if let (Some(value), Some(_)) = (m.get("value"), m.get("provenance")) {
-                let labels = state.labels_of(program, &vm::Val::Json(v)).unwrap_or(0);
-                if labels & mask != 0 {
-                    let shown = vm::Val::from_json(value).describe();
-                    // Strings render quoted; match the bare text too.
-                    out.push(shown.trim_matches('"').to_string());
-                }
-            }
-            for child in m.values() {
-                collect_secrets(program, state, child, mask, out, depth + 1);
-            }
-        }
-        Value::Array(a) => {
-            for child in a {
-                collect_secrets(program, state, child, mask, out, depth + 1);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn explain_json(decision: &Decision, traces: &[RuleTrace]) -> Value {
-    let rules: Vec<Value> = traces
-        .iter()
-        .map(|t| {
-            serde_json::json!({
-                "rule": t.rule,
-                "fired": t.fired,
-                "checks": t.observations.iter().map(|o| serde_json::json!({
-                    "at": [o.span.start, o.span.end],
-                    "result": o.result,
-                    "values": o.operands,
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    serde_json::json!({"fired": decision.fired, "rules": rules})
 }
 
 fn now_rfc3339() -> String {

@@ -22,6 +22,7 @@ use crate::compile::{DecisionTemplate, Op, Program};
 use crate::diagnostics::{Diagnostics, FileId, Span};
 use crate::guardian::{Policy, RuleTrace};
 use crate::syntax::ast::{DecisionKind, Item, Test, UseKind};
+use crate::vm::Probe;
 
 /// One policy and the tests that run against it.
 pub struct Suite {
@@ -37,8 +38,6 @@ pub struct Suite {
     /// `default allow`.
     pub library: bool,
     rego_aliases: Vec<String>,
-    /// Rule `module.name` → the file it is written in.
-    rule_files: HashMap<String, FileId>,
 }
 
 /// Why a suite could not be loaded: the policy's diagnostics (exit code 2).
@@ -129,7 +128,6 @@ impl Suite {
             test_dir,
             library,
             rego_aliases,
-            rule_files: HashMap::new(),
         };
         let mut program = match crate::compile::compile(&suite.checked) {
             Ok(p) => p,
@@ -141,12 +139,8 @@ impl Suite {
             }
         };
         suite.adjust(&mut program);
-        suite.rule_files = program
-            .rules
-            .iter()
-            .map(|r| (format!("{}.{}", r.module, r.name), r.file))
-            .collect();
-        suite.policy = Policy::from_program(program);
+        suite.policy =
+            Policy::from_program(program).with_sources(suite.checked.loaded.sources.clone());
         Ok(suite)
     }
 
@@ -199,15 +193,6 @@ impl Suite {
             }
         }
         None
-    }
-
-    /// The source text of a comparison in a rule.
-    fn check_text(&self, rule: &str, span: Span) -> String {
-        let Some(file) = self.rule_files.get(rule) else {
-            return format!("{}..{}", span.start, span.end);
-        };
-        let text = &self.checked.loaded.sources.get(*file).text;
-        snippet(text.get(span.range()).unwrap_or(""))
     }
 
     /// The rules this suite's policy file defines itself, with their comparisons: the rules
@@ -323,21 +308,10 @@ pub enum TestStatus {
     Skipped,
 }
 
-/// One comparison in an explain trace.
-#[derive(Debug, Clone, Serialize)]
-pub struct TraceCheck {
-    pub text: String,
-    pub result: Option<bool>,
-    pub values: Vec<String>,
-}
-
-/// One rule in an explain trace.
-#[derive(Debug, Clone, Serialize)]
-pub struct TraceRule {
-    pub rule: String,
-    pub fired: bool,
-    pub checks: Vec<TraceCheck>,
-}
+/// One check in an explain trace (the same form `warden replay --explain` prints).
+pub use crate::guardian::explain::Check as TraceCheck;
+/// One rule in an explain trace (the same form `warden replay --explain` prints).
+pub use crate::guardian::explain::Rule as TraceRule;
 
 /// A failed step (or a test that could not run).
 #[derive(Debug, Clone, Serialize)]
@@ -377,7 +351,13 @@ impl Coverage {
         for t in traces {
             let hits = self.rules.entry(t.rule.clone()).or_default();
             hits.fired |= t.fired;
-            for o in &t.observations {
+            // Coverage counts conditions: comparisons and `has` (calls and quantifiers share
+            // spans with them or are not conditions of their own).
+            for o in t
+                .observations
+                .iter()
+                .filter(|o| matches!(o.probe, Probe::Compare | Probe::Has))
+            {
                 let e = hits.checks.entry(o.span).or_default();
                 match o.result {
                     Some(true) => e.0 = true,

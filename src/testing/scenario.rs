@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::value::{json_const, json_kind, Constants};
-use super::{Coverage, Failure, Suite, TestResult, TestStatus, TraceCheck, TraceRule};
+use super::{Coverage, Failure, Suite, TestResult, TestStatus, TraceRule};
 use crate::acs::envelope::{self, DecodeOptions, Modifications, Response};
 use crate::diagnostics::{Diagnostic, FileId, Span};
 use crate::guardian::{self, Guardian, Policy, RuleTrace};
@@ -312,7 +312,7 @@ impl<'s> Run<'s> {
                 }
             } else if root == "rego" || self.suite.rego_aliases.iter().any(|a| a == root) {
                 return Err(format!(
-                    "cannot mock `{path}`: Rego is not available yet (the Rego bridge has not landed), so Rego data and functions cannot be mocked"
+                    "cannot mock `{path}`: Rego rules and data are not mocked; tests run the imported Rego itself (rules that read only `data` are folded when the policy loads, the others are evaluated by the Rego engine at each decision). Change the Rego files, or mock the `let` constant that uses the Rego value"
                 ));
             } else if !path.contains('.') && self.consts.contains(path) {
                 let original = self.suite.const_json(path);
@@ -342,7 +342,7 @@ impl<'s> Run<'s> {
                     format!("the policy does not compile with these mocks: {first}")
                 })?;
             self.suite.adjust(&mut program);
-            Policy::from_program(program)
+            Policy::from_program(program).with_sources(self.suite.checked.loaded.sources.clone())
         };
         self.guardian = Some(Guardian::with_options(
             policy,
@@ -582,16 +582,11 @@ impl<'s> Run<'s> {
                         if r.fired { "fired" } else { "did not fire" }
                     ));
                     for c in &r.checks {
-                        let res = match c.result {
-                            Some(true) => "true",
-                            Some(false) => "false",
-                            None => "undefined",
-                        };
-                        rendered.push_str(&format!(
-                            "        {} → {res}   [{}]\n",
-                            c.text,
-                            c.values.join(", ")
-                        ));
+                        rendered.push_str(&format!("        {} → {}", c.text, c.outcome()));
+                        if !c.values.is_empty() {
+                            rendered.push_str(&format!("   {}", c.operands_text()));
+                        }
+                        rendered.push('\n');
                     }
                 }
             }
@@ -614,22 +609,11 @@ impl<'s> Run<'s> {
     }
 
     fn trace(&self, traces: &[RuleTrace]) -> Vec<TraceRule> {
-        traces
-            .iter()
-            .map(|t| TraceRule {
-                rule: t.rule.clone(),
-                fired: t.fired,
-                checks: t
-                    .observations
-                    .iter()
-                    .map(|o| TraceCheck {
-                        text: self.suite.check_text(&t.rule, o.span),
-                        result: o.result,
-                        values: o.operands.clone(),
-                    })
-                    .collect(),
-            })
-            .collect()
+        guardian::explain::rules(
+            traces,
+            self.suite.policy.program(),
+            &self.suite.checked.loaded.sources,
+        )
     }
 
     fn expectation_text(&self, e: &Expectation) -> String {

@@ -5,6 +5,7 @@
 //! closed. A rule fires only when its condition is `true`.
 
 mod builtins;
+mod trace;
 mod value;
 
 use std::borrow::Cow;
@@ -12,6 +13,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+pub use trace::{Observation, Operand, Probe};
 pub use value::{glob as glob_match, Kind, Val};
 
 use crate::compile::{Code, Const, Op, Program, Root, Seg};
@@ -126,18 +128,12 @@ impl Budget {
     }
 }
 
-/// One recorded comparison, for explain traces and coverage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Observation {
-    pub span: crate::diagnostics::Span,
-    pub result: Option<bool>,
-    pub operands: Vec<String>,
-}
-
 struct Iter<'a> {
     items: Vec<Val<'a>>,
     pos: usize,
     saw_undef: bool,
+    /// The collection, kept for the explain trace (only when tracing).
+    of: Option<Val<'a>>,
 }
 
 /// Runs `code` and returns its result value.
@@ -145,13 +141,14 @@ pub fn run<'a>(
     env: &Env<'a>,
     code: &'a Code,
     budget: &mut Budget,
-    mut trace: Option<&mut Vec<Observation>>,
+    trace: Option<&mut Vec<Observation>>,
 ) -> Result<Val<'a>, VmError> {
     let program: &'a Program = env.program;
     let mut stack: Vec<Val<'a>> = Vec::with_capacity(16);
     let mut vars: Vec<Val<'a>> = vec![Val::Undef; code.vars as usize];
     let mut iters: Vec<Iter<'a>> = Vec::new();
     let mut pc = 0usize;
+    let mut tracer = trace.map(trace::Tracer::new);
     // A type error at the instruction just executed.
     macro_rules! typed {
         ($e:expr) => {
@@ -172,6 +169,22 @@ pub fn run<'a>(
             match stack.pop() {
                 Some(v) => v,
                 None => return Err(VmError::Malformed(pc)),
+            }
+        };
+    }
+    // The span of the instruction being run (for the explain trace).
+    macro_rules! here {
+        () => {
+            code.spans.get(pc - 1).copied().unwrap_or_default()
+        };
+    }
+    // Records a call that returned `$v` (a value about to be pushed) with `$args`, which were
+    // in the stack slots from `$base` on.
+    macro_rules! traced_call {
+        ($v:expr, $base:expr, $args:expr) => {
+            if let Some(t) = tracer.as_mut() {
+                let operands = t.operands(env, $base, $args);
+                t.call(here!(), &$v, operands);
             }
         };
     }
@@ -208,7 +221,14 @@ pub fn run<'a>(
             }
             Op::Unwrap => {
                 let v = pop!();
-                stack.push(v.unwrap_argument());
+                match tracer.as_mut() {
+                    Some(t) => {
+                        let u = v.clone().unwrap_argument();
+                        t.unwrapped(env, stack.len(), &v, &u);
+                        stack.push(u);
+                    }
+                    None => stack.push(v.unwrap_argument()),
+                }
             }
             Op::Member(k) => {
                 let v = pop!();
@@ -216,7 +236,12 @@ pub fn run<'a>(
                     Some(Const::Str(s)) => s,
                     _ => return Err(VmError::Malformed(pc)),
                 };
-                stack.push(typed!(v.member(key)));
+                let m = typed!(v.member(key));
+                if let Some(t) = tracer.as_mut().filter(|_| &**key == "value") {
+                    // `x.value` of a carrier keeps, in the trace, the labels `x` carries.
+                    t.unwrapped(env, stack.len(), &v, &m);
+                }
+                stack.push(m);
             }
             Op::Index => {
                 let i = pop!();
@@ -242,12 +267,9 @@ pub fn run<'a>(
                 let b = pop!();
                 let a = pop!();
                 let r = typed!(value::compare(op, &a, &b));
-                if let Some(t) = trace.as_deref_mut() {
-                    t.push(Observation {
-                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
-                        result: r,
-                        operands: vec![a.describe(), b.describe()],
-                    });
+                if let Some(t) = tracer.as_mut() {
+                    let operands = t.operands(env, stack.len(), &[a, b]);
+                    t.check(here!(), Probe::Compare, r, operands);
                 }
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
@@ -257,12 +279,10 @@ pub fn run<'a>(
                     return Err(VmError::Malformed(pc));
                 };
                 let r = typed!(value::regex_match(regex, &a));
-                if let Some(t) = trace.as_deref_mut() {
-                    t.push(Observation {
-                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
-                        result: r,
-                        operands: vec![a.describe(), format!("{:?}", regex.as_str())],
-                    });
+                if let Some(t) = tracer.as_mut() {
+                    let pattern = Val::Str(Cow::Borrowed(regex.as_str()));
+                    let operands = t.operands(env, stack.len(), &[a, pattern]);
+                    t.check(here!(), Probe::Compare, r, operands);
                 }
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
@@ -305,12 +325,9 @@ pub fn run<'a>(
                     .state
                     .labels_of(program, &v)
                     .map(|l| l & (1u64 << bit) != 0);
-                if let Some(t) = trace.as_deref_mut() {
-                    t.push(Observation {
-                        span: code.spans.get(pc - 1).copied().unwrap_or_default(),
-                        result: r,
-                        operands: vec![v.describe()],
-                    });
+                if let Some(t) = tracer.as_mut() {
+                    let operands = t.operands(env, stack.len(), &[v]);
+                    t.check(here!(), Probe::Has, r, operands);
                 }
                 stack.push(r.map_or(Val::Undef, Val::Bool));
             }
@@ -324,28 +341,43 @@ pub fn run<'a>(
                     .state
                     .node_of(program, &v)
                     .map(|n| n.origins & crate::state::origin_bit(origin) != 0);
-                stack.push(r.map_or(Val::Undef, Val::Bool));
+                let r = r.map_or(Val::Undef, Val::Bool);
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
             }
             Op::LineageDepth => {
                 let v = pop!();
                 let r = env.state.node_of(program, &v).map(|n| n.depth as f64);
-                stack.push(r.map_or(Val::Undef, Val::Num));
+                let r = r.map_or(Val::Undef, Val::Num);
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
             }
-            Op::TurnsSince(bit) => stack.push(Val::Num(env.state.turns_since(bit))),
-            Op::EffectState(id) => stack.push(
-                env.state
+            Op::TurnsSince(bit) => {
+                let r = Val::Num(env.state.turns_since(bit));
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
+            }
+            Op::EffectState(id) => {
+                let r = env
+                    .state
                     .effect_state(id)
-                    .map_or(Val::Undef, |s| Val::Str(Cow::Borrowed(s))),
-            ),
+                    .map_or(Val::Undef, |s| Val::Str(Cow::Borrowed(s)));
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
+            }
             Op::History(slot) => {
-                stack.push(Val::Num(env.state.history_count(program, slot, None) as f64))
+                let r = Val::Num(env.state.history_count(program, slot, None) as f64);
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
             }
             Op::HistoryKeyed(slot) => {
                 let key = pop!();
-                stack.push(match key.key_string() {
+                let r = match key.key_string() {
                     Some(k) => Val::Num(env.state.history_count(program, slot, Some(&k)) as f64),
                     None => Val::Undef,
-                });
+                };
+                traced_call!(r, stack.len(), &[key]);
+                stack.push(r);
             }
             Op::Call(b, n) => {
                 let n = n as usize;
@@ -353,7 +385,9 @@ pub fn run<'a>(
                     return Err(VmError::Malformed(pc));
                 }
                 let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
-                stack.push(typed!(builtins::call(b, &args)));
+                let r = typed!(builtins::call(b, &args));
+                traced_call!(r, stack.len(), &args);
+                stack.push(r);
             }
             Op::IntentPermits(flags) => {
                 let resource = if flags & 2 != 0 { Some(pop!()) } else { None };
@@ -373,7 +407,15 @@ pub fn run<'a>(
                         resource.as_ref().and_then(Val::as_str),
                     )
                 });
-                stack.push(r.map_or(Val::Undef, Val::Bool));
+                let r = r.map_or(Val::Undef, Val::Bool);
+                if tracer.is_some() {
+                    let args: Vec<Val<'a>> = std::iter::once(tool)
+                        .chain(operation)
+                        .chain(resource)
+                        .collect();
+                    traced_call!(r, stack.len(), &args);
+                }
+                stack.push(r);
             }
             Op::IntentDeclared => stack.push(Val::Bool(env.state.intent().is_some())),
             Op::IntentRaw => stack.push(match env.state.intent().and_then(|i| i.raw.clone()) {
@@ -389,7 +431,9 @@ pub fn run<'a>(
             Op::Rego(id) => {
                 // Undefined in Rego is "no": `not rule` holds there, and here.
                 let v = env.rego(id, &[])?;
-                stack.push(v.map_or(Val::Bool(false), Val::owned));
+                let r = v.map_or(Val::Bool(false), Val::owned);
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
             }
             Op::RegoCall(id, n) => {
                 let n = n as usize;
@@ -397,17 +441,22 @@ pub fn run<'a>(
                     return Err(VmError::Malformed(pc));
                 }
                 let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
-                let Some(args) = args.iter().map(Val::to_json).collect::<Option<Vec<_>>>() else {
+                let Some(json) = args.iter().map(Val::to_json).collect::<Option<Vec<_>>>() else {
                     // An undefined argument makes the call undefined.
+                    traced_call!(Val::Undef, stack.len(), &args);
                     stack.push(Val::Undef);
                     continue;
                 };
-                let v = env.rego(id, &args)?;
-                stack.push(v.map_or(Val::Bool(false), Val::owned));
+                let v = env.rego(id, &json)?;
+                let r = v.map_or(Val::Bool(false), Val::owned);
+                traced_call!(r, stack.len(), &args);
+                stack.push(r);
             }
             Op::Present => {
                 let v = pop!();
-                stack.push(Val::Bool(!matches!(v, Val::Undef)));
+                let r = Val::Bool(!matches!(v, Val::Undef));
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
             }
             Op::MakeList(n) => {
                 let n = n as usize;
@@ -429,6 +478,7 @@ pub fn run<'a>(
                     items,
                     pos: 0,
                     saw_undef: absent,
+                    of: tracer.is_some().then_some(v),
                 });
             }
             Op::IterNext(var, exit) => {
@@ -453,6 +503,19 @@ pub fn run<'a>(
                 };
                 match r {
                     Some(b) if b == is_any => {
+                        if let (Some(t), Some(it)) = (tracer.as_mut(), iters.last()) {
+                            let probe = if is_any { Probe::Any } else { Probe::All };
+                            let mut operands: Vec<Operand> = it
+                                .of
+                                .iter()
+                                .map(|c| t.operand(env, usize::MAX, c))
+                                .collect();
+                            if let Some(item) = it.pos.checked_sub(1).and_then(|i| it.items.get(i))
+                            {
+                                operands.push(t.operand(env, usize::MAX, item));
+                            }
+                            t.check(here!(), probe, Some(is_any), operands);
+                        }
                         iters.pop();
                         stack.push(Val::Bool(is_any));
                         pc = done as usize;
@@ -468,11 +531,17 @@ pub fn run<'a>(
                 let Some(it) = iters.pop() else {
                     return Err(VmError::Malformed(pc));
                 };
-                stack.push(if it.saw_undef {
-                    Val::Undef
-                } else {
-                    Val::Bool(!is_any)
-                });
+                let r = if it.saw_undef { None } else { Some(!is_any) };
+                if let Some(t) = tracer.as_mut() {
+                    let probe = if is_any { Probe::Any } else { Probe::All };
+                    let operands = it
+                        .of
+                        .iter()
+                        .map(|c| t.operand(env, usize::MAX, c))
+                        .collect();
+                    t.check(here!(), probe, r, operands);
+                }
+                stack.push(r.map_or(Val::Undef, Val::Bool));
             }
             Op::Return => return Ok(stack.pop().unwrap_or(Val::Undef)),
         }

@@ -1,10 +1,10 @@
-//! Locating the shared ACS material and validating envelopes against the copied ACS
+//! Locating the vendored ACS material (`vendor/acs`) and validating envelopes against the ACS
 //! v0.1.0 schemas with a real JSON Schema (2020-12) validator.
 //!
 //! `response-envelope.json` refers to `modifications.json`, `request-envelope.json`,
 //! `ask-details.json` and `defer-details.json` by relative URI. The first two are loaded from
-//! the shared schema folder; the last two are missing upstream copies, so Warden's stand-ins
-//! in `tests/acs/schemas/` are registered in their place. Nothing is fetched.
+//! the vendored schema folder; the last two could not be obtained from upstream, so Warden's
+//! stand-ins in `tests/acs/schemas/` are registered in their place. Nothing is fetched.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -18,15 +18,15 @@ const GENAI_BASE: &str =
 /// Older base URI used by the request and modifications schemas' own `$id`s.
 const ACS_ORG_BASE: &str = "https://acs.org/schema/v0.1.0/";
 
-/// The shared ACS folder: `$WARDEN_ACS_DIR`, else `../shared/acs` beside the crate.
-/// Panics (never skips) when it is missing.
+/// The ACS material: `vendor/acs` in this repository (`$WARDEN_ACS_DIR` points at another
+/// copy with the same layout). Panics (never skips) when it is missing.
 pub fn acs_dir() -> PathBuf {
     let dir = std::env::var_os("WARDEN_ACS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/acs")));
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/vendor/acs")));
     assert!(
         dir.join("v0.1.0/response-envelope.json").is_file(),
-        "shared ACS material not found at {} (set WARDEN_ACS_DIR to the folder holding v0.1.0/ and fixtures/)",
+        "ACS material not found at {} (WARDEN_ACS_DIR must name a folder holding v0.1.0/ and fixtures/)",
         dir.display()
     );
     dir
@@ -51,11 +51,11 @@ struct Validators {
 fn validators() -> &'static Validators {
     static V: OnceLock<Validators> = OnceLock::new();
     V.get_or_init(|| {
-        let shared = acs_dir().join("v0.1.0");
+        let vendored = acs_dir().join("v0.1.0");
         let local = test_data_dir().join("schemas");
-        let request = read_json(&shared.join("request-envelope.json"));
-        let response = read_json(&shared.join("response-envelope.json"));
-        let modifications = read_json(&shared.join("modifications.json"));
+        let request = read_json(&vendored.join("request-envelope.json"));
+        let response = read_json(&vendored.join("response-envelope.json"));
+        let modifications = read_json(&vendored.join("modifications.json"));
         let ask = read_json(&local.join("ask-details.json"));
         let defer = read_json(&local.join("defer-details.json"));
         let mut resources: Vec<(String, Value)> = Vec::new();
