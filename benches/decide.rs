@@ -54,6 +54,7 @@ impl Step {
             metadata: &self.metadata,
             time_ms: None,
             extra_labels: 0,
+            wrapped_method: None,
         }
     }
 }

@@ -266,3 +266,50 @@ fn acs_citations_resolve_to_docs_acs_md() {
     assert!(cited >= 20, "found only {cited} citations of docs/acs.md");
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
+
+/// The examples that show a behaviour carry `test` blocks stating it; each such block is run by
+/// `warden test` and must pass, and every block that checks must also compile (a policy that
+/// checks clean but cannot load would be a door that looks locked).
+#[test]
+fn every_behaviour_example_runs_as_documented() {
+    let doc = doc();
+    let dir = std::env::temp_dir().join(format!("warden-doc-examples-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut with_tests = 0;
+    let mut problems = Vec::new();
+    for b in blocks(&doc).iter().filter(|b| b.fails.is_none()) {
+        let name = format!("example_{}.ward", b.line);
+        let path = dir.join(&name);
+        std::fs::write(&path, &b.text).unwrap();
+        if let Err(e) = warden::guardian::Policy::load(&path) {
+            problems.push(format!(
+                "docs/language.md:{}: checks but does not load: {e:?}",
+                b.line
+            ));
+            continue;
+        }
+        if !b.text.contains("test \"") {
+            std::fs::remove_file(&path).unwrap();
+            continue;
+        }
+        with_tests += 1;
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    assert!(
+        with_tests >= 5,
+        "only {with_tests} examples state their behaviour as tests"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("test")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "documented behaviour does not hold:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

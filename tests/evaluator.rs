@@ -80,10 +80,19 @@ rule type_error on toolCallRequest when args.y > 3 => deny "type_error"
 default allow
 "#,
     );
-    let (d, codes) = s.call("t", json!({"y": {"value": "not a number"}}));
+    let (d, codes) = s.call("t", json!({}));
     assert_eq!(d, "deny");
     // Only the rules whose condition is true fire: `or` with a true side, and `present`.
     assert_eq!(codes, vec!["or_absent", "present_absent"]);
+    // A present value of the wrong type is not "absent": it fails the decision closed.
+    let (d, codes) = s.call(
+        "t",
+        json!({"x": {"value": 2}, "y": {"value": "not a number"}}),
+    );
+    assert_eq!(
+        (d.as_str(), codes),
+        ("deny", vec!["warden.decision_failure".to_string()])
+    );
     let (_, codes) = s.call("t", json!({"x": {"value": 2}, "y": {"value": 4}}));
     assert_eq!(codes, vec!["not_absent", "or_absent", "type_error"]);
 }

@@ -628,6 +628,7 @@ impl Guardian {
             .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
         // A wrapped MCP `tools/call` is decided as the tool call it is.
         let mcp_view;
+        let mcp_wrapped = (hook.method == MCP_TOOLS_CALL).then_some(MCP_TOOLS_CALL);
         let (hook, payload) = match mcp_tool_call_view(hook, &p.payload) {
             Some((h, view)) => {
                 mcp_view = view;
@@ -642,6 +643,7 @@ impl Guardian {
             metadata: &metadata,
             time_ms,
             extra_labels,
+            wrapped_method: mcp_wrapped,
         };
         let mut failed = false;
         let (mut result, traces, proceeds, approval, effect_outcome) =
@@ -1248,6 +1250,7 @@ impl Guardian {
                     }
                     // As when it was decided: a wrapped MCP `tools/call` as its tool call.
                     let mcp_view;
+                    let mcp_wrapped = (hook.method == MCP_TOOLS_CALL).then_some(MCP_TOOLS_CALL);
                     let (hook, view) = match mcp_tool_call_view(hook, payload) {
                         Some((h, v)) => {
                             mcp_view = v;
@@ -1262,6 +1265,7 @@ impl Guardian {
                         metadata,
                         time_ms,
                         extra_labels,
+                        wrapped_method: mcp_wrapped,
                     };
                     let state = s.state.get_or_insert_with(|| SessionState::new(program));
                     if proceeds {
@@ -1390,6 +1394,12 @@ pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) 
     state.apply_taint(program, changes);
 }
 
+/// A wrapped MCP tool call's method.
+const MCP_TOOLS_CALL: &str = "protocols/MCP/tools/call";
+
+/// The reason code of a refused Intent: a capability Warden cannot read grants nothing.
+pub const BAD_INTENT: &str = "warden.bad_intent";
+
 /// Methods the Guardian answers: every hook, plus ping and the handshake.
 pub fn is_known_method(m: &str) -> bool {
     fields::hook(m).is_some() || m == "system/ping" || m == "handshake/hello"
@@ -1412,6 +1422,12 @@ pub fn decide_event(
         draft.begin_event(program, ev, &mut budget)?;
         let decided = decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget);
         match decided {
+            // A refused Intent stays refused even though the step does not go ahead.
+            Ok(decision) if !decision.proceeds() && draft.intent_refused.is_some() => {
+                let changes = draft.into_taint_changes();
+                state.apply_taint(program, changes);
+                return Ok(decision);
+            }
             Ok(decision) => (decision, draft.into_changes()),
             Err(e) => {
                 // The step's content enters with its labels whatever happened (fail closed).
@@ -1440,6 +1456,15 @@ fn decide_in_draft(
     explain: bool,
     budget: &mut Budget,
 ) -> Result<Decision, VmError> {
+    if let Some(why) = &draft.intent_refused {
+        if hook.allows(fields::DecisionKind::Deny) {
+            return Ok(Decision::simple(
+                DecisionKind::Deny,
+                BAD_INTENT,
+                format!("the session's intent was refused: {why}"),
+            ));
+        }
+    }
     {
         let budget = &mut *budget;
         draft.begin_effects(program, ev, budget)?;
@@ -1459,7 +1484,13 @@ fn decide_in_draft(
                 state: draft,
                 rego_cache: Some(&rego_cache),
             };
-            for id in program.rules_for(hook.method, tool) {
+            let mut ids = program.rules_for(hook.method, tool);
+            if let Some(method) = ev.wrapped_method {
+                ids.extend(program.rules_for(method, tool));
+                ids.sort_unstable();
+                ids.dedup();
+            }
+            for id in ids {
                 let rule = &program.rules[id as usize];
                 let mut obs = Vec::new();
                 let result = vm::run(&env, &rule.code, budget, explain.then_some(&mut obs))
@@ -1560,7 +1591,7 @@ fn mcp_tool_call_view(
     hook: &'static fields::HookSpec,
     payload: &Value,
 ) -> Option<(&'static fields::HookSpec, Value)> {
-    if hook.method != "protocols/MCP/tools/call" {
+    if hook.method != MCP_TOOLS_CALL {
         return None;
     }
     let params = payload.get("params");
@@ -1587,9 +1618,15 @@ fn mcp_tool_call_view(
                 .collect()
         })
         .unwrap_or_default();
-    let view =
-        serde_json::json!({"tool": {"name": name, "provider": "mcp"}, "arguments": arguments});
-    Some((fields::hook("steps/toolCallRequest")?, view))
+    // The MCP payload itself stays, so rules written `on protocols/MCP/tools/call` read
+    // `params…` from the same payload the toolCallRequest rules read `tool` and `args` from.
+    let mut view = payload.as_object().cloned().unwrap_or_default();
+    view.insert(
+        "tool".into(),
+        serde_json::json!({"name": name, "provider": "mcp"}),
+    );
+    view.insert("arguments".into(), Value::Object(arguments));
+    Some((fields::hook("steps/toolCallRequest")?, Value::Object(view)))
 }
 
 fn now_rfc3339() -> String {

@@ -66,7 +66,72 @@ pub struct Intent {
     pub trusted: bool,
 }
 
+/// Why an Intent's `parsed` capabilities were refused: Warden never guesses what a capability
+/// it cannot read would grant (docs/state.md, "Intent").
+pub fn parse_capability(c: &Value) -> Result<Capability, String> {
+    let Some(obj) = c.as_object() else {
+        return Err(format!(
+            "the capability {c} is not an object; write capabilities as {{\"tool\": …, \"operation\": …, \"resource\": …}}"
+        ));
+    };
+    let mut cap = Capability {
+        tool: None,
+        operation: None,
+        resource: None,
+        granted_by: None,
+    };
+    for (k, v) in obj {
+        let slot = match k.as_str() {
+            "tool" => &mut cap.tool,
+            "operation" => &mut cap.operation,
+            "resource" => &mut cap.resource,
+            other => {
+                return Err(format!(
+                    "the capability {c} has the member `{other}`, which is none of tool, operation, resource"
+                ))
+            }
+        };
+        match v {
+            Value::String(s) if !s.is_empty() => *slot = Some(s.clone()),
+            _ => {
+                return Err(format!(
+                    "the capability {c} has a `{k}` that is not a non-empty string"
+                ))
+            }
+        }
+    }
+    if cap.tool.is_none() && cap.operation.is_none() && cap.resource.is_none() {
+        return Err(format!(
+            "the capability {c} names none of tool, operation, resource, so it would grant everything"
+        ));
+    }
+    Ok(cap)
+}
+
 impl Intent {
+    /// The Intent of a `sessionStart` / `agentTrigger` payload. `Ok(None)` when there is none;
+    /// an error when `parsed` holds a capability Warden cannot read (it grants nothing).
+    pub fn parse(v: &Value) -> Result<Option<Intent>, String> {
+        let Some(obj) = v.as_object() else {
+            return if v.is_null() {
+                Ok(None)
+            } else {
+                Err(format!("the intent is {v}, not an object"))
+            };
+        };
+        if let Some(parsed) = obj.get("parsed") {
+            let Some(items) = parsed.as_array() else {
+                return Err(format!(
+                    "intent.parsed is {parsed}, not a list of capabilities"
+                ));
+            };
+            for (i, c) in items.iter().enumerate() {
+                parse_capability(c).map_err(|e| format!("intent.parsed[{i}]: {e}"))?;
+            }
+        }
+        Ok(Intent::from_json(v))
+    }
+
     fn from_json(v: &Value) -> Option<Intent> {
         let obj = v.as_object()?;
         let raw = obj.get("raw").and_then(Value::as_str).map(Arc::from);
@@ -81,19 +146,16 @@ impl Intent {
                     == Some("user_input")
             }
         };
-        let capabilities = if trusted {
+        let readable = parsed.is_none_or(|caps| caps.iter().all(|c| parse_capability(c).is_ok()));
+        // A capability that cannot be read grants nothing, and never makes the list "empty".
+        let trusted = trusted && readable;
+        let capabilities = if trusted || !readable {
+            // Callers refuse an unreadable capability first ([`Intent::parse`]); one that slips
+            // through here is dropped, never read as "any".
             parsed
                 .map(|caps| {
                     caps.iter()
-                        .map(|c| {
-                            let s = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
-                            Capability {
-                                tool: s("tool"),
-                                operation: s("operation"),
-                                resource: s("resource"),
-                                granted_by: None,
-                            }
-                        })
+                        .filter_map(|c| parse_capability(c).ok())
                         .collect()
                 })
                 .unwrap_or_default()
@@ -270,6 +332,10 @@ pub struct Event<'a> {
     /// Labels every piece of content in this event inherits besides its own lineage: for
     /// `subagentStop`, everything that entered the subagent's context.
     pub extra_labels: u64,
+    /// The method the event arrived as, when it is decided as another: a wrapped MCP
+    /// `protocols/MCP/tools/call` is decided as the `steps/toolCallRequest` it is, and the rules
+    /// written for either hook run.
+    pub wrapped_method: Option<&'static str>,
 }
 
 /// A decision's view of the session: the committed state, read-only, plus what the event
@@ -288,6 +354,8 @@ pub struct Draft<'a> {
     effect_keys: Vec<(u32, Arc<str>, bool)>,
     effect_changes: Vec<(Arc<str>, EffectEntry)>,
     request_changes: Vec<(Arc<str>, Option<Reservation>)>,
+    /// Why this event's Intent was refused (a capability Warden cannot read), if it was.
+    pub intent_refused: Option<String>,
 }
 
 /// A draft's changes, detached from the state they were computed against.
@@ -498,6 +566,7 @@ impl<'a> Draft<'a> {
             effect_keys: Vec::new(),
             effect_changes: Vec::new(),
             request_changes: Vec::new(),
+            intent_refused: None,
         }
     }
 
@@ -824,8 +893,23 @@ impl<'a> Draft<'a> {
         if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger")
             && self.scalars.intent.is_none()
         {
-            if let Some(intent) = ev.payload.get("intent").and_then(Intent::from_json) {
-                self.scalars.intent = Some(Arc::new(intent));
+            match ev.payload.get("intent").map(Intent::parse) {
+                Some(Ok(Some(intent))) => self.scalars.intent = Some(Arc::new(intent)),
+                Some(Err(why)) => {
+                    // Refused: the session's intent grants nothing from here on.
+                    self.scalars.intent = Some(Arc::new(Intent {
+                        raw: ev
+                            .payload
+                            .pointer("/intent/raw")
+                            .and_then(Value::as_str)
+                            .map(Arc::from),
+                        capabilities: Vec::new(),
+                        scope_mode: Some(Arc::from("strict")),
+                        trusted: false,
+                    }));
+                    self.intent_refused = Some(why);
+                }
+                _ => {}
             }
         }
         self.insert_provenance(program, ev, budget)

@@ -395,19 +395,37 @@ pub fn run<'a>(
                 let tool = pop!();
                 let tool_name = match &tool {
                     Val::Str(s) => Some(s.clone()),
-                    other => match other.member("name") {
-                        Ok(Val::Str(s)) => Some(s),
-                        _ => None,
+                    Val::Undef => None,
+                    other => match typed!(other.member("name")) {
+                        Val::Str(s) => Some(s),
+                        Val::Undef => None,
+                        name => typed!(Err(format!(
+                            "intent.permits(…) needs a tool name, not {}",
+                            name.what()
+                        ))),
                     },
                 };
-                let r = tool_name.map(|t| {
-                    env.state.intent_permits(
-                        &t,
-                        operation.as_ref().and_then(Val::as_str),
-                        resource.as_ref().and_then(Val::as_str),
-                    )
-                });
-                let r = r.map_or(Val::Undef, Val::Bool);
+                // A named part that is absent makes the question undefined (it is not "any").
+                let part =
+                    |v: &Option<Val<'a>>, what: &str| -> Result<Option<Option<String>>, String> {
+                        match v {
+                            None => Ok(Some(None)),
+                            Some(Val::Undef) => Ok(None),
+                            Some(Val::Str(s)) => Ok(Some(Some(s.to_string()))),
+                            Some(other) => Err(format!(
+                                "intent.permits(…, {what}: …) needs a string, not {}",
+                                other.what()
+                            )),
+                        }
+                    };
+                let op = typed!(part(&operation, "operation"));
+                let res = typed!(part(&resource, "resource"));
+                let r = match (tool_name, op, res) {
+                    (Some(t), Some(o), Some(r)) => {
+                        Val::Bool(env.state.intent_permits(&t, o.as_deref(), r.as_deref()))
+                    }
+                    _ => Val::Undef,
+                };
                 if tracer.is_some() {
                     let args: Vec<Val<'a>> = std::iter::once(tool)
                         .chain(operation)

@@ -59,6 +59,7 @@ fn warden_state(policy: &Policy, events: &[Value]) -> SessionState {
             metadata,
             time_ms: None,
             extra_labels: 0,
+            wrapped_method: None,
         };
         decide_event(program, hook, &mut state, &ev, false).unwrap();
     }
@@ -82,6 +83,7 @@ fn bench_warden(
         metadata,
         time_ms: None,
         extra_labels: 0,
+        wrapped_method: None,
     };
     let d = decide_event(&program, hook, state, &ev, false).unwrap();
     assert_eq!(
