@@ -497,8 +497,13 @@ impl Checker<'_> {
                 "args" => {
                     let t = if fields::lookup(h.fields, "arguments").is_some() {
                         Type::Object(table, "arguments".into())
-                    } else if fields::lookup(h.fields, "params.arguments").is_some() {
-                        Type::Object(table, "params.arguments".into())
+                    } else if let (true, Some(call)) = (
+                        fields::lookup(h.fields, "params.arguments").is_some(),
+                        fields::hook("steps/toolCallRequest"),
+                    ) {
+                        // A wrapped MCP call is decided as the tool call it is: its arguments
+                        // are tool arguments (`{value, provenance}`, docs/language.md §5).
+                        Type::Object(Table::Payload(call), "arguments".into())
                     } else {
                         return Some(
                             self.error(
@@ -1013,7 +1018,8 @@ impl Checker<'_> {
                         }
                         Type::Bool
                     }
-                    "starts_with" | "ends_with" => {
+                    "type_of" => Type::String,
+                    "starts_with" | "ends_with" | "glob" => {
                         for (a, t) in args.iter().zip(&types) {
                             if !t.is_stringish() {
                                 self.diagnostics.push(mismatch(

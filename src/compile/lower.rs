@@ -829,12 +829,13 @@ impl<'a> Lower<'a> {
                         "declared" => Op::IntentDeclared,
                         "raw" => Op::IntentRaw,
                         "scope_mode" => Op::IntentScopeMode,
+                        "parsed" => Op::IntentParsed,
                         other => {
                             self.error(
                                 frame.file,
                                 field.span,
                                 format!("`intent.{other}` cannot be evaluated yet"),
-                                "use intent.declared, intent.raw, intent.scope_mode or intent.permits(…)",
+                                "use intent.declared, intent.raw, intent.scope_mode, intent.parsed or intent.permits(…)",
                             );
                             Op::IntentRaw
                         }

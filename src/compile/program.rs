@@ -119,6 +119,9 @@ pub enum Op {
     IntentDeclared,
     IntentRaw,
     IntentScopeMode,
+    /// Push the session Intent's capabilities, `[{tool, operation, resource}, …]` (undefined
+    /// without an Intent).
+    IntentParsed,
     /// Push the value of Rego rule `n` (of `Program::rego_refs`), evaluated with the event
     /// as input.
     Rego(u32),

@@ -446,6 +446,27 @@ pub fn run<'a>(
                     None => Val::Undef,
                 },
             ),
+            Op::IntentParsed => stack.push(match env.state.intent() {
+                Some(i) => Val::owned(Value::Array(
+                    i.capabilities
+                        .iter()
+                        .map(|c| {
+                            let mut m = serde_json::Map::new();
+                            for (k, v) in [
+                                ("tool", &c.tool),
+                                ("operation", &c.operation),
+                                ("resource", &c.resource),
+                            ] {
+                                if let Some(v) = v {
+                                    m.insert(k.into(), Value::String(v.clone()));
+                                }
+                            }
+                            Value::Object(m)
+                        })
+                        .collect(),
+                )),
+                None => Val::Undef,
+            }),
             Op::Rego(id) => {
                 // Undefined in Rego is "no": `not rule` holds there, and here.
                 let v = env.rego(id, &[])?;
