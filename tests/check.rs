@@ -282,10 +282,13 @@ fn a_quantifier_body_may_not_swallow_a_trailing_or_and() {
         "rule r on toolCallRequest when (any a in args: a == \"x\" or tool.name == \"x\") => deny \"c\"\n",
         "rule r on toolCallRequest when any a in args: ( /* both */ a == \"x\" or tool.name == \"x\" ) => deny \"c\"\n",
         "rule r on toolCallRequest when tool.name == \"x\" and any a in args: a == \"y\" => deny \"c\"\n",
-        // The brackets around the operands do not enclose the whole body.
+        // Brackets whose operands bring brackets of their own.
+        "rule r on toolCallRequest when any a in args: ((a == \"x\") or tool.name == \"x\") => deny \"c\"\n",
+        "rule r on toolCallRequest when any a in args: (a == \"x\" and (any b in args: b == a)) => deny \"c\"\n",
     ] {
         assert_eq!(error_codes(ok), Vec::<&str>::new(), "{ok}");
     }
+    // The brackets around the operands do not enclose the whole body.
     let split = "rule r on toolCallRequest when any a in args: (a == \"x\") or (tool.name == \"x\") => deny \"c\"\n";
     assert_eq!(error_codes(split), vec!["check::quantifier_scope"]);
 }

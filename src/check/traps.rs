@@ -113,47 +113,54 @@ pub(crate) fn walk<'e>(e: &'e Expr, f: &mut impl FnMut(&'e Expr)) {
     }
 }
 
-/// Whether the source text around `span` is a pair of parentheses that enclose exactly it:
-/// `( … )`, with only whitespace and comments between the brackets and the expression.
+/// Whether a pair of parentheses in the source encloses exactly the expression at `span`, with
+/// only whitespace, comments and the brackets of its own first or last operand (`((a) or b)`,
+/// whose span starts inside `(a)`) between them and it.
 pub(crate) fn parenthesised(text: &str, comments: &[Span], span: Span) -> bool {
     let bytes = text.as_bytes();
     let in_comment = |at: usize| comments.iter().find(|c| c.range().contains(&at)).copied();
-    // Left: skip whitespace and comments back to a `(`.
+    // `(`s just before the span, nearest first.
+    let mut opens = Vec::new();
     let mut p = span.start as usize;
-    let open = loop {
-        if p == 0 {
-            return false;
-        }
+    while p > 0 {
         if let Some(c) = in_comment(p - 1) {
             p = c.start as usize;
             continue;
         }
         match bytes[p - 1] {
-            b' ' | b'\t' | b'\r' | b'\n' => p -= 1,
-            b'(' => break p - 1,
-            _ => return false,
+            b' ' | b'\t' | b'\r' | b'\n' => {}
+            b'(' => opens.push(p - 1),
+            _ => break,
         }
-    };
-    // Right: skip whitespace and comments forward to a `)`.
+        p -= 1;
+    }
+    // How far the run of whitespace, comments and `)`s after the span goes.
     let mut q = span.end as usize;
-    let close = loop {
-        if q >= bytes.len() {
-            return false;
-        }
+    while q < bytes.len() {
         if let Some(c) = in_comment(q) {
             q = c.end as usize;
             continue;
         }
         match bytes[q] {
-            b' ' | b'\t' | b'\r' | b'\n' => q += 1,
-            b')' => break q,
-            _ => return false,
+            b' ' | b'\t' | b'\r' | b'\n' | b')' => q += 1,
+            _ => break,
         }
-    };
-    // The two must be a pair: nothing in between closes the `(` early.
-    let mut depth = 0i64;
-    let mut i = open + 1;
-    while i < close {
+    }
+    let after = span.end as usize..q;
+    opens
+        .into_iter()
+        .any(|open| matching_close(bytes, &in_comment, open).is_some_and(|c| after.contains(&c)))
+}
+
+/// The `)` that closes the `(` at `open` (strings and comments skipped).
+fn matching_close(
+    bytes: &[u8],
+    in_comment: &impl Fn(usize) -> Option<Span>,
+    open: usize,
+) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < bytes.len() {
         if let Some(c) = in_comment(i) {
             i = c.end as usize;
             continue;
@@ -161,7 +168,7 @@ pub(crate) fn parenthesised(text: &str, comments: &[Span], span: Span) -> bool {
         match bytes[i] {
             b'"' => {
                 i += 1;
-                while i < close && bytes[i] != b'"' {
+                while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
                     if bytes[i] == b'\\' {
                         i += 1;
                     }
@@ -171,15 +178,15 @@ pub(crate) fn parenthesised(text: &str, comments: &[Span], span: Span) -> bool {
             b'(' => depth += 1,
             b')' => {
                 depth -= 1;
-                if depth < 0 {
-                    return false;
+                if depth == 0 {
+                    return Some(i);
                 }
             }
             _ => {}
         }
         i += 1;
     }
-    depth == 0
+    None
 }
 
 /// What a name written as a `let`, `label`, `pred`, parameter or quantifier variable would
