@@ -287,7 +287,11 @@ pub fn scrub_text(text: &str, masked: &[String]) -> String {
 pub fn span_text(file: &SourceFile, span: Span) -> String {
     let t = file.text.get(span.range()).unwrap_or("");
     let mut rest = t.to_string();
-    for c in crate::syntax::trivia::scan(t, usize::MAX).comments.iter().rev() {
+    for c in crate::syntax::trivia::scan(t, usize::MAX)
+        .comments
+        .iter()
+        .rev()
+    {
         rest.replace_range(c.span.range(), " ");
     }
     rest.split_whitespace().collect::<Vec<_>>().join(" ")
