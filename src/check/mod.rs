@@ -9,6 +9,7 @@ mod expr;
 pub mod load;
 mod pred;
 mod scope;
+mod tools;
 mod traps;
 pub mod types;
 
@@ -148,6 +149,7 @@ fn check_here(loaded: Loaded) -> Checked {
     cx.check_traps();
     cx.check_items();
     cx.check_uncalled_preds();
+    cx.check_tool_arguments();
     cx.check_expected_codes();
     cx.report_unused();
     let Checker {
@@ -489,7 +491,11 @@ impl<'a> Checker<'a> {
                             );
                         }
                     }
-                    Item::Package(_) | Item::Default(_) | Item::Mask(_) | Item::Effect(_) => {}
+                    Item::Package(_)
+                    | Item::Default(_)
+                    | Item::Mask(_)
+                    | Item::Effect(_)
+                    | Item::Tool(_) => {}
                 }
             }
         }
@@ -501,12 +507,42 @@ impl<'a> Checker<'a> {
         let mut any_rules_in_root = false;
         let mut any_default = false;
         let mut effect_names: HashMap<&str, ()> = HashMap::new();
+        let mut tool_names: HashMap<&str, ()> = HashMap::new();
         for (u, unit) in loaded.units.iter().enumerate() {
             let file = unit.file;
             let mut package_seen = false;
             for item in &unit.module.items {
                 match item {
                     Item::Mask(m) => self.check_mask(file, &m.place),
+                    Item::Tool(t) => {
+                        if tool_names.insert(&t.name.value, ()).is_some() {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::duplicate",
+                                    file,
+                                    t.name.span,
+                                    format!("the tool `{}` is declared twice", t.name.value),
+                                )
+                                .with_label("second declaration")
+                                .with_help("declare each tool once, with all its arguments"),
+                            );
+                        }
+                        let mut seen: HashMap<&str, ()> = HashMap::new();
+                        for p in &t.params {
+                            if seen.insert(&p.name.name, ()).is_some() {
+                                self.diagnostics.push(
+                                    Diagnostic::error(
+                                        "check::duplicate",
+                                        file,
+                                        p.name.span,
+                                        format!("the argument `{}` is declared twice", p.name.name),
+                                    )
+                                    .with_label("second declaration")
+                                    .with_help("give each argument one name and one type"),
+                                );
+                            }
+                        }
+                    }
                     Item::Effect(e) => {
                         if effect_names.insert(&e.name.name, ()).is_some() {
                             self.diagnostics.push(

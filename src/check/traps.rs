@@ -30,7 +30,7 @@ pub(crate) fn module_exprs(m: &Module) -> Vec<&Expr> {
             Item::Default(d) => decision_exprs(&d.decision.modifications, &mut out),
             Item::Effect(e) => out.extend(e.key.iter()),
             Item::Test(t) => step_exprs(&t.steps, &mut out),
-            Item::Package(_) | Item::Use(_) | Item::Mask(_) => {}
+            Item::Package(_) | Item::Use(_) | Item::Mask(_) | Item::Tool(_) => {}
         }
     }
     out

@@ -331,6 +331,21 @@ impl<'a> Lower<'a> {
                         self.program.masked.push(segs);
                     }
                     Item::Rule(r) => self.rule(unit.file, &module, r),
+                    Item::Tool(t) => {
+                        let params = t
+                            .params
+                            .iter()
+                            .map(|p| super::program::ToolParamSpec {
+                                name: Arc::from(p.name.name.as_str()),
+                                optional: p.optional,
+                                ty: p.ty.clone(),
+                            })
+                            .collect();
+                        self.program.tools.insert(
+                            Arc::from(t.name.value.as_str()),
+                            super::program::ToolSpec { params },
+                        );
+                    }
                     Item::Default(d) => {
                         let hooks: Vec<&'static HookSpec> = d
                             .hooks

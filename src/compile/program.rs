@@ -273,6 +273,98 @@ pub struct Program {
     pub effects: Vec<EffectSpec>,
     /// The regular expressions of `matches`, compiled when the policy loaded.
     pub regexes: Vec<Pattern>,
+    /// `tool` declarations by tool name: the arguments each call must carry.
+    pub tools: HashMap<Arc<str>, ToolSpec>,
+}
+
+/// `tool NAME(ARG: TYPE, …)`: what a call of the tool must look like.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub params: Vec<ToolParamSpec>,
+}
+
+impl ToolSpec {
+    /// Checks a call's `arguments` (each `{value, provenance}`, or a bare value): every
+    /// declared argument that is not optional is present, every present one has its type, and
+    /// there is no argument the declaration does not name. The error says what is wrong.
+    pub fn check_call(
+        &self,
+        tool: &str,
+        arguments: Option<&serde_json::Value>,
+    ) -> Result<(), String> {
+        use serde_json::Value;
+        let empty = serde_json::Map::new();
+        let args = match arguments {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(m)) => m,
+            Some(other) => return Err(format!("{tool}: the arguments are {other}, not an object")),
+        };
+        let value_of = |v: &'_ Value| -> Option<Value> {
+            let v = match v {
+                Value::Object(m) if m.contains_key("value") => m.get("value")?.clone(),
+                other => other.clone(),
+            };
+            (!v.is_null()).then_some(v)
+        };
+        for p in &self.params {
+            match args.get(&*p.name).and_then(value_of) {
+                None if p.optional => {}
+                None => return Err(format!("{tool}: the argument `{}` is missing", p.name)),
+                Some(v) if !fits(&p.ty, &v) => {
+                    return Err(format!(
+                        "{tool}: the argument `{}` must be {}, not {v}",
+                        p.name,
+                        describe(&p.ty)
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(extra) = args
+            .keys()
+            .find(|k| !self.params.iter().any(|p| &*p.name == k.as_str()))
+        {
+            let names: Vec<&str> = self.params.iter().map(|p| &*p.name).collect();
+            return Err(format!(
+                "{tool}: `{extra}` is not one of its declared arguments ({})",
+                names.join(", ")
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn fits(t: &crate::syntax::ast::ArgType, v: &serde_json::Value) -> bool {
+    use crate::syntax::ast::ArgType;
+    use serde_json::Value;
+    match (t, v) {
+        (ArgType::Any, _) => true,
+        (ArgType::String, Value::String(_)) => true,
+        (ArgType::Number, Value::Number(_)) => true,
+        (ArgType::Integer, Value::Number(n)) => n.as_f64().is_some_and(|x| x.fract() == 0.0),
+        (ArgType::Bool, Value::Bool(_)) => true,
+        (ArgType::Object, Value::Object(_)) => true,
+        (ArgType::List(e), Value::Array(items)) => items.iter().all(|i| fits(e, i)),
+        _ => false,
+    }
+}
+
+fn describe(t: &crate::syntax::ast::ArgType) -> String {
+    use crate::syntax::ast::ArgType;
+    match t {
+        ArgType::Integer => "a whole number".into(),
+        ArgType::Object => "an object".into(),
+        ArgType::Any => "any value".into(),
+        ArgType::List(e) => format!("a list of {e}"),
+        other => format!("a {other}"),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolParamSpec {
+    pub name: Arc<str>,
+    pub optional: bool,
+    pub ty: crate::syntax::ast::ArgType,
 }
 
 /// A compiled `matches` pattern; two are equal when their source text is.

@@ -178,6 +178,27 @@ impl Printer<'_> {
                 s.push_str(&format!(" = key({})", parts.join(", ")));
                 self.out.push(&s);
             }
+            Item::Tool(t) => {
+                let name = if t.quoted {
+                    quote(&t.name.value)
+                } else {
+                    t.name.value.clone()
+                };
+                let params: Vec<String> = t
+                    .params
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{}{}: {}",
+                            p.name.name,
+                            if p.optional { "?" } else { "" },
+                            p.ty
+                        )
+                    })
+                    .collect();
+                self.out
+                    .push(&format!("tool {name}({})", params.join(", ")));
+            }
             Item::Use(u) => {
                 let mut s = match &u.kind {
                     UseKind::Module { path: p } => format!("use {}", path(p)),

@@ -1397,6 +1397,9 @@ pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) 
 /// A wrapped MCP tool call's method.
 const MCP_TOOLS_CALL: &str = "protocols/MCP/tools/call";
 
+/// The reason code of a call that does not match its tool's declaration.
+pub const BAD_ARGUMENTS: &str = "warden.bad_arguments";
+
 /// The reason code of a refused Intent: a capability Warden cannot read grants nothing.
 pub const BAD_INTENT: &str = "warden.bad_intent";
 
@@ -1456,6 +1459,15 @@ fn decide_in_draft(
     explain: bool,
     budget: &mut Budget,
 ) -> Result<Decision, VmError> {
+    // A call of a declared tool must match its declaration (docs/language.md §5).
+    if hook.method == "steps/toolCallRequest" {
+        let tool = ev.payload.pointer("/tool/name").and_then(Value::as_str);
+        if let Some((name, spec)) = tool.and_then(|t| program.tools.get_key_value(t)) {
+            if let Err(why) = spec.check_call(name, ev.payload.get("arguments")) {
+                return Ok(Decision::simple(DecisionKind::Deny, BAD_ARGUMENTS, why));
+            }
+        }
+    }
     if let Some(why) = &draft.intent_refused {
         if hook.allows(fields::DecisionKind::Deny) {
             return Ok(Decision::simple(

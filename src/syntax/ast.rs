@@ -37,6 +37,72 @@ pub enum Item {
     Test(Test),
     Mask(Mask),
     Effect(EffectDecl),
+    Tool(ToolDecl),
+}
+
+/// `tool NAME(ARG: TYPE, OPTIONAL?: TYPE, …)`: the arguments a tool takes and their types.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDecl {
+    /// The tool name, as a bare name or a string.
+    pub name: StringLit,
+    pub quoted: bool,
+    pub params: Vec<ToolParam>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolParam {
+    pub name: Ident,
+    /// Written `NAME?`: the call may leave it out.
+    pub optional: bool,
+    pub ty: ArgType,
+    pub span: Span,
+}
+
+/// The type of a declared tool argument's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgType {
+    String,
+    Number,
+    /// A whole number.
+    Integer,
+    Bool,
+    Object,
+    /// Any JSON value.
+    Any,
+    /// `[T]`: a list whose every element is a `T`.
+    List(Box<ArgType>),
+}
+
+impl ArgType {
+    pub const NAMES: &'static [&'static str] =
+        &["string", "number", "integer", "bool", "object", "any"];
+
+    pub fn from_name(name: &str) -> Option<ArgType> {
+        Some(match name {
+            "string" => ArgType::String,
+            "number" => ArgType::Number,
+            "integer" => ArgType::Integer,
+            "bool" => ArgType::Bool,
+            "object" => ArgType::Object,
+            "any" => ArgType::Any,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for ArgType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgType::String => f.write_str("string"),
+            ArgType::Number => f.write_str("number"),
+            ArgType::Integer => f.write_str("integer"),
+            ArgType::Bool => f.write_str("bool"),
+            ArgType::Object => f.write_str("object"),
+            ArgType::Any => f.write_str("any"),
+            ArgType::List(t) => write!(f, "[{t}]"),
+        }
+    }
 }
 
 /// `effect NAME for TOOL [not_executed_on_error] = key(PART, …)`: how a call's real-world
@@ -82,6 +148,7 @@ impl Item {
             Item::Test(x) => x.span,
             Item::Mask(x) => x.span,
             Item::Effect(x) => x.span,
+            Item::Tool(x) => x.span,
         }
     }
 }

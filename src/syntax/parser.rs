@@ -125,6 +125,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         Rule::default_decl => "`default`",
         Rule::test_decl => "`test`",
         Rule::effect_decl => "`effect`",
+        Rule::tool_decl => "`tool`",
         Rule::ident | Rule::dotted => "a name",
         Rule::hook | Rule::hook_list => "a hook name (e.g. toolCallRequest)",
         Rule::string => "a string",
@@ -307,6 +308,34 @@ impl Builder<'_> {
         );
     }
 
+    /// `string`, `[number]`, …: an unknown type name is reported and read as `any`.
+    fn arg_type(&mut self, pair: Pair<Rule>) -> Option<ArgType> {
+        let inner = pair.into_inner().next()?;
+        match inner.as_rule() {
+            Rule::list_type => Some(ArgType::List(Box::new(
+                self.arg_type(inner.into_inner().next()?)?,
+            ))),
+            _ => {
+                let id = self.ident(inner);
+                Some(match ArgType::from_name(&id.name) {
+                    Some(t) => t,
+                    None => {
+                        self.error(
+                            "syntax::unknown_type",
+                            id.span,
+                            format!("`{}` is not an argument type", id.name),
+                            &format!(
+                                "the types are {}, and [T] for a list of T",
+                                ArgType::NAMES.join(", ")
+                            ),
+                        );
+                        ArgType::Any
+                    }
+                })
+            }
+        }
+    }
+
     fn item(&mut self, pair: Pair<Rule>) -> Option<Item> {
         let span = self.span(&pair);
         let rule = pair.as_rule();
@@ -352,6 +381,45 @@ impl Builder<'_> {
                     not_executed_on_error,
                     lease,
                     key,
+                    span,
+                })
+            }
+            Rule::tool_decl => {
+                let name_pair = inner.next()?.into_inner().next()?;
+                let quoted = name_pair.as_rule() == Rule::string;
+                let name = if quoted {
+                    self.string(name_pair)
+                } else {
+                    let id = self.ident(name_pair);
+                    StringLit {
+                        value: id.name,
+                        span: id.span,
+                    }
+                };
+                let mut params = Vec::new();
+                for p in inner {
+                    let pspan = self.span(&p);
+                    let mut parts = p.into_inner();
+                    let pname = self.ident(parts.next()?);
+                    let mut optional = false;
+                    let mut ty = ArgType::Any;
+                    for q in parts {
+                        match q.as_rule() {
+                            Rule::optional_flag => optional = true,
+                            _ => ty = self.arg_type(q)?,
+                        }
+                    }
+                    params.push(ToolParam {
+                        name: pname,
+                        optional,
+                        ty,
+                        span: pspan,
+                    });
+                }
+                Item::Tool(ToolDecl {
+                    name,
+                    quoted,
+                    params,
                     span,
                 })
             }

@@ -1,0 +1,229 @@
+//! `tool` declarations against the rules that read their arguments: a rule limited to declared
+//! tools (a top-level `tool.name == "X"` / `tool.name in {…}` conjunct) may only read arguments
+//! those tools declare, and may not compare one with a literal of another type. What a call
+//! itself must look like is enforced at run time (`compile::ToolSpec::check_call`).
+
+use std::collections::HashMap;
+
+use super::{Checker, Resolution};
+use crate::diagnostics::{did_you_mean, Diagnostic, FileId};
+use crate::syntax::ast::{ArgType, BinaryOp, Expr, ExprKind, Item, ToolDecl};
+
+impl Checker<'_> {
+    pub(super) fn check_tool_arguments(&mut self) {
+        let loaded = self.loaded;
+        let tools: HashMap<&str, &ToolDecl> = loaded
+            .units
+            .iter()
+            .flat_map(|u| &u.module.items)
+            .filter_map(|i| match i {
+                Item::Tool(t) => Some((t.name.value.as_str(), t)),
+                _ => None,
+            })
+            .collect();
+        if tools.is_empty() {
+            return;
+        }
+        for unit in &loaded.units {
+            for item in &unit.module.items {
+                let Item::Rule(r) = item else { continue };
+                if !r
+                    .hooks
+                    .iter()
+                    .any(|h| matches!(h.name.as_str(), "toolCallRequest" | "steps/toolCallRequest"))
+                {
+                    continue;
+                }
+                let Some(when) = &r.when else { continue };
+                let Some(names) = restricted_tools(when) else {
+                    continue;
+                };
+                let Some(decls) = names
+                    .iter()
+                    .map(|n| tools.get(n.as_str()).copied())
+                    .collect::<Option<Vec<_>>>()
+                else {
+                    continue;
+                };
+                self.check_arg_reads(unit.file, when, &decls);
+            }
+        }
+    }
+
+    fn argument_of(&self, file: FileId, e: &Expr) -> Option<String> {
+        match self.resolutions.get(&(file, e.span)) {
+            Some((Resolution::Argument(n), _)) if n != "*" => Some(n.clone()),
+            _ => None,
+        }
+    }
+
+    fn check_arg_reads(&mut self, file: FileId, e: &Expr, decls: &[&ToolDecl]) {
+        if let Some(name) = self.argument_of(file, e) {
+            if let Some(missing) = decls
+                .iter()
+                .find(|t| !t.params.iter().any(|p| p.name.name == name))
+            {
+                let mut d = Diagnostic::error(
+                    "check::unknown_argument",
+                    file,
+                    e.span,
+                    format!(
+                        "the tool `{}` declares no argument `{name}`",
+                        missing.name.value
+                    ),
+                )
+                .with_label("not a declared argument");
+                d = match did_you_mean(&name, missing.params.iter().map(|p| p.name.name.as_str())) {
+                    Some(s) => d.with_help(format!("did you mean `args.{s}`?")),
+                    None => d.with_help(format!(
+                        "its arguments are {}",
+                        missing
+                            .params
+                            .iter()
+                            .map(|p| p.name.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                };
+                self.diagnostics.push(d);
+            }
+            return;
+        }
+        match &e.kind {
+            ExprKind::Binary(op, a, b) => {
+                if matches!(
+                    op,
+                    BinaryOp::Eq
+                        | BinaryOp::Ne
+                        | BinaryOp::Lt
+                        | BinaryOp::Le
+                        | BinaryOp::Gt
+                        | BinaryOp::Ge
+                        | BinaryOp::In
+                        | BinaryOp::NotIn
+                ) {
+                    for (arg, other) in [(a, b), (b, a)] {
+                        if let (Some(name), Some(kind)) =
+                            (self.argument_of(file, arg), literal_kind(other, *op))
+                        {
+                            self.check_literal(file, e, &name, kind, decls);
+                        }
+                    }
+                }
+                self.check_arg_reads(file, a, decls);
+                self.check_arg_reads(file, b, decls);
+            }
+            ExprKind::Member(base, _) => self.check_arg_reads(file, base, decls),
+            ExprKind::Index(base, i) => {
+                self.check_arg_reads(file, base, decls);
+                self.check_arg_reads(file, i, decls);
+            }
+            ExprKind::Call(callee, args) => {
+                self.check_arg_reads(file, callee, decls);
+                for a in args {
+                    self.check_arg_reads(file, &a.value, decls);
+                }
+            }
+            ExprKind::Unary(_, x) => self.check_arg_reads(file, x, decls),
+            ExprKind::Set(items) | ExprKind::List(items) => {
+                for i in items {
+                    self.check_arg_reads(file, i, decls);
+                }
+            }
+            ExprKind::Quantifier { over, body, .. } => {
+                self.check_arg_reads(file, over, decls);
+                self.check_arg_reads(file, body, decls);
+            }
+            // A history filter reads past events, which may be of any tool.
+            _ => {}
+        }
+    }
+
+    fn check_literal(
+        &mut self,
+        file: FileId,
+        e: &Expr,
+        name: &str,
+        kind: &'static str,
+        decls: &[&ToolDecl],
+    ) {
+        for t in decls {
+            let Some(p) = t.params.iter().find(|p| p.name.name == name) else {
+                continue;
+            };
+            let fits = match (&p.ty, kind) {
+                (ArgType::Any, _) => true,
+                (ArgType::String, "string") => true,
+                (ArgType::Number | ArgType::Integer, "number") => true,
+                (ArgType::Bool, "bool") => true,
+                _ => false,
+            };
+            if !fits {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "check::type_mismatch",
+                        file,
+                        e.span,
+                        format!(
+                            "`args.{name}` of `{}` is declared {}, and is compared here with a {kind}",
+                            t.name.value, p.ty
+                        ),
+                    )
+                    .with_label("never comparable")
+                    .with_help(format!(
+                        "compare it with a {} (the tool declaration says so), or fix the declaration",
+                        p.ty
+                    )),
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// The tools a condition is limited to by top-level `and` conjuncts on `tool.name`.
+fn restricted_tools(e: &Expr) -> Option<Vec<String>> {
+    match &e.kind {
+        ExprKind::Binary(BinaryOp::And, a, b) => match (restricted_tools(a), restricted_tools(b)) {
+            (Some(x), Some(y)) => Some(x.into_iter().filter(|t| y.contains(t)).collect()),
+            (x, y) => x.or(y),
+        },
+        ExprKind::Binary(BinaryOp::Eq, a, b) if is_tool_name(a) => match &b.kind {
+            ExprKind::String(s) => Some(vec![s.clone()]),
+            _ => None,
+        },
+        ExprKind::Binary(BinaryOp::In, a, b) if is_tool_name(a) => match &b.kind {
+            ExprKind::Set(items) | ExprKind::List(items) => items
+                .iter()
+                .map(|i| match &i.kind {
+                    ExprKind::String(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn is_tool_name(e: &Expr) -> bool {
+    matches!(&e.kind, ExprKind::Member(base, f)
+        if f.name == "name" && matches!(&base.kind, ExprKind::Name(n) if n == "tool"))
+}
+
+/// The kind of a literal compared with an argument (for `in`, of the collection's elements).
+fn literal_kind(e: &Expr, op: BinaryOp) -> Option<&'static str> {
+    let scalar = |e: &Expr| match &e.kind {
+        ExprKind::String(_) => Some("string"),
+        ExprKind::Number(_) => Some("number"),
+        ExprKind::Bool(_) => Some("bool"),
+        _ => None,
+    };
+    match (&e.kind, op) {
+        (ExprKind::Set(items) | ExprKind::List(items), BinaryOp::In | BinaryOp::NotIn) => {
+            items.first().and_then(scalar)
+        }
+        (_, BinaryOp::In | BinaryOp::NotIn) => None,
+        _ => scalar(e),
+    }
+}
