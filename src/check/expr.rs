@@ -88,6 +88,21 @@ pub const BUILTINS: &[(&str, usize, &str)] = &[
     ),
     ("string", 1, "the value as a string"),
     (
+        "sources",
+        1,
+        "the origins of the places a value was taken from (its direct sources), e.g. {\"user_input\"}",
+    ),
+    (
+        "taken_from",
+        2,
+        "whether some direct source of a value has this origin or carries this label",
+    ),
+    (
+        "taken_only_from",
+        2,
+        "whether every direct source of a value has this origin or carries this label",
+    ),
+    (
         "glob",
         2,
         "whether the whole text matches the glob pattern (`*` any run, `?` one character)",
@@ -959,6 +974,38 @@ impl Checker<'_> {
                         .push(no_provenance(cx.file, args[0].value.span, &t));
                 }
                 self.origin_arg(cx, &args[1].value);
+                Type::Bool
+            }
+            "sources" | "taken_from" | "taken_only_from" => {
+                let t = self.expr(cx, &args[0].value);
+                if !t.carries_provenance() {
+                    self.diagnostics
+                        .push(no_provenance(cx.file, args[0].value.span, &t));
+                }
+                if !matches!(cx.scope, Scope::Rule(_)) {
+                    return self.error(
+                        Diagnostic::error(
+                            "check::misplaced",
+                            cx.file,
+                            span,
+                            format!("`{bname}` is only available in rule conditions"),
+                        )
+                        .with_label("not here")
+                        .with_help("where a value was taken from is read by rules, from the session's provenance graph"),
+                    );
+                }
+                if bname == "sources" {
+                    return Type::Set(Box::new(Type::Enum(fields::ORIGINS)));
+                }
+                // An origin (`user_input`) or a label (`untrusted`).
+                let what = &args[1].value;
+                match &what.kind {
+                    ExprKind::Name(n) if self.labels.contains_key(n.as_str()) => {
+                        self.label_arg(cx, what)
+                    }
+                    ExprKind::Member(..) => self.label_arg(cx, what),
+                    _ => self.origin_arg(cx, what),
+                }
                 Type::Bool
             }
             "lineage_depth" => {

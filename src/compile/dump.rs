@@ -91,6 +91,24 @@ fn op_text(program: &Program, op: &Op) -> String {
             program.effects.get(*n as usize).map_or("?", |e| &*e.name)
         ),
         Op::DerivedFrom(k) => format!("derived_from {}", konst(k)),
+        Op::TakenFromOrigin(k, all) => format!(
+            "{} {}",
+            if *all {
+                "taken_only_from"
+            } else {
+                "taken_from"
+            },
+            konst(k)
+        ),
+        Op::TakenFromLabel(b, all) => format!(
+            "{} {}",
+            if *all {
+                "taken_only_from"
+            } else {
+                "taken_from"
+            },
+            label(b)
+        ),
         Op::History(n) => format!("history    slot{n}"),
         Op::HistoryKeyed(n) => format!("history    slot{n} keyed"),
         Op::JumpIfFalse(t) => format!("jump_false @{t}"),

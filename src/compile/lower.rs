@@ -1125,6 +1125,27 @@ impl<'a> Lower<'a> {
                     let k = self.str_const(&origin);
                     Self::emit(code, Op::DerivedFrom(k), span);
                 }
+                "sources" => {
+                    self.expr(frame, &args[0].value, code);
+                    Self::emit(code, Op::Sources, span);
+                }
+                "taken_from" | "taken_only_from" => {
+                    let all = name == "taken_only_from";
+                    self.expr(frame, &args[0].value, code);
+                    let what = &args[1].value;
+                    if let Some((Resolution::Label(_), _)) = self.resolution(frame.file, what.span)
+                    {
+                        let bit = self.label_bit(frame, what);
+                        Self::emit(code, Op::TakenFromLabel(bit, all), span);
+                    } else {
+                        let origin = match &what.kind {
+                            ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
+                            _ => String::new(),
+                        };
+                        let k = self.str_const(&origin);
+                        Self::emit(code, Op::TakenFromOrigin(k, all), span);
+                    }
+                }
                 "lineage_depth" => {
                     self.expr(frame, &args[0].value, code);
                     Self::emit(code, Op::LineageDepth, span);

@@ -102,6 +102,14 @@ pub enum Op {
     Has(u8),
     /// Pop a carrier; push whether its lineage includes origin constant `k`.
     DerivedFrom(u32),
+    /// Pop a carrier; push the origins of its direct sources, as a list of strings.
+    Sources,
+    /// Pop a carrier; push whether some (`false`) or every (`true`) direct source has origin
+    /// constant `k`.
+    TakenFromOrigin(u32, bool),
+    /// Pop a carrier; push whether some (`false`) or every (`true`) direct source carries label
+    /// bit `n`.
+    TakenFromLabel(u8, bool),
     /// Pop a carrier; push its lineage depth.
     LineageDepth,
     /// Push the number of turns since label bit `n` last entered the context.

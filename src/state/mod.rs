@@ -34,6 +34,36 @@ pub struct Node {
     pub depth: u16,
     /// Turn it entered the context.
     pub turn: u32,
+    /// Where it was *taken from*, apart from what it was computed from: the own origins of its
+    /// direct sources (the `derived_from` parents; itself when it has none), as bits.
+    pub source_origins: u8,
+    /// The union of its direct sources' labels (`taken_from(x, LABEL)`).
+    pub source_any: u64,
+    /// The intersection of its direct sources' labels (`taken_only_from(x, LABEL)`).
+    pub source_all: u64,
+    /// Its own origin, as a bit.
+    pub own_origin: u8,
+}
+
+impl Node {
+    pub fn own_origin(&self) -> u8 {
+        self.own_origin
+    }
+}
+
+/// The node content of unknown lineage stands for: every label an `external` origin earns,
+/// every origin possible, sources unknown.
+fn unknown_node(program: &Program, turn: u64) -> Node {
+    Node {
+        labels: program.unknown_labels,
+        origins: 0x7f,
+        depth: 1,
+        turn: turn.min(u32::MAX as u64) as u32,
+        source_origins: origin_bit("external"),
+        source_any: program.unknown_labels,
+        source_all: program.unknown_labels,
+        own_origin: origin_bit("external"),
+    }
 }
 
 /// The bit of an ACS origin (0 for an unknown word).
@@ -198,6 +228,8 @@ pub struct Scalars {
     label_seen: [u64; 64],
     /// Labels of everything that entered the context in the current turn.
     pub turn_labels: u64,
+    /// Own origins (bits) of everything that entered the context in the current turn.
+    pub turn_origins: u8,
     /// Labels of everything that ever entered the context (what a subagent's summary carries
     /// back to its parent).
     pub session_labels: u64,
@@ -212,6 +244,7 @@ impl Default for Scalars {
             turn: 0,
             label_seen: [0; 64],
             turn_labels: 0,
+            turn_origins: 0,
             session_labels: 0,
             now_ms: 0,
             intent: None,
@@ -843,14 +876,29 @@ impl<'a> Draft<'a> {
     /// `provenance`, or a Provenance object itself. Unknown ids get the unknown labels.
     pub fn node_of(&self, program: &Program, v: &Val<'_>) -> Option<Node> {
         let Val::Json(json) = v else { return None };
-        let prov = provenance_of(json)?;
-        let id = prov.get("provenance_id").and_then(Value::as_str)?;
-        Some(self.node(id).unwrap_or(Node {
-            labels: program.unknown_labels,
-            origins: 0x7f,
-            depth: 1,
-            turn: self.scalars.turn as u32,
-        }))
+        let Some(prov) = provenance_of(json) else {
+            // A carrier (`{value, …}`) with no provenance at all: unknown lineage, never clean.
+            return json
+                .get("value")
+                .map(|_| unknown_node(program, self.scalars.turn));
+        };
+        let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else {
+            // A provenance without an id is not in the graph: read it as it stands (its origin
+            // and parents), as it would have been had it had an id.
+            let parents: Vec<&str> = prov
+                .get("derived_from")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            return Some(
+                self.make_node(program, prov, &parents, 0, &mut Budget::new(1))
+                    .unwrap_or_else(|_| unknown_node(program, self.scalars.turn)),
+            );
+        };
+        Some(
+            self.node(id)
+                .unwrap_or_else(|| unknown_node(program, self.scalars.turn)),
+        )
     }
 
     /// The labels of a carrier; a list carries the union of its items'. `None` when the value
@@ -949,6 +997,7 @@ impl<'a> Draft<'a> {
     fn next_turn(&mut self) {
         self.scalars.turn += 1;
         self.scalars.turn_labels = 0;
+        self.scalars.turn_origins = 0;
     }
 
     fn insert_provenance(
@@ -992,7 +1041,7 @@ impl<'a> Draft<'a> {
             };
             if let Some(n) = self.node(id) {
                 // Known content seen again: it is in the context now.
-                self.entered(n.labels);
+                self.entered(n.labels, n.own_origin);
                 step |= n.labels;
                 continue;
             }
@@ -1003,7 +1052,7 @@ impl<'a> Draft<'a> {
                 .unwrap_or_default();
             let node = self.make_node(program, prov, &parents, inherited, budget)?;
             self.new_nodes.push((Arc::from(id), node));
-            self.entered(node.labels);
+            self.entered(node.labels, node.own_origin);
             step |= node.labels;
         }
         self.step = step_id.map(|id| (id, step));
@@ -1026,36 +1075,60 @@ impl<'a> Draft<'a> {
         let own = own_labels(program, self, prov, &mut Budget::new(program.budget.max(1)))
             .unwrap_or(program.unknown_labels);
         let mut labels = own | extra;
-        let mut origins = origin_bit(origin);
+        let own_origin = origin_bit(origin);
+        let mut origins = own_origin;
         let mut depth = 0u16;
+        let (mut source_origins, mut source_any, mut source_all) = (0u8, 0u64, u64::MAX);
         for p in parents {
             match self.node(p) {
                 Some(n) => {
                     labels |= n.labels;
                     origins |= n.origins;
                     depth = depth.max(n.depth);
+                    source_origins |= n.own_origin();
+                    source_any |= n.labels;
+                    source_all &= n.labels;
                 }
                 // Unknown lineage is never clean.
                 None => {
                     labels |= program.unknown_labels;
                     origins |= origin_bit("external");
                     depth = depth.max(1);
+                    source_origins |= origin_bit("external");
+                    source_any |= program.unknown_labels;
+                    source_all &= program.unknown_labels;
                 }
             }
         }
-        // Model output with no stated lineage carries everything the model could see this turn.
-        if origin == "agent_generated" && parents.is_empty() {
-            labels |= self.scalars.turn_labels;
+        if parents.is_empty() {
+            if origin == "agent_generated" {
+                // Model output with no stated lineage carries everything the model could see
+                // this turn, and could have been taken from any of it: its sources are unknown.
+                labels |= self.scalars.turn_labels;
+                source_origins = self.scalars.turn_origins | origin_bit("external");
+                source_any = labels | program.unknown_labels;
+                source_all = 0;
+            } else {
+                // Content with no parents is its own source.
+                source_origins = own_origin;
+                source_any = labels;
+                source_all = labels;
+            }
         }
         Ok(Node {
             labels,
             origins,
             depth: depth.saturating_add(1),
             turn: self.scalars.turn.min(u32::MAX as u64) as u32,
+            own_origin,
+            source_origins,
+            source_any,
+            source_all,
         })
     }
 
-    fn entered(&mut self, labels: u64) {
+    fn entered(&mut self, labels: u64, origin: u8) {
+        self.scalars.turn_origins |= origin;
         self.scalars.turn_labels |= labels;
         self.scalars.session_labels |= labels;
         let mut bits = labels;

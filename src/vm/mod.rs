@@ -345,6 +345,49 @@ pub fn run<'a>(
                 traced_call!(r, stack.len(), &[v]);
                 stack.push(r);
             }
+            Op::Sources => {
+                let v = pop!();
+                let r = match env.state.node_of(program, &v) {
+                    Some(n) => Val::owned(Value::Array(
+                        crate::acs::fields::ORIGINS
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| n.source_origins & (1u8 << i) != 0)
+                            .map(|(_, o)| Value::String((*o).to_string()))
+                            .collect(),
+                    )),
+                    None => Val::Undef,
+                };
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
+            }
+            Op::TakenFromOrigin(k, all) => {
+                let v = pop!();
+                let origin = match program.consts.get(k as usize) {
+                    Some(Const::Str(s)) => crate::state::origin_bit(s),
+                    _ => return Err(VmError::Malformed(pc)),
+                };
+                let r = env.state.node_of(program, &v).map(|n| {
+                    if all {
+                        n.source_origins != 0 && n.source_origins & !origin == 0
+                    } else {
+                        n.source_origins & origin != 0
+                    }
+                });
+                let r = r.map_or(Val::Undef, Val::Bool);
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
+            }
+            Op::TakenFromLabel(bit, all) => {
+                let v = pop!();
+                let r = env.state.node_of(program, &v).map(|n| {
+                    let set = if all { n.source_all } else { n.source_any };
+                    set & (1u64 << bit) != 0
+                });
+                let r = r.map_or(Val::Undef, Val::Bool);
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
+            }
             Op::LineageDepth => {
                 let v = pop!();
                 let r = env.state.node_of(program, &v).map(|n| n.depth as f64);
