@@ -1000,9 +1000,7 @@ impl Checker<'_> {
                 // An origin (`user_input`) or a label (`untrusted`).
                 let what = &args[1].value;
                 match &what.kind {
-                    ExprKind::Name(n) if self.labels.contains_key(n.as_str()) => {
-                        self.label_arg(cx, what)
-                    }
+                    ExprKind::Name(n) if self.label_visible(cx.unit, n) => self.label_arg(cx, what),
                     ExprKind::Member(..) => self.label_arg(cx, what),
                     _ => self.origin_arg(cx, what),
                 }

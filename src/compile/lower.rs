@@ -1133,7 +1133,8 @@ impl<'a> Lower<'a> {
                     let all = name == "taken_only_from";
                     self.expr(frame, &args[0].value, code);
                     let what = &args[1].value;
-                    if let Some((Resolution::Label(_), _)) = self.resolution(frame.file, what.span)
+                    if let Some((Resolution::Label { .. }, _)) =
+                        self.resolution(frame.file, what.span)
                     {
                         let bit = self.label_bit(frame, what);
                         Self::emit(code, Op::TakenFromLabel(bit, all), span);
