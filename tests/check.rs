@@ -167,6 +167,7 @@ proptest! {
             "exists", "this", "turn", "last", "turns", "by", "$", "any", "all", "label", "let",
             "=", "default", "test", "call", "user", "\n", "untrusted", "turns_since", "intent",
             "permits", "redact", "set", "replace", "with", "approver", "human", "timeout", "else",
+            "pred", "p", "p(", "x:", "number",
         ]),
         0..60,
     )) {
@@ -207,6 +208,299 @@ fn examples_and_stdlib_are_formatted() {
             text,
             "{} is not formatted (run `warden fmt`)",
             f.display()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 14: traps the checker lets through, and named predicates.
+
+/// The error codes of checking `src` as one file.
+fn error_codes(src: &str) -> Vec<&'static str> {
+    let checked = check::check_source("t.ward", src);
+    checked
+        .diagnostics
+        .items
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| d.code)
+        .collect()
+}
+
+/// An empty scratch folder of its own.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("warden-check-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// Runs `warden ARGS` in `dir`: exit code, stdout, stderr.
+fn warden(args: &[&str], dir: &Path) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `warden check --format json` in `dir`: exit code and the diagnostics' codes.
+fn check_codes(args: &[&str], dir: &Path) -> (i32, Vec<String>) {
+    let mut all = vec!["check", "--format", "json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = warden(&all, dir);
+    let json: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let codes = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap().to_string())
+        .collect();
+    (code, codes)
+}
+
+#[test]
+fn a_quantifier_body_may_not_swallow_a_trailing_or_and() {
+    let trap = "use std.taint\nrule r on toolCallRequest when any a in args: a has untrusted or tool.name == \"x\" => deny \"c\"\ndefault allow\n";
+    assert_eq!(error_codes(trap), vec!["check::quantifier_scope"]);
+    let trap_and = "rule r on toolCallRequest when tool.name == \"x\" and all a in args: a == \"y\" and len(args) > 1 => deny \"c\"\ndefault allow\n";
+    assert_eq!(error_codes(trap_and), vec!["check::quantifier_scope"]);
+    for ok in [
+        "rule r on toolCallRequest when (any a in args: a == \"x\") or tool.name == \"x\" => deny \"c\"\n",
+        "rule r on toolCallRequest when any a in args: (a == \"x\" or tool.name == \"x\") => deny \"c\"\n",
+        "rule r on toolCallRequest when (any a in args: a == \"x\" or tool.name == \"x\") => deny \"c\"\n",
+        "rule r on toolCallRequest when any a in args: ( /* both */ a == \"x\" or tool.name == \"x\" ) => deny \"c\"\n",
+        "rule r on toolCallRequest when tool.name == \"x\" and any a in args: a == \"y\" => deny \"c\"\n",
+        // Brackets whose operands bring brackets of their own.
+        "rule r on toolCallRequest when any a in args: ((a == \"x\") or tool.name == \"x\") => deny \"c\"\n",
+        "rule r on toolCallRequest when any a in args: (a == \"x\" and (any b in args: b == a)) => deny \"c\"\n",
+    ] {
+        assert_eq!(error_codes(ok), Vec::<&str>::new(), "{ok}");
+    }
+    // The brackets around the operands do not enclose the whole body.
+    let split = "rule r on toolCallRequest when any a in args: (a == \"x\") or (tool.name == \"x\") => deny \"c\"\n";
+    assert_eq!(error_codes(split), vec!["check::quantifier_scope"]);
+}
+
+#[test]
+fn names_may_not_hide_roots_fields_enum_words_or_builtins() {
+    for (src, hidden) in [
+        ("let tool = 3\n", "payload field `tool`"),
+        ("let operation = \"read\"\n", "payload field `operation`"),
+        ("let production = \"prod\"\n", "enum value `production`"),
+        ("let success = true\n", "enum value `success`"),
+        (
+            "label tool_output when origin == system\n",
+            "enum value `tool_output`",
+        ),
+        ("label metadata\n", "event root `metadata`"),
+        ("let len = 1\n", "builtin function `len`"),
+        ("pred p(args) = true\n", "event root `args`"),
+        (
+            "let x = any outputs in [1]: outputs > 0\n",
+            "payload field `outputs`",
+        ),
+        ("let origin = 1\n", "provenance field `origin`"),
+    ] {
+        let checked = check::check_source("t.ward", src);
+        let d = checked
+            .diagnostics
+            .items
+            .iter()
+            .find(|d| d.code == "check::shadows")
+            .unwrap_or_else(|| panic!("no check::shadows for {src}"));
+        assert!(d.message.contains(hidden), "{src}: {}", d.message);
+    }
+    assert_eq!(
+        error_codes("let tool_names = {\"a\"}\nlet _x = tool_names\n"),
+        Vec::<&str>::new()
+    );
+}
+
+#[test]
+fn constants_and_labels_belong_to_their_module() {
+    let dir = scratch("modules");
+    // lib_b's rule reads its own `limit`; main reads lib_a's: main uses lib_c, which uses
+    // lib_b, and that does not bring lib_b's names into main.
+    write(&dir, "lib_b.ward", "package lib_b\nlet limit = 100\nrule b_big on toolCallRequest when args.n > limit => deny \"b\"\n");
+    write(&dir, "lib_c.ward", "package lib_c\nuse lib_b\n");
+    write(&dir, "lib_a.ward", "package lib_a\nlet limit = 3\n");
+    write(
+        &dir,
+        "main.ward",
+        "use lib_a\nuse lib_c\nrule main_big on toolCallRequest when args.n > limit => deny \"main\"\ndefault allow\n\
+         test \"each module reads its own limit\" {\n  call f(n: 5) => deny \"main\"\n  call f(n: 500) => deny \"main\" \"b\"\n}\n",
+    );
+    let (code, out, err) = warden(&["test", "main.ward"], &dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.ends_with("1 passed, 0 failed\n"), "{out}");
+
+    // Not transitively: main does not use lib_b.
+    write(
+        &dir,
+        "main.ward",
+        "use lib_c\nlet x = b_only\ndefault allow\n",
+    );
+    write(
+        &dir,
+        "lib_b.ward",
+        "package lib_b\nlet b_only = 1\nlet limit = 100\n",
+    );
+    let checked = check::check_path(&dir.join("main.ward")).unwrap();
+    let d = checked
+        .diagnostics
+        .items
+        .iter()
+        .find(|d| d.code == "check::unknown_name")
+        .expect("b_only is not visible in main");
+    assert!(
+        d.help.as_deref().unwrap_or("").contains("add `use lib_b`"),
+        "{d:?}"
+    );
+
+    // Two used modules with one name: ambiguous bare, fine qualified.
+    write(&dir, "main.ward", "use lib_a\nuse lib_b\nrule r on toolCallRequest when args.n > limit => deny \"c\"\ndefault allow\n");
+    let (_, codes) = check_codes(&["main.ward"], &dir);
+    assert_eq!(codes, vec!["check::ambiguous"]);
+    write(&dir, "main.ward", "use lib_a\nuse lib_b\nrule r on toolCallRequest when args.n > lib_a.limit and args.m > lib_b.limit => deny \"c\"\ndefault allow\n");
+    let (code, codes) = check_codes(&["main.ward"], &dir);
+    assert_eq!((code, codes), (0, Vec::<String>::new()));
+
+    // The stdlib too: a policy that reads `untrusted` must use std.taint itself.
+    let transitive =
+        "use std.defaults\nrule r on toolCallRequest when args.to has untrusted => deny \"c\"\n";
+    assert_eq!(error_codes(transitive), vec!["check::unknown_label"]);
+    let direct = "use std.defaults\nuse std.taint\nrule r on toolCallRequest when args.to has untrusted => deny \"c\"\n";
+    assert_eq!(error_codes(direct), Vec::<&str>::new());
+}
+
+#[test]
+fn warden_check_reports_what_loading_refuses() {
+    let dir = scratch("refusals");
+    let mut labels = String::new();
+    for i in 0..65 {
+        labels.push_str(&format!("label _l{i}\n"));
+    }
+    write(&dir, "labels.ward", &format!("{labels}default allow\n"));
+    write(&dir, "fold.ward", "let n = len(\"abc\")\nrule r on toolCallRequest when args.a == n => deny \"c\"\ndefault allow\n");
+    for (file, want) in [
+        ("labels.ward", "check::too_many_labels"),
+        ("fold.ward", "compile::unsupported"),
+    ] {
+        let (code, codes) = check_codes(&[file], &dir);
+        assert_eq!((code, codes), (1, vec![want.to_string()]), "{file}");
+        // And it is what compile refuses.
+        let (compile_code, _, _) = warden(&["compile", file], &dir);
+        assert_eq!(compile_code, 1, "{file}");
+    }
+}
+
+#[test]
+fn warden_check_of_a_folder_pairs_tests_and_knows_libraries() {
+    let dir = scratch("folder");
+    write(
+        &dir,
+        "helpers.ward",
+        "let helper_limit = 3\nlabel helper_secret when origin == tool_output\n",
+    );
+    write(
+        &dir,
+        "mail.ward",
+        "use helpers\nrule big on toolCallRequest when args.n > helper_limit or args.x has helper_secret\n  => deny \"mail.big\"\ndefault allow\n",
+    );
+    write(
+        &dir,
+        "mail_test.ward",
+        "test \"big\" { call f(n: 9) => deny \"mail.big\" }\n",
+    );
+    let (code, out, err) = warden(&["check", "."], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.ends_with("checked 3 files: 0 error(s), 0 warning(s)\n"),
+        "{out}\n{err}"
+    );
+    // The test file alone still runs against its policy.
+    let (_, codes) = check_codes(&["mail_test.ward"], &dir);
+    assert_eq!(codes, Vec::<String>::new());
+    // A library is quiet; a policy's own unused constant is still reported.
+    write(&dir, "mail.ward", "use helpers\nlet unused_here = 1\nrule big on toolCallRequest when args.n > helper_limit or args.x has helper_secret\n  => deny \"mail.big\"\ndefault allow\n");
+    let (_, codes) = check_codes(&["."], &dir);
+    assert_eq!(codes, vec!["check::unused"]);
+}
+
+#[test]
+fn predicates_are_checked_at_each_call() {
+    let base = "use std.taint\npred endorsed(v) = v has trusted and not v has untrusted\npred failed_call() = exit_status == failure\n";
+    for (rest, want) in [
+        ("rule r on toolCallRequest when endorsed(args.to) => deny \"c\"\n", vec![]),
+        ("rule r on toolCallResult when failed_call() => deny \"c\"\n", vec![]),
+        ("rule r on toolCallRequest when failed_call() => deny \"c\"\n", vec!["check::unknown_name"]),
+        ("rule r on toolCallRequest when endorsed(args.to, args.cc) => deny \"c\"\n", vec!["check::arity"]),
+        // Both uses of `v` in the body are reported.
+        ("rule r on toolCallRequest when endorsed(tool.name) => deny \"c\"\n", vec!["check::no_provenance"; 2]),
+        ("label l when failed_call()\nrule r on toolCallRequest when args.a has l => deny \"c\"\n", vec!["check::misplaced"]),
+        ("rule r on toolCallRequest when undefined_pred(args.to) => deny \"c\"\n", vec!["check::unknown_function"]),
+        ("let x = endorsed(1)\n", vec!["check::misplaced"]),
+    ] {
+        let src = format!("{base}{rest}default allow\n");
+        assert_eq!(error_codes(&src), want, "{rest}");
+    }
+    assert_eq!(
+        error_codes(
+            "pred a() = b()\npred b() = a()\nrule r on toolCallRequest when a() => deny \"c\"\n"
+        ),
+        vec!["check::cycle"]
+    );
+}
+
+#[test]
+fn predicates_are_inlined_with_their_arguments() {
+    let dir = scratch("preds");
+    // From another module; called with a quantifier variable; a body whose own variable has
+    // the caller's name.
+    write(
+        &dir,
+        "words.ward",
+        "package words\npred mentions(x, word: string) = contains(lower(string(x)), word)\n",
+    );
+    write(
+        &dir,
+        "main.ward",
+        "use words\n\
+         pred beyond(limit: number) = any a in args: a > limit\n\
+         rule secret on toolCallRequest when any a in args: mentions(a, \"secret\") => deny \"secret\"\n\
+         rule spread on toolCallRequest when tool.name == \"spread\" and any a in [1]: beyond(a) => deny \"spread\"\n\
+         default allow\n\
+         test \"inlined\" {\n  call f(x: \"The SECRET plan\") => deny \"secret\"\n  call f(x: \"a plan\") => allow\n  \
+         call spread(x: 5) => deny \"spread\"\n  call spread(x: 0) => allow\n}\n",
+    );
+    let (code, out, err) = warden(&["test", "main.ward"], &dir);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.ends_with("1 passed, 0 failed\n"), "{out}");
+    // The compiled rule has no call left, and its spans stay in the rule's file.
+    let policy = warden::guardian::Policy::load(dir.join("main.ward")).unwrap();
+    let rule = policy
+        .program()
+        .rules
+        .iter()
+        .find(|r| &*r.name == "secret")
+        .unwrap();
+    let text = std::fs::read_to_string(dir.join("main.ward")).unwrap();
+    for span in &rule.code.spans {
+        assert!(
+            (span.end as usize) <= text.len(),
+            "{span:?} is not in main.ward"
         );
     }
 }

@@ -100,7 +100,7 @@ default allow
 #[test]
 fn an_exhausted_budget_is_a_decision_failure_never_an_allow() {
     let policy = r#"
-rule quadratic on toolCallRequest when any a in args: any b in args: a == b and false => deny "never"
+rule quadratic on toolCallRequest when any a in args: any b in args: (a == b and false) => deny "never"
 default allow
 "#;
     let args: serde_json::Map<String, Value> = (0..800)

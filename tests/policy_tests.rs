@@ -238,15 +238,15 @@ fn test_files_run_against_their_policy_with_mocks() {
     let dir = temp_dir("sibling");
     std::fs::write(
         dir.join("mail.ward"),
-        "let blocked = {\"eve@example.com\"}\n\
-         rule no_eve on toolCallRequest when tool.name == \"send_email\" and args.to in blocked\n  => deny \"mail.blocked\"\n\
+        "let blocked_to = {\"eve@example.com\"}\n\
+         rule no_eve on toolCallRequest when tool.name == \"send_email\" and args.to in blocked_to\n  => deny \"mail.blocked\"\n\
          default allow\n",
     )
     .unwrap();
     std::fs::write(
         dir.join("mail_test.ward"),
         "test \"eve is blocked\" { call send_email(to: \"eve@example.com\") => deny \"mail.blocked\" }\n\
-         test \"a mock replaces the list\" {\n  with blocked as {\"mallory@example.com\"}\n  \
+         test \"a mock replaces the list\" {\n  with blocked_to as {\"mallory@example.com\"}\n  \
          call send_email(to: \"eve@example.com\") => allow\n  \
          call send_email(to: \"mallory@example.com\") => deny \"mail.blocked\"\n}\n\
          test \"rego cannot be mocked\" { with rego.data.x as 1 call a() }\n",

@@ -1,6 +1,7 @@
 //! Typing expressions: resolve every name, type every payload path against the hook's field
 //! table, and check that history filters can be kept as O(1) state.
 
+use super::scope::{Lookup, Named};
 use super::types::{join, Table, Type};
 use super::{Alias, Checker, Resolution};
 use crate::acs::fields::{self, HookSpec};
@@ -29,10 +30,10 @@ pub(crate) struct Ctx {
     pub unit: usize,
     pub file: FileId,
     pub scope: Scope,
-    vars: Vec<(String, Type)>,
+    pub(super) vars: Vec<(String, Type)>,
     /// Inside a history filter: spans of `$` uses that are not part of a key equality.
-    bad_current: Vec<Span>,
-    in_history: bool,
+    pub(super) bad_current: Vec<Span>,
+    pub(super) in_history: bool,
 }
 
 impl Ctx {
@@ -157,16 +158,18 @@ impl Checker<'_> {
         Type::Error
     }
 
-    /// The type of a `let` constant, checking it on first use (and reporting cycles).
-    pub(crate) fn const_type(&mut self, name: &str) -> Type {
-        if let Some(t) = self.const_types.get(name) {
+    /// The type of a `let` constant of namespace `ns`, checking it on first use (and
+    /// reporting cycles).
+    pub(crate) fn const_type(&mut self, ns: usize, name: &str) -> Type {
+        let key = (ns, name.to_string());
+        if let Some(t) = self.const_types.get(&key) {
             return t.clone();
         }
-        let Some(info) = self.constants.get(name).cloned() else {
+        let Some(info) = self.constants[ns].get(name).cloned() else {
             return Type::Error;
         };
         let file = self.file_of(info.unit);
-        if self.const_in_progress.iter().any(|n| n == name) {
+        if self.const_in_progress.contains(&key) {
             self.diagnostics.push(
                 Diagnostic::error(
                     "check::cycle",
@@ -179,11 +182,11 @@ impl Checker<'_> {
             );
             return Type::Error;
         }
-        self.const_in_progress.push(name.to_string());
+        self.const_in_progress.push(key.clone());
         let mut cx = Ctx::new(info.unit, file, Scope::Const);
         let t = self.expr(&mut cx, &info.decl.value);
         self.const_in_progress.pop();
-        self.const_types.insert(name.to_string(), t.clone());
+        self.const_types.insert(key, t.clone());
         t
     }
 
@@ -397,7 +400,7 @@ impl Checker<'_> {
     }
 
     fn is_local(&self, cx: &Ctx, name: &str) -> bool {
-        cx.vars.iter().any(|(n, _)| n == name) || self.constants.contains_key(name)
+        cx.vars.iter().any(|(n, _)| n == name) || self.const_visible(cx.unit, name)
     }
 
     fn name(&mut self, cx: &mut Ctx, name: &str, span: Span) -> Type {
@@ -405,14 +408,9 @@ impl Checker<'_> {
             let t = t.clone();
             return self.resolved(cx, span, Resolution::Variable(name.into()), t);
         }
-        if self.constants.contains_key(name) {
-            self.mark_used(name);
-            let t = self.const_type(name);
-            return self.resolved(cx, span, Resolution::Constant(name.into()), t);
-        }
-        if self.labels.contains_key(name) {
-            self.mark_used(name);
-            return self.resolved(cx, span, Resolution::Label(name.into()), Type::Label);
+        // This module's constants, labels and predicates, and those of the modules it uses.
+        if let Some(t) = self.resolve_bare(cx, name, span) {
+            return t;
         }
         if let Some(alias) = self.aliases[cx.unit].get(name) {
             let what = match alias {
@@ -461,8 +459,12 @@ impl Checker<'_> {
         }
         // Unknown: suggest among everything this scope can see.
         let mut candidates: Vec<String> = cx.vars.iter().map(|(n, _)| n.clone()).collect();
-        candidates.extend(self.constants.keys().map(|s| s.to_string()));
-        candidates.extend(self.labels.keys().map(|s| s.to_string()));
+        candidates.extend(
+            self.visible(cx.unit, Named::Const)
+                .into_iter()
+                .chain(self.visible_labels(cx.unit))
+                .map(String::from),
+        );
         if let Some(table) = table {
             candidates.extend(fields::children(table.fields(), "").map(|f| f.path.to_string()));
             if matches!(table, Table::Payload(_)) {
@@ -479,6 +481,9 @@ impl Checker<'_> {
             format!("unknown name `{name}`"),
         )
         .with_label("not defined");
+        if let Some(help) = self.defined_elsewhere(cx.unit, name) {
+            return self.error(d.with_help(help));
+        }
         match did_you_mean(name, candidates.iter().map(String::as_str)) {
             Some(s) => {
                 d = d
@@ -617,20 +622,15 @@ impl Checker<'_> {
                 )
             }
             Alias::Module(module) => {
-                let defined_there = self
+                // The module's own definition, whatever the bare name means here.
+                let there = self
                     .loaded
                     .units
                     .iter()
                     .position(|u| u.name == module)
-                    .map(|u| {
-                        self.loaded.units[u].module.items.iter().any(|i| match i {
-                            crate::syntax::ast::Item::Let(l) => l.name.name == member,
-                            crate::syntax::ast::Item::Label(l) => l.name.name == member,
-                            _ => false,
-                        })
-                    })
-                    .unwrap_or(false);
-                if !defined_there {
+                    .map(|u| self.ns[u])
+                    .and_then(|ns| self.defined_in(ns, member).map(|k| (k, ns)));
+                let Some((kind, ns)) = there.filter(|(k, _)| *k != Named::Pred) else {
                     return self.error(
                         Diagnostic::error(
                             "check::unknown_name",
@@ -641,8 +641,8 @@ impl Checker<'_> {
                         .with_label("not in that module")
                         .with_help("check the module's file for the names it defines"),
                     );
-                }
-                self.name(cx, member, whole)
+                };
+                self.resolve_def(cx, kind, ns, member, whole)
             }
         }
     }
@@ -852,6 +852,13 @@ impl Checker<'_> {
                     );
                     return Type::Bool;
                 }
+                // `module.pred(…)`: a predicate of a used module.
+                if let Some(Alias::Module(module)) = self.aliases[cx.unit].get(root.as_str()) {
+                    if !self.is_local(cx, root) {
+                        let module = module.clone();
+                        return self.qualified_pred_call(cx, &module, callee, m, args, span);
+                    }
+                }
                 if let Some(Alias::Rego | Alias::RegoData) =
                     self.aliases[cx.unit].get(root.as_str())
                 {
@@ -882,8 +889,24 @@ impl Checker<'_> {
                     .with_help("functions are builtins (turns_since, len, …), `intent.permits` and Rego functions"),
             );
         };
+        if !self.is_local(cx, name) {
+            match self.lookup(cx.unit, name) {
+                Lookup::One(Named::Pred, ns) => {
+                    return self.pred_call(cx, ns, name, callee, args, span)
+                }
+                Lookup::Ambiguous(found) => {
+                    let d = self.ambiguous(cx.file, cx.unit, name, callee.span, &found);
+                    for a in args {
+                        self.expr(cx, &a.value);
+                    }
+                    return self.error(d);
+                }
+                _ => {}
+            }
+        }
         let Some(&(bname, n, _)) = builtin(name) else {
-            let names = BUILTINS.iter().map(|b| b.0);
+            let preds = self.visible(cx.unit, Named::Pred);
+            let names = BUILTINS.iter().map(|b| b.0).chain(preds.iter().copied());
             let mut d = Diagnostic::error(
                 "check::unknown_function",
                 cx.file,
@@ -895,7 +918,9 @@ impl Checker<'_> {
                 Some(s) => d
                     .with_help(format!("did you mean `{s}`?"))
                     .with_fix(callee.span, s.to_string()),
-                None => d.with_help("see docs/language.md for the builtin functions"),
+                None => d.with_help(
+                    "see docs/language.md for the builtin functions; define your own with `pred NAME(…) = …`",
+                ),
             };
             for a in args {
                 self.expr(cx, &a.value);
@@ -975,9 +1000,7 @@ impl Checker<'_> {
                 // An origin (`user_input`) or a label (`untrusted`).
                 let what = &args[1].value;
                 match &what.kind {
-                    ExprKind::Name(n) if self.labels.contains_key(n.as_str()) => {
-                        self.label_arg(cx, what)
-                    }
+                    ExprKind::Name(n) if self.label_visible(cx.unit, n) => self.label_arg(cx, what),
                     ExprKind::Member(..) => self.label_arg(cx, what),
                     _ => self.origin_arg(cx, what),
                 }
@@ -1136,15 +1159,19 @@ impl Checker<'_> {
 
     fn label_arg(&mut self, cx: &mut Ctx, e: &Expr) {
         if let ExprKind::Name(name) = &e.kind {
-            if self.labels.contains_key(name.as_str()) {
-                self.mark_used(name);
-                self.resolutions.insert(
-                    (cx.file, e.span),
-                    (Resolution::Label(name.clone()), Type::Label),
-                );
-                return;
+            match self.lookup(cx.unit, name) {
+                Lookup::One(Named::Label, ns) => {
+                    self.resolve_def(cx, Named::Label, ns, name, e.span);
+                    return;
+                }
+                Lookup::Ambiguous(found) if found.iter().any(|(k, _)| *k == Named::Label) => {
+                    let d = self.ambiguous(cx.file, cx.unit, name, e.span, &found);
+                    self.diagnostics.push(d);
+                    return;
+                }
+                _ => {}
             }
-            let names: Vec<&str> = self.labels.keys().copied().collect();
+            let names: Vec<&str> = self.visible_labels(cx.unit);
             let mut d = Diagnostic::error(
                 "check::unknown_label",
                 cx.file,
@@ -1152,7 +1179,9 @@ impl Checker<'_> {
                 format!("unknown label `{name}`"),
             )
             .with_label("not a label");
+            let elsewhere = self.defined_elsewhere(cx.unit, name);
             d = match did_you_mean(name, names.iter().copied()) {
+                _ if elsewhere.is_some() => d.with_help(elsewhere.unwrap_or_default()),
                 Some(s) => d
                     .with_help(format!("did you mean `{s}`?"))
                     .with_fix(e.span, s.to_string()),
@@ -1230,7 +1259,7 @@ impl Checker<'_> {
                 // A bare enum word may stand on either side: `success == exit_status`.
                 let bare = |this: &Self, e: &Expr| {
                     matches!(&e.kind, ExprKind::Name(w) if !this.is_local(cx, w)
-                        && !this.labels.contains_key(w.as_str())
+                        && !this.label_visible(cx.unit, w)
                         && !this.is_event_root(cx, w))
                 };
                 let bare_left = bare(self, a) && !bare(self, b);
@@ -1357,7 +1386,7 @@ impl Checker<'_> {
                     ExprKind::Name(_) | ExprKind::Member(..)
                         if matches!(
                             self.resolutions.get(&(cx.file, b.span)),
-                            Some((Resolution::Constant(_), _))
+                            Some((Resolution::Constant { .. }, _))
                         ) => {}
                     _ if tb.is_error() => {}
                     _ => self.diagnostics.push(
@@ -1398,14 +1427,14 @@ impl Checker<'_> {
         // The other side is already reported; a bare word here may be one of its enum values.
         if let (ExprKind::Name(word), Type::Error) = (&e.kind, other) {
             if !self.is_local(cx, word)
-                && !self.labels.contains_key(word.as_str())
+                && !self.label_visible(cx.unit, word)
                 && !self.is_event_root(cx, word)
             {
                 return Type::Error;
             }
         }
         if let (ExprKind::Name(word), Type::Enum(values)) = (&e.kind, other) {
-            let shadowed = self.is_local(cx, word) || self.labels.contains_key(word.as_str());
+            let shadowed = self.is_local(cx, word) || self.label_visible(cx.unit, word);
             if !shadowed {
                 if values.contains(&word.as_str()) {
                     return self.resolved(

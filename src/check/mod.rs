@@ -7,7 +7,10 @@
 
 mod expr;
 pub mod load;
+mod pred;
+mod scope;
 mod tools;
+mod traps;
 pub mod types;
 
 use std::collections::HashMap;
@@ -30,9 +33,22 @@ pub enum Resolution {
     },
     /// A tool argument (`args.NAME`).
     Argument(String),
-    Constant(String),
-    Label(String),
-    /// A quantifier variable, by name.
+    /// A `let` constant, by name and the file that defines it (each module has its own).
+    Constant {
+        name: String,
+        file: FileId,
+    },
+    /// A label, by name and the file that defines it.
+    Label {
+        name: String,
+        file: FileId,
+    },
+    /// A predicate (`pred NAME(…) = …`), by name and the file that defines it.
+    Predicate {
+        name: String,
+        file: FileId,
+    },
+    /// A quantifier variable or a predicate's parameter, by name.
     Variable(String),
     /// A bare word standing for one of an enum's values (`origin == tool_output`).
     EnumValue(String),
@@ -63,8 +79,30 @@ pub enum DefKind {
     Rule,
     Label,
     Constant,
+    Predicate,
     Test,
     Module,
+}
+
+impl DefKind {
+    /// Constants, labels and predicates belong to their module (docs/language.md §3).
+    pub fn is_scoped(self) -> bool {
+        matches!(
+            self,
+            DefKind::Constant | DefKind::Label | DefKind::Predicate
+        )
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            DefKind::Rule => "rule",
+            DefKind::Label => "label",
+            DefKind::Constant => "constant",
+            DefKind::Predicate => "predicate",
+            DefKind::Test => "test",
+            DefKind::Module => "module",
+        }
+    }
 }
 
 /// Everything the checker learned, keyed for the compiler and the language server.
@@ -89,6 +127,14 @@ impl Checked {
             .iter()
             .find(|d| d.kind == kind && d.name == name)
     }
+
+    /// The definition of a constant, label or predicate of one file (what a
+    /// [`Resolution::Constant`], `Label` or `Predicate` names).
+    pub fn definition_in(&self, kind: DefKind, name: &str, file: FileId) -> Option<&Definition> {
+        self.definitions
+            .iter()
+            .find(|d| d.kind == kind && d.name == name && d.file == file)
+    }
 }
 
 /// Checks a loaded policy.
@@ -99,7 +145,10 @@ pub fn check(loaded: Loaded) -> Checked {
 fn check_here(loaded: Loaded) -> Checked {
     let mut cx = Checker::new(&loaded);
     cx.collect_definitions();
+    cx.check_import_clashes();
+    cx.check_traps();
     cx.check_items();
+    cx.check_uncalled_preds();
     cx.check_tool_arguments();
     cx.check_expected_codes();
     cx.report_unused();
@@ -133,6 +182,83 @@ pub fn check_path(path: &std::path::Path) -> Result<Checked, std::io::Error> {
     Ok(check(Loaded::from_path(path)?))
 }
 
+/// `foo_test.ward` is checked (and run) with the `foo.ward` beside it, if there is one.
+pub fn policy_of_test(test: &std::path::Path) -> Option<std::path::PathBuf> {
+    let stem = test.file_stem()?.to_str()?;
+    let base = stem.strip_suffix("_test")?;
+    let policy = test.with_file_name(format!("{base}.ward"));
+    policy.is_file().then_some(policy)
+}
+
+/// What `warden check FILES…` checks: each file as its own policy, except that a
+/// `foo_test.ward` is checked together with the `foo.ward` beside it (as `warden test` runs
+/// it; once, if both are given). A file that another given file `use`s as a module and that
+/// has no `default` is a library: its exports are not `check::unused`, and it needs no default.
+pub fn check_files(
+    files: &[std::path::PathBuf],
+) -> Result<Vec<Checked>, (std::path::PathBuf, std::io::Error)> {
+    let mut groups: Vec<(std::path::PathBuf, Vec<std::path::PathBuf>)> = Vec::new();
+    for f in files {
+        let (policy, test) = match policy_of_test(f) {
+            Some(p) => (p, Some(f.clone())),
+            None => (f.clone(), None),
+        };
+        let same = |p: &std::path::PathBuf| same_file(p, &policy);
+        match groups.iter_mut().find(|(p, _)| same(p)) {
+            Some((_, tests)) => tests.extend(test),
+            None => groups.push((policy, test.into_iter().collect())),
+        }
+    }
+    let mut out = Vec::new();
+    for (policy, tests) in &groups {
+        let mut loaded = Loaded::from_path(policy).map_err(|e| (policy.clone(), e))?;
+        for t in tests {
+            loaded.add_path(t).map_err(|e| (t.clone(), e))?;
+        }
+        out.push(check(loaded));
+    }
+    // Files some policy loaded as a module.
+    let mut used: Vec<std::path::PathBuf> = Vec::new();
+    for c in &out {
+        for u in c.loaded.units.iter().filter(|u| !u.is_root && !u.is_std) {
+            let name = &c.loaded.sources.get(u.file).name;
+            used.extend(std::fs::canonicalize(name).ok());
+        }
+    }
+    for c in &mut out {
+        let libraries: Vec<FileId> = c
+            .loaded
+            .units
+            .iter()
+            .filter(|u| u.is_root && !has_default(u))
+            .filter(|u| {
+                let name = &c.loaded.sources.get(u.file).name;
+                std::fs::canonicalize(name).is_ok_and(|p| used.contains(&p))
+            })
+            .map(|u| u.file)
+            .collect();
+        c.diagnostics.items.retain(|d| {
+            !(libraries.contains(&d.file)
+                && matches!(d.code, "check::unused" | "check::no_default"))
+        });
+    }
+    Ok(out)
+}
+
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+fn has_default(unit: &Unit) -> bool {
+    unit.module
+        .items
+        .iter()
+        .any(|i| matches!(i, Item::Default(_)))
+}
+
 /// Loads and checks a policy given as text.
 pub fn check_source(name: &str, text: &str) -> Checked {
     check(Loaded::from_source(name, text, None))
@@ -142,6 +268,12 @@ pub fn check_source(name: &str, text: &str) -> Checked {
 struct ConstInfo<'a> {
     unit: usize,
     decl: &'a ast::Let,
+}
+
+#[derive(Debug, Clone)]
+struct PredInfo<'a> {
+    unit: usize,
+    decl: &'a ast::PredDecl,
 }
 
 #[derive(Debug, Clone)]
@@ -157,31 +289,75 @@ pub(crate) struct Checker<'a> {
     definitions: Vec<Definition>,
     resolutions: HashMap<(FileId, Span), (Resolution, Type)>,
     reason_codes: Vec<String>,
-    constants: HashMap<&'a str, ConstInfo<'a>>,
-    const_types: HashMap<String, Type>,
-    const_in_progress: Vec<String>,
-    /// Label name → the unit that declares it.
-    labels: HashMap<&'a str, usize>,
+    /// Per unit: its namespace. The files the user named (the roots) share namespace 0; every
+    /// module reached by `use` has its own.
+    ns: Vec<usize>,
+    /// Per unit: the namespaces of the modules it `use`s directly.
+    imports: Vec<Vec<usize>>,
+    /// Per namespace: constant name → its declaration.
+    constants: Vec<HashMap<&'a str, ConstInfo<'a>>>,
+    const_types: HashMap<(usize, String), Type>,
+    const_in_progress: Vec<(usize, String)>,
+    /// Per namespace: label name → the unit that declares it.
+    labels: Vec<HashMap<&'a str, usize>>,
+    /// Per namespace: predicate name → its declaration.
+    preds: Vec<HashMap<&'a str, PredInfo<'a>>>,
+    /// Predicates being expanded (for `check::cycle`).
+    pred_stack: Vec<(usize, String)>,
     /// Per unit: local alias → what it names.
     aliases: Vec<HashMap<String, Alias>>,
-    used: HashMap<String, usize>,
+    /// Uses of each constant, label and predicate, by namespace and name.
+    used: HashMap<(usize, String), usize>,
     /// Reason codes that tests expect, checked once every rule is known.
     expected_codes: Vec<(FileId, ast::StringLit)>,
 }
 
 impl<'a> Checker<'a> {
     fn new(loaded: &'a Loaded) -> Self {
+        let units = loaded.units.len();
+        let ns: Vec<usize> = loaded
+            .units
+            .iter()
+            .enumerate()
+            .map(|(u, unit)| if unit.is_root { 0 } else { u + 1 })
+            .collect();
+        let imports = loaded
+            .units
+            .iter()
+            .enumerate()
+            .map(|(u, unit)| {
+                let mut v: Vec<usize> = Vec::new();
+                for item in &unit.module.items {
+                    let Item::Use(use_) = item else { continue };
+                    let ast::UseKind::Module { path } = &use_.kind else {
+                        continue;
+                    };
+                    let name: Vec<&str> = path.iter().map(|i| i.name.as_str()).collect();
+                    let name = name.join(".");
+                    if let Some(t) = loaded.units.iter().position(|x| x.name == name) {
+                        if ns[t] != ns[u] && !v.contains(&ns[t]) {
+                            v.push(ns[t]);
+                        }
+                    }
+                }
+                v
+            })
+            .collect();
         Checker {
             loaded,
             diagnostics: Vec::new(),
             definitions: Vec::new(),
             resolutions: HashMap::new(),
             reason_codes: Vec::new(),
-            constants: HashMap::new(),
+            ns,
+            imports,
+            constants: vec![HashMap::new(); units + 1],
             const_types: HashMap::new(),
             const_in_progress: Vec::new(),
-            labels: HashMap::new(),
-            aliases: vec![HashMap::new(); loaded.units.len()],
+            labels: vec![HashMap::new(); units + 1],
+            preds: vec![HashMap::new(); units + 1],
+            pred_stack: Vec::new(),
+            aliases: vec![HashMap::new(); units],
             used: HashMap::new(),
             expected_codes: Vec::new(),
         }
@@ -200,26 +376,22 @@ impl<'a> Checker<'a> {
         detail: String,
     ) {
         let file = self.file_of(unit);
-        // Constants and labels share one namespace: a bare name must mean one thing.
+        // Constants, labels and predicates share their module's namespace: a bare name must
+        // mean one thing there. Rules and tests are named once per policy.
+        let ns = self.ns[unit];
         let clashes = |d: &Definition| {
-            d.kind == kind
-                || matches!(
-                    (d.kind, kind),
-                    (DefKind::Constant, DefKind::Label) | (DefKind::Label, DefKind::Constant)
-                )
+            if kind.is_scoped() {
+                d.kind.is_scoped() && self.ns_of_file(d.file) == Some(ns)
+            } else {
+                d.kind == kind
+            }
         };
         if let Some(prev) = self
             .definitions
             .iter()
             .find(|d| clashes(d) && d.name == name.name)
         {
-            let what = match kind {
-                DefKind::Rule => "rule",
-                DefKind::Label => "label",
-                DefKind::Constant => "constant",
-                DefKind::Test => "test",
-                DefKind::Module => "module",
-            };
+            let what = kind.word();
             let mut d = Diagnostic::error(
                 "check::duplicate",
                 file,
@@ -258,13 +430,22 @@ impl<'a> Checker<'a> {
                 match item {
                     Item::Let(l) => {
                         self.define(u, DefKind::Constant, &l.name, l.span, "constant".into());
-                        self.constants
+                        self.constants[self.ns[u]]
                             .entry(l.name.name.as_str())
                             .or_insert(ConstInfo { unit: u, decl: l });
                     }
                     Item::Label(l) => {
                         self.define(u, DefKind::Label, &l.name, l.span, "label".into());
-                        self.labels.entry(l.name.name.as_str()).or_insert(u);
+                        self.labels[self.ns[u]]
+                            .entry(l.name.name.as_str())
+                            .or_insert(u);
+                    }
+                    Item::Pred(p) => {
+                        let detail = pred::signature(p);
+                        self.define(u, DefKind::Predicate, &p.name, p.span, detail);
+                        self.preds[self.ns[u]]
+                            .entry(p.name.name.as_str())
+                            .or_insert(PredInfo { unit: u, decl: p });
                     }
                     Item::Rule(r) => {
                         let hooks: Vec<&str> = r.hooks.iter().map(|h| h.name.as_str()).collect();
@@ -393,8 +574,9 @@ impl<'a> Checker<'a> {
                         package_seen = true;
                     }
                     Item::Let(l) => {
-                        self.const_type(&l.name.name);
+                        self.const_type(self.ns[u], &l.name.name);
                     }
+                    Item::Pred(p) => self.check_pred_decl(u, p),
                     Item::Label(l) => {
                         if let Some(when) = &l.when {
                             let mut ecx = expr::Ctx::new(u, file, expr::Scope::Label);
@@ -1150,11 +1332,11 @@ impl<'a> Checker<'a> {
                 let (name, kind) = match item {
                     Item::Let(l) => (&l.name, "constant"),
                     Item::Label(l) => (&l.name, "label"),
+                    Item::Pred(p) => (&p.name, "predicate"),
                     _ => continue,
                 };
-                if !name.name.starts_with('_')
-                    && self.used.get(&name.name).copied().unwrap_or(0) == 0
-                {
+                let key = (self.ns[u], name.name.clone());
+                if !name.name.starts_with('_') && self.used.get(&key).copied().unwrap_or(0) == 0 {
                     unused.push((u, name.clone(), kind));
                 }
             }
@@ -1174,24 +1356,31 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn mark_used(&mut self, name: &str) {
-        *self.used.entry(name.to_string()).or_default() += 1;
+    fn mark_used(&mut self, ns: usize, name: &str) {
+        *self.used.entry((ns, name.to_string())).or_default() += 1;
+    }
+
+    fn ns_of_file(&self, file: FileId) -> Option<usize> {
+        self.loaded
+            .units
+            .iter()
+            .position(|u| u.file == file)
+            .map(|u| self.ns[u])
     }
 }
 
 /// Words a test may use for where content came from, besides the ACS origins.
 pub const TEST_ORIGIN_WORDS: &[&str] = &["user", "trusted", "untrusted"];
 
-/// A stdlib module (package `std.…`): it exports names and leaves the default to its users.
+/// A library module: it exports names and leaves the default to its users. That is a stdlib
+/// module (package `std.…`) without a default, or a module with a `package` line and neither
+/// rules nor a default (it can only be used). `check_files` also counts a file another checked
+/// file uses.
 fn is_library(unit: &Unit) -> bool {
-    unit.module
-        .package()
-        .is_some_and(|p| p.path.first().is_some_and(|i| i.name == "std"))
-        && unit
-            .module
-            .items
-            .iter()
-            .all(|i| !matches!(i, Item::Default(_)))
+    let package = unit.module.package();
+    let std = package.is_some_and(|p| p.path.first().is_some_and(|i| i.name == "std"));
+    let rules = unit.module.items.iter().any(|i| matches!(i, Item::Rule(_)));
+    !has_default(unit) && (std || (package.is_some() && !rules))
 }
 
 fn last_segment(path: &str) -> &str {

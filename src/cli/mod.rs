@@ -27,7 +27,8 @@ struct Cli {
 enum Command {
     /// Check policies for errors (files or folders of .ward files)
     Check {
-        /// Files or folders; each .ward file is checked as its own policy
+        /// Files or folders; each .ward file is checked as its own policy (a foo_test.ward
+        /// together with its foo.ward)
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Output format
@@ -200,11 +201,13 @@ fn run_check(paths: &[PathBuf], format: Format) -> i32 {
     let mut all_json: Vec<JsonDiagnostic> = Vec::new();
     let (mut errors, mut warnings) = (0, 0);
     let color = color_stderr();
-    for path in &files {
-        let checked = match check::check_path(path) {
-            Ok(c) => c,
-            Err(e) => return usage_error(&format!("{}: {e}", path.display())),
-        };
+    let policies = match check::check_files(&files) {
+        Ok(p) => p,
+        Err((path, e)) => return usage_error(&format!("{}: {e}", path.display())),
+    };
+    for mut checked in policies {
+        // Everything loading would refuse, not only what the checker finds.
+        crate::compile::check_loadable(&mut checked);
         errors += checked.diagnostics.error_count();
         warnings += checked.diagnostics.warning_count();
         match format {

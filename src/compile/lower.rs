@@ -52,12 +52,27 @@ fn compile_here(
             Ok(b) => Some(Arc::new(b)),
             Err(e) => {
                 let file = checked.loaded.rego[0].0;
+                // Point at the file's first `use rego`.
+                let span = checked
+                    .loaded
+                    .units
+                    .iter()
+                    .filter(|u| u.file == file)
+                    .flat_map(|u| u.module.items.iter())
+                    .find_map(|i| match i {
+                        Item::Use(u) if !matches!(u.kind, ast::UseKind::Module { .. }) => {
+                            Some(u.span)
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or_default();
                 return Err(vec![Diagnostic::error(
                     "compile::rego",
                     file,
-                    Span::default(),
+                    span,
                     format!("the Rego modules do not load together: {e}"),
                 )
+                .with_label("imported here")
                 .with_help("check that the imported packages do not conflict")]);
             }
         }
@@ -72,6 +87,9 @@ fn compile_here(
         consts: HashMap::new(),
         paths: HashMap::new(),
         const_values: overrides.clone(),
+        folded: HashMap::new(),
+        label_bits: HashMap::new(),
+        inline: Vec::new(),
         rego_values: HashMap::new(),
         errors: Vec::new(),
     };
@@ -90,10 +108,25 @@ struct Lower<'a> {
     program: Program,
     consts: HashMap<String, u32>,
     paths: HashMap<(u8, String), u32>,
+    /// Constant values given by name (the test runner's mocks).
     const_values: HashMap<String, Const>,
+    /// Constants folded so far, by defining file and name (each module has its own names).
+    folded: HashMap<(FileId, String), Const>,
+    /// Label bits by defining file and name.
+    label_bits: HashMap<(FileId, String), u8>,
+    /// Predicates being inlined, innermost last.
+    inline: Vec<Inline>,
     /// Rego values folded at compile time, by query (`None`: not foldable).
     rego_values: HashMap<String, Option<Const>>,
     errors: Vec<Diagnostic>,
+}
+
+/// A predicate being inlined: its parameters bound to the call's argument expressions, and
+/// the caller's context to compile those arguments in.
+struct Inline {
+    params: Vec<(String, Expr)>,
+    caller_file: FileId,
+    caller_vars: Vec<(String, u16)>,
 }
 
 /// Where the code being compiled runs.
@@ -197,8 +230,16 @@ impl<'a> Lower<'a> {
                     );
                     return;
                 }
+                // Two modules may each have a label of one name: the second is shown qualified.
+                let name = if self.program.label_bit(&l.name.name).is_some() {
+                    format!("{}.{}", unit_module_name(unit), l.name.name)
+                } else {
+                    l.name.name.clone()
+                };
+                self.label_bits
+                    .insert((unit.file, l.name.name.clone()), bit as u8);
                 self.program.labels.push(LabelSpec {
-                    name: Arc::from(l.name.name.as_str()),
+                    name: Arc::from(name.as_str()),
                     bit: bit as u8,
                     redact: l.redact,
                     code: None,
@@ -393,6 +434,16 @@ impl<'a> Lower<'a> {
             ExprKind::Binary(BinaryOp::And, a, b) => self
                 .tool_filter(file, a)
                 .or_else(|| self.tool_filter(file, b)),
+            // A predicate without parameters (`payment()`): its body's tool names.
+            ExprKind::Call(callee, args) if args.is_empty() => {
+                let Some((Resolution::Predicate { name, file }, _)) =
+                    self.resolution(file, callee.span)
+                else {
+                    return None;
+                };
+                let body = self.pred_decl(name, *file).map(|p| &p.body)?;
+                self.tool_filter(*file, body)
+            }
             ExprKind::Binary(op @ (BinaryOp::Eq | BinaryOp::In), lhs, rhs) => {
                 let is_tool_name = matches!(
                     self.resolution(file, lhs.span),
@@ -479,7 +530,7 @@ impl<'a> Lower<'a> {
                     self.rego_fold(file, &alias, &rule, None, e.span)?
                 }
                 // A qualified constant: `taint.consequential_tools`.
-                Some((Resolution::Constant(name), _)) => self.constant(&name)?,
+                Some((Resolution::Constant { name, file }, _)) => self.constant(&name, file)?,
                 _ => return None,
             },
             ExprKind::Call(callee, args) => match self.resolution(file, callee.span).cloned() {
@@ -497,7 +548,7 @@ impl<'a> Lower<'a> {
                 _ => return None,
             },
             ExprKind::Name(_) => match self.resolution(file, e.span) {
-                Some((Resolution::Constant(name), _)) => self.constant(name)?,
+                Some((Resolution::Constant { name, file }, _)) => self.constant(name, *file)?,
                 Some((Resolution::EnumValue(v), _)) => Const::Str(Arc::from(v.as_str())),
                 _ => return None,
             },
@@ -543,20 +594,24 @@ impl<'a> Lower<'a> {
         })
     }
 
-    /// The value of a `let` constant.
-    fn constant(&mut self, name: &str) -> Option<Const> {
+    /// The value of the `let` constant `name` of the file `file`.
+    fn constant(&mut self, name: &str, file: FileId) -> Option<Const> {
         if let Some(c) = self.const_values.get(name) {
             return Some(c.clone());
         }
+        let key = (file, name.to_string());
+        if let Some(c) = self.folded.get(&key) {
+            return Some(c.clone());
+        }
         let checked = self.checked;
-        for unit in &checked.loaded.units {
+        for unit in checked.loaded.units.iter().filter(|u| u.file == file) {
             for item in &unit.module.items {
                 if let Item::Let(l) = item {
                     if l.name.name == name {
                         let c = self.fold(unit.file, &l.value);
                         match &c {
                             Some(c) => {
-                                self.const_values.insert(name.to_string(), c.clone());
+                                self.folded.insert(key, c.clone());
                             }
                             None => self.error(
                                 unit.file,
@@ -629,13 +684,127 @@ impl<'a> Lower<'a> {
 
     /// Compiles `e` as a plain value.
     fn value(&mut self, frame: &mut Frame, e: &Expr, code: &mut Code) {
+        if let Some(arg) = self.bound_param(frame, e) {
+            self.in_caller(frame, |cx, frame| cx.value(frame, &arg, code));
+            return;
+        }
         self.expr(frame, e, code);
         if self.type_of(frame, e) == Some(Type::Arg) {
             Self::emit(code, Op::Unwrap, e.span);
         }
     }
 
+    /// If `e` names a parameter of the predicate being inlined (and no quantifier variable of
+    /// its body hides it), the argument expression bound to it.
+    fn bound_param(&self, frame: &Frame, e: &Expr) -> Option<Expr> {
+        let ExprKind::Name(n) = &e.kind else {
+            return None;
+        };
+        if frame.vars.iter().any(|(v, _)| v == n) {
+            return None;
+        }
+        let binding = self.inline.last()?;
+        binding
+            .params
+            .iter()
+            .find(|(p, _)| p == n)
+            .map(|(_, arg)| arg.clone())
+    }
+
+    /// Runs `f` in the context of the innermost inlined predicate's caller (its file, its
+    /// quantifier variables, the predicates it is itself inlined in).
+    fn in_caller<R>(&mut self, frame: &mut Frame, f: impl FnOnce(&mut Self, &mut Frame) -> R) -> R {
+        let Some(mut binding) = self.inline.pop() else {
+            return f(self, frame);
+        };
+        let body_file = std::mem::replace(&mut frame.file, binding.caller_file);
+        let body_vars =
+            std::mem::replace(&mut frame.vars, std::mem::take(&mut binding.caller_vars));
+        let r = f(self, frame);
+        binding.caller_vars = std::mem::replace(&mut frame.vars, body_vars);
+        frame.file = body_file;
+        self.inline.push(binding);
+        r
+    }
+
+    /// The declaration of the predicate `name` of the file `file`.
+    fn pred_decl(&self, name: &str, file: FileId) -> Option<&'a ast::PredDecl> {
+        self.checked
+            .loaded
+            .units
+            .iter()
+            .filter(|u| u.file == file)
+            .flat_map(|u| u.module.items.iter())
+            .find_map(|i| match i {
+                Item::Pred(p) if p.name.name == name => Some(p),
+                _ => None,
+            })
+    }
+
+    /// A predicate call, inlined: the body compiled with each parameter standing for its
+    /// argument. Code from a predicate written in another file points at the call.
+    fn inline_pred(
+        &mut self,
+        frame: &mut Frame,
+        name: &str,
+        pred_file: FileId,
+        args: &[ast::Arg],
+        span: Span,
+        code: &mut Code,
+    ) {
+        let Some(decl) = self.pred_decl(name, pred_file) else {
+            self.error(
+                frame.file,
+                span,
+                format!("the predicate `{name}` cannot be found"),
+                "please report this policy",
+            );
+            return;
+        };
+        if self.inline.len() >= crate::syntax::MAX_NESTING {
+            self.error(
+                frame.file,
+                span,
+                format!("predicates are nested too deeply at `{name}`"),
+                "predicates cannot call themselves; flatten the chain of calls",
+            );
+            return;
+        }
+        // The file whose text the code's spans index: the rule's or the label's.
+        let origin = self.inline.first().map_or(frame.file, |b| b.caller_file);
+        let params = decl
+            .params
+            .iter()
+            .zip(args)
+            .map(|(p, a)| (p.name.name.clone(), a.value.clone()))
+            .collect();
+        self.inline.push(Inline {
+            params,
+            caller_file: frame.file,
+            caller_vars: std::mem::take(&mut frame.vars),
+        });
+        let caller_file = std::mem::replace(&mut frame.file, pred_file);
+        let start = code.ops.len();
+        self.expr(frame, &decl.body, code);
+        if let Some(binding) = self.inline.pop() {
+            frame.vars = binding.caller_vars;
+        }
+        frame.file = caller_file;
+        if pred_file != origin {
+            let body = decl.body.span;
+            for s in &mut code.spans[start..] {
+                if s.start >= body.start && s.end <= body.end {
+                    *s = span;
+                }
+            }
+        }
+    }
+
     fn expr(&mut self, frame: &mut Frame, e: &Expr, code: &mut Code) {
+        if let Some(arg) = self.bound_param(frame, e) {
+            self.in_caller(frame, |cx, frame| cx.expr(frame, &arg, code));
+            return;
+        }
         if let Some(c) = self.fold(frame.file, e) {
             let k = self.konst(c);
             Self::emit(code, Op::Const(k), e.span);
@@ -805,7 +974,9 @@ impl<'a> Lower<'a> {
                 let p = self.path(root, &path);
                 Self::emit(code, Op::Path(p), span);
             }
-            Some(Resolution::Label(l)) => self.error(
+            // A constant that did not fold was reported where it is defined.
+            Some(Resolution::Constant { .. }) if !self.errors.is_empty() => {}
+            Some(Resolution::Label { name: l, .. }) => self.error(
                 frame.file,
                 span,
                 format!("the label `{l}` is not a value"),
@@ -892,14 +1063,11 @@ impl<'a> Lower<'a> {
     }
 
     fn label_bit(&mut self, frame: &Frame, e: &Expr) -> u8 {
-        let name = match (&e.kind, self.resolution(frame.file, e.span)) {
-            // A qualified label (`taint.untrusted`) resolves to the label's own name.
-            (_, Some((Resolution::Label(l), _))) => Some(l.clone()),
-            (ExprKind::Name(n), _) => Some(n.clone()),
-            _ => None,
-        };
-        if let Some(bit) = name.and_then(|n| self.program.label_bit(&n)) {
-            return bit;
+        // A label, bare or qualified (`taint.untrusted`), by the file that defines it.
+        if let Some((Resolution::Label { name, file }, _)) = self.resolution(frame.file, e.span) {
+            if let Some(&bit) = self.label_bits.get(&(*file, name.clone())) {
+                return bit;
+            }
         }
         self.error(
             frame.file,
@@ -965,7 +1133,8 @@ impl<'a> Lower<'a> {
                     let all = name == "taken_only_from";
                     self.expr(frame, &args[0].value, code);
                     let what = &args[1].value;
-                    if let Some((Resolution::Label(_), _)) = self.resolution(frame.file, what.span)
+                    if let Some((Resolution::Label { .. }, _)) =
+                        self.resolution(frame.file, what.span)
                     {
                         let bit = self.label_bit(frame, what);
                         Self::emit(code, Op::TakenFromLabel(bit, all), span);
@@ -1026,6 +1195,9 @@ impl<'a> Lower<'a> {
                     Self::emit(code, Op::Call(b, args.len() as u8), span);
                 }
             },
+            Some(Resolution::Predicate { name, file }) => {
+                self.inline_pred(frame, &name, file, args, span, code)
+            }
             Some(Resolution::Rego { alias, rule }) => {
                 let Some(import) = self.rego_import(frame.file, &alias) else {
                     return;

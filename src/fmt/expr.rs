@@ -4,7 +4,8 @@
 //! `or` 1, `and` 2, `not` 3, comparisons 4 (not associative), `+ -` 5, `* / %` 6,
 //! unary minus 7, postfix and primaries 8. An operand is parenthesised when it binds looser
 //! than its place requires. Quantifiers (`any x in xs: body`) are primaries whose body runs as
-//! far right as it can, so they are also parenthesised when anything could follow them.
+//! far right as it can, so they are also parenthesised when anything could follow them, and a
+//! body that is an `and`/`or` chain is parenthesised too (`check::quantifier_scope`).
 
 use super::out::{self, width, WIDTH};
 use super::{Blanks, Printer};
@@ -239,7 +240,7 @@ fn flat_into(src: &str, e: &Expr, min: u8, tail: bool, s: &mut String) {
             s.push_str(" in ");
             flat_into(src, over, P_CMP_OPERAND, false, s);
             s.push_str(": ");
-            flat_into(src, body, 0, tail, s);
+            flat_into(src, body, P_NOT, tail, s);
         }
         ExprKind::History(h) => {
             s.push_str(history_word(h.kind));
@@ -441,14 +442,14 @@ impl Printer<'_> {
                 self.out.push(" in ");
                 self.expr(over, P_CMP_OPERAND, false, indent, 1);
                 self.out.push(":");
-                let text = flat(self.src, body, 0, tail);
+                let text = flat(self.src, body, P_NOT, tail);
                 if !self.has_comment_in(body.span) && self.fits(&text, reserve + 1) {
                     self.out.push(" ");
                     self.out.push(&text);
                 } else {
                     // Deep enough that a broken chain's operators sit inside the quantifier.
                     self.anchor(body.span.start, indent + 6, Blanks::Drop);
-                    self.expr(body, 0, tail, indent + 6, reserve);
+                    self.expr(body, P_NOT, tail, indent + 6, reserve);
                 }
             }
             ExprKind::History(h) => {

@@ -215,6 +215,31 @@ impl Printer<'_> {
                 self.out.push(&format!("let {} = ", l.name.name));
                 self.expr(&l.value, 0, true, 0, 0);
             }
+            Item::Pred(p) => {
+                let params: Vec<String> = p
+                    .params
+                    .iter()
+                    .map(|q| match &q.ty {
+                        Some(t) => format!("{}: {}", q.name.name, t.name),
+                        None => q.name.name.clone(),
+                    })
+                    .collect();
+                self.out
+                    .push(&format!("pred {}({}) =", p.name.name, params.join(", ")));
+                // A body that does not fit goes on the next lines, its chain's operators at
+                // column 2 (as a rule's `and` under `when`).
+                let text = format!(" {}", flat(self.src, &p.body, 0, true));
+                let head = Span::new(p.span.start as usize, p.body.span.start as usize);
+                if !self.has_comment_between(head)
+                    && !self.has_comment_in(p.body.span)
+                    && self.fits(&text, 0)
+                {
+                    self.out.push(&text);
+                } else {
+                    self.anchor(p.body.span.start, 6, Blanks::Drop);
+                    self.expr(&p.body, 0, true, 6, 0);
+                }
+            }
             Item::Label(l) => {
                 self.out.push(&format!("label {}", l.name.name));
                 if l.redact {

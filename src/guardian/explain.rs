@@ -282,10 +282,19 @@ pub fn scrub_text(text: &str, masked: &[String]) -> String {
     out
 }
 
-/// The source text of a span, whitespace runs collapsed to one space.
+/// The source text of a span, comments dropped and whitespace runs collapsed to one space (a
+/// span that ends an item, such as a predicate's body, runs over the comments after it).
 pub fn span_text(file: &SourceFile, span: Span) -> String {
     let t = file.text.get(span.range()).unwrap_or("");
-    t.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut rest = t.to_string();
+    for c in crate::syntax::trivia::scan(t, usize::MAX)
+        .comments
+        .iter()
+        .rev()
+    {
+        rest.replace_range(c.span.range(), " ");
+    }
+    rest.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The `kind` of a check in the JSON form.

@@ -26,7 +26,7 @@ const KEYWORDS: &[&str] = &[
     "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
     "turn", "last", "turns", "session", "by", "test", "strict", "from", "user", "call", "result",
     "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "approve", "mask",
-    "effect",
+    "effect", "pred",
 ];
 
 /// Ask parts written as more than one word: `extend intent [session | this_request]`.
@@ -183,7 +183,7 @@ fn item_start(text: &str, offset: usize) -> Option<(usize, &'static str)> {
         let line_start = before[..pos].rfind('\n').map_or(0, |i| i + 1);
         let line = &text[line_start..];
         for kw in [
-            "rule", "label", "let", "default", "test", "use", "package", "mask", "effect",
+            "rule", "label", "let", "default", "test", "use", "package", "mask", "effect", "pred",
         ] {
             if line.starts_with(kw) && line[kw.len()..].starts_with([' ', '\t', '\n']) {
                 return Some((line_start, kw));
@@ -751,20 +751,39 @@ fn members(
             a.checked
                 .definitions
                 .iter()
-                .filter(|d| {
-                    d.file == unit.file && matches!(d.kind, DefKind::Label | DefKind::Constant)
-                })
+                .filter(|d| d.file == unit.file && d.kind.is_scoped())
                 .map(|d| {
-                    let kind = if d.kind == DefKind::Label {
-                        lt::CompletionItemKind::ENUM_MEMBER
-                    } else {
-                        lt::CompletionItemKind::CONSTANT
+                    let kind = match d.kind {
+                        DefKind::Label => lt::CompletionItemKind::ENUM_MEMBER,
+                        DefKind::Predicate => lt::CompletionItemKind::FUNCTION,
+                        _ => lt::CompletionItemKind::CONSTANT,
                     };
                     item(&d.name, kind, Some(d.detail.clone()), None)
                 })
                 .collect()
         }
     }
+}
+
+/// The files whose constants, labels and predicates a bare name in the document can mean: the
+/// document itself and the modules it `use`s directly (docs/language.md §3).
+fn visible_files(doc: &Document) -> Vec<crate::diagnostics::FileId> {
+    let units = &doc.analysis.checked.loaded.units;
+    let mut out: Vec<crate::diagnostics::FileId> =
+        units.iter().filter(|u| u.is_root).map(|u| u.file).collect();
+    let Some(root) = units.first() else {
+        return out;
+    };
+    for i in &root.module.items {
+        if let Item::Use(u) = i {
+            if let crate::syntax::ast::UseKind::Module { path } = &u.kind {
+                let name: Vec<&str> = path.iter().map(|p| p.name.as_str()).collect();
+                let name = name.join(".");
+                out.extend(units.iter().filter(|x| x.name == name).map(|x| x.file));
+            }
+        }
+    }
+    out
 }
 
 /// Everything that may stand at the cursor, in `scope` of an item started by `item_word`.
@@ -776,12 +795,18 @@ fn general(
 ) -> Vec<lt::CompletionItem> {
     let a = &doc.analysis;
     let mut out: Vec<lt::CompletionItem> = Vec::new();
+    let visible = visible_files(doc);
     for d in &a.checked.definitions {
         let kind = match d.kind {
             DefKind::Constant => lt::CompletionItemKind::CONSTANT,
             DefKind::Label => lt::CompletionItemKind::ENUM_MEMBER,
+            DefKind::Predicate => lt::CompletionItemKind::FUNCTION,
             _ => continue,
         };
+        // Each module has its own names: offer the document's and its direct `use`s'.
+        if !visible.contains(&d.file) {
+            continue;
+        }
         let src = &a.source(d.file).text[d.item_span.range()];
         let src: String = src.lines().take(6).collect::<Vec<_>>().join("\n");
         out.push(item(

@@ -21,9 +21,10 @@ impl Analysis {
     /// Checks `text` as the policy rooted at `name` (a path, when the document is a file, so that
     /// `use` of sibling modules and Rego files resolves as `warden check` resolves it).
     pub fn new(name: &str, text: &str, dir: Option<PathBuf>) -> Analysis {
-        Analysis {
-            checked: check::check(Loaded::from_source(name, text, dir)),
-        }
+        let mut checked = check::check(Loaded::from_source(name, text, dir));
+        // What loading would refuse, too: a policy the editor shows clean also loads.
+        crate::compile::check_loadable(&mut checked);
+        Analysis { checked }
     }
 
     /// The root document's file in the analysis.

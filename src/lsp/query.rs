@@ -219,15 +219,19 @@ fn resolution_markdown(a: &Analysis, file: FileId, r: &Resolution, t: &Type) -> 
             "{}\n\nThe argument `{name}` of the tool call: its value, with its provenance (`args.{name} has untrusted`, `derived_from(args.{name}, tool_output)`)",
             code_block(&format!("args.{name}: tool argument"))
         ),
-        Resolution::Constant(name) => match a.checked.definition(DefKind::Constant, name) {
+        Resolution::Constant { name, file } => match a.checked.definition_in(DefKind::Constant, name, *file) {
             Some(d) => format!("{}\n\n`{name}`: {t}{}", code_block(&item_text(a, d)), where_defined(a, d)),
             None => code_block(&format!("let {name}: {t}")),
         },
-        Resolution::Label(name) => match a.checked.definition(DefKind::Label, name) {
+        Resolution::Label { name, file } => match a.checked.definition_in(DefKind::Label, name, *file) {
             Some(d) => format!("{}\n\nlabel{}", code_block(&item_text(a, d)), where_defined(a, d)),
             None => code_block(&format!("label {name}")),
         },
-        Resolution::Variable(name) => format!("{}\n\nquantifier variable", code_block(&format!("{name}: {t}"))),
+        Resolution::Predicate { name, file } => match a.checked.definition_in(DefKind::Predicate, name, *file) {
+            Some(d) => format!("{}\n\npredicate (inlined where it is called){}", code_block(&item_text(a, d)), where_defined(a, d)),
+            None => code_block(&format!("pred {name}(…)")),
+        },
+        Resolution::Variable(name) => format!("{}\n\nquantifier variable or predicate parameter", code_block(&format!("{name}: {t}"))),
         Resolution::EnumValue(v) => match t {
             Type::Enum(values) => format!("{}\n\none of `{}`", code_block(v), values.join("`, `")),
             _ => code_block(v),
@@ -366,7 +370,9 @@ fn file_location(path: &Path, line: usize) -> Option<lt::Location> {
 /// What the name at an offset stands for, for definitions and references.
 #[derive(Debug, Clone, PartialEq)]
 enum Target {
-    Def(DefKind, String),
+    /// A definition: its kind, name and (for constants, labels and predicates, which each
+    /// module has its own of) the file that defines it.
+    Def(DefKind, String, Option<FileId>),
     Rego {
         file: FileId,
         alias: String,
@@ -378,12 +384,20 @@ enum Target {
 fn target_at(a: &Analysis, offset: usize) -> Option<Target> {
     let root = a.root();
     if let Some(d) = definition_at(a, root, offset) {
-        return Some(Target::Def(d.kind, d.name.clone()));
+        let file = d.kind.is_scoped().then_some(d.file);
+        return Some(Target::Def(d.kind, d.name.clone(), file));
     }
     if let Some((_, r, _)) = resolution_at(a, root, offset) {
         return match r {
-            Resolution::Constant(n) => Some(Target::Def(DefKind::Constant, n.clone())),
-            Resolution::Label(n) => Some(Target::Def(DefKind::Label, n.clone())),
+            Resolution::Constant { name, file } => {
+                Some(Target::Def(DefKind::Constant, name.clone(), Some(*file)))
+            }
+            Resolution::Label { name, file } => {
+                Some(Target::Def(DefKind::Label, name.clone(), Some(*file)))
+            }
+            Resolution::Predicate { name, file } => {
+                Some(Target::Def(DefKind::Predicate, name.clone(), Some(*file)))
+            }
             Resolution::Rego { alias, rule } => Some(Target::Rego {
                 file: root,
                 alias: alias.clone(),
@@ -411,8 +425,8 @@ fn target_at(a: &Analysis, offset: usize) -> Option<Target> {
 pub fn definition(doc: &Document, offset: usize) -> Option<Vec<lt::Location>> {
     let a = &doc.analysis;
     let loc = match target_at(a, offset)? {
-        Target::Def(kind, name) => {
-            let d = a.checked.definition(kind, &name)?;
+        Target::Def(kind, name, file) => {
+            let d = find_definition(a, kind, &name, file)?;
             convert::location(a, &doc.uri, d.file, d.span)?
         }
         Target::Module(name) => {
@@ -435,17 +449,20 @@ pub fn references(
     let a = &doc.analysis;
     let target = target_at(a, offset)?;
     let mut spans: Vec<(FileId, Span)> = Vec::new();
-    if let Target::Def(kind, name) = &target {
+    if let Target::Def(kind, name, file) = &target {
         if include_declaration {
-            if let Some(d) = a.checked.definition(*kind, name) {
+            if let Some(d) = find_definition(a, *kind, name, *file) {
                 spans.push((d.file, d.span));
             }
         }
     }
     for ((file, span), (r, _)) in &a.checked.resolutions {
         let hit = match (&target, r) {
-            (Target::Def(DefKind::Constant, n), Resolution::Constant(m)) => n == m,
-            (Target::Def(DefKind::Label, n), Resolution::Label(m)) => n == m,
+            (Target::Def(DefKind::Constant, n, f), Resolution::Constant { name: m, file: g })
+            | (Target::Def(DefKind::Label, n, f), Resolution::Label { name: m, file: g })
+            | (Target::Def(DefKind::Predicate, n, f), Resolution::Predicate { name: m, file: g }) => {
+                n == m && f.is_none_or(|f| f == *g)
+            }
             (
                 Target::Rego {
                     alias,
@@ -494,11 +511,25 @@ pub fn references(
     )
 }
 
+/// The definition a [`Target::Def`] names.
+fn find_definition<'a>(
+    a: &'a Analysis,
+    kind: DefKind,
+    name: &str,
+    file: Option<FileId>,
+) -> Option<&'a Definition> {
+    match file {
+        Some(f) => a.checked.definition_in(kind, name, f),
+        None => a.checked.definition(kind, name),
+    }
+}
+
 fn symbol_kind(kind: DefKind) -> lt::SymbolKind {
     match kind {
         DefKind::Rule => lt::SymbolKind::FUNCTION,
         DefKind::Label => lt::SymbolKind::ENUM_MEMBER,
         DefKind::Constant => lt::SymbolKind::CONSTANT,
+        DefKind::Predicate => lt::SymbolKind::FUNCTION,
         DefKind::Test => lt::SymbolKind::METHOD,
         DefKind::Module => lt::SymbolKind::MODULE,
     }
@@ -566,6 +597,7 @@ pub fn workspace_symbols(
                 Item::Rule(r) => (r.name.name.clone(), DefKind::Rule, r.name.span),
                 Item::Label(l) => (l.name.name.clone(), DefKind::Label, l.name.span),
                 Item::Let(l) => (l.name.name.clone(), DefKind::Constant, l.name.span),
+                Item::Pred(p) => (p.name.name.clone(), DefKind::Predicate, p.name.span),
                 Item::Test(t) => (t.name.value.clone(), DefKind::Test, t.name.span),
                 _ => continue,
             };

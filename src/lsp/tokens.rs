@@ -54,7 +54,7 @@ pub const KEYWORDS: &[&str] = &[
     "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
     "turn", "turns", "last", "session", "by", "test", "strict", "from", "user", "call", "result",
     "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "intent", "permits",
-    "mask", "effect",
+    "mask", "effect", "pred",
 ];
 
 /// The words of an ask decision's newer parts: `expires 10m`, `extend intent this_request`.
@@ -72,7 +72,7 @@ const ITEM_KEYWORDS: &[(&str, &[&str])] = &[
 
 /// The words that start a top-level item at the start of a line.
 const ITEM_WORDS: &[&str] = &[
-    "package", "use", "let", "label", "rule", "default", "test", "mask", "effect",
+    "package", "use", "let", "label", "rule", "default", "test", "mask", "effect", "pred",
 ];
 
 pub fn legend() -> lt::SemanticTokensLegend {
@@ -108,8 +108,9 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
         };
         let (kind, mods) = match r {
             Resolution::Field { .. } | Resolution::Argument(_) => (FIELD, 0),
-            Resolution::Constant(_) => (VARIABLE, READONLY),
-            Resolution::Label(_) => (LABEL, 0),
+            Resolution::Constant { .. } => (VARIABLE, READONLY),
+            Resolution::Label { .. } => (LABEL, 0),
+            Resolution::Predicate { .. } => (FUNCTION, 0),
             Resolution::Variable(_) => (VARIABLE, 0),
             Resolution::EnumValue(_) => (ENUM_MEMBER, 0),
             Resolution::Rego { .. } => (FUNCTION, 0),
@@ -140,7 +141,10 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
         // `taint.untrusted`, `org.rule`: the head is a module or Rego alias.
         if matches!(
             r,
-            Resolution::Constant(_) | Resolution::Label(_) | Resolution::Rego { .. }
+            Resolution::Constant { .. }
+                | Resolution::Label { .. }
+                | Resolution::Predicate { .. }
+                | Resolution::Rego { .. }
         ) {
             if let Some(dot) = s.find('.') {
                 out.entry(start).or_insert((dot, NAMESPACE, 0));
@@ -155,6 +159,7 @@ fn classified(doc: &Document) -> HashMap<usize, (usize, u32, u32)> {
             DefKind::Rule => (FUNCTION, DECLARATION),
             DefKind::Label => (LABEL, DECLARATION),
             DefKind::Constant => (VARIABLE, DECLARATION | READONLY),
+            DefKind::Predicate => (FUNCTION, DECLARATION),
             DefKind::Test | DefKind::Module => continue,
         };
         out.insert(d.span.start as usize, (d.span.len(), kind, mods));

@@ -30,6 +30,7 @@ pub enum Item {
     Package(Package),
     Use(Use),
     Let(Let),
+    Pred(PredDecl),
     Label(Label),
     Rule(RuleDecl),
     Default(DefaultDecl),
@@ -140,6 +141,7 @@ impl Item {
             Item::Package(x) => x.span,
             Item::Use(x) => x.span,
             Item::Let(x) => x.span,
+            Item::Pred(x) => x.span,
             Item::Label(x) => x.span,
             Item::Rule(x) => x.span,
             Item::Default(x) => x.span,
@@ -190,6 +192,22 @@ pub struct Let {
     pub name: Ident,
     pub value: Expr,
     pub span: Span,
+}
+
+/// `pred NAME(PARAM, …) = BODY`: a named condition, inlined where it is called.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredDecl {
+    pub name: Ident,
+    pub params: Vec<Param>,
+    pub body: Expr,
+    pub span: Span,
+}
+
+/// A predicate's parameter: `v`, or `x: number` with its type as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    pub name: Ident,
+    pub ty: Option<Ident>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

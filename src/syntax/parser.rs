@@ -118,6 +118,8 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         Rule::package_decl => "`package`",
         Rule::use_decl => "`use`",
         Rule::let_decl => "`let`",
+        Rule::pred_decl => "`pred`",
+        Rule::pred_param => "a parameter name",
         Rule::label_decl => "`label`",
         Rule::rule_decl => "`rule`",
         Rule::default_decl => "`default`",
@@ -459,6 +461,28 @@ impl Builder<'_> {
                 let name = self.ident(inner.next()?);
                 let value = self.expr(inner.next()?, 0);
                 Item::Let(Let { name, value, span })
+            }
+            Rule::pred_decl => {
+                let name = self.ident(inner.next()?);
+                let mut params = Vec::new();
+                let mut body = None;
+                for p in inner {
+                    match p.as_rule() {
+                        Rule::pred_param => {
+                            let mut parts = p.into_inner();
+                            let name = self.ident(parts.next()?);
+                            let ty = parts.next().map(|t| self.ident(t));
+                            params.push(Param { name, ty });
+                        }
+                        _ => body = Some(self.expr(p, 0)),
+                    }
+                }
+                Item::Pred(PredDecl {
+                    name,
+                    params,
+                    body: body?,
+                    span,
+                })
             }
             Rule::label_decl => {
                 let name = self.ident(inner.next()?);

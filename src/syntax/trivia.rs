@@ -22,8 +22,8 @@ pub struct Scan {
     pub too_deep: Option<usize>,
 }
 
-const ITEM_KEYWORDS: [&str; 9] = [
-    "package", "use", "let", "label", "rule", "default", "test", "mask", "effect",
+const ITEM_KEYWORDS: [&str; 10] = [
+    "package", "use", "let", "pred", "label", "rule", "default", "test", "mask", "effect",
 ];
 
 fn is_ident_byte(b: u8) -> bool {

@@ -232,7 +232,7 @@ impl Suite {
                     ) && !checks.iter().any(|(s, _)| s == span)
                     {
                         let text = src.text.get(span.range()).unwrap_or("");
-                        checks.push((*span, text.split_whitespace().collect::<Vec<_>>().join(" ")));
+                        checks.push((*span, snippet(text)));
                     }
                 }
                 RuleInfo {
@@ -244,6 +244,20 @@ impl Suite {
             })
             .collect()
     }
+}
+
+/// A condition's source text on one line, without comments (a span that ends an item, such as
+/// a predicate's body, runs over the comments after it).
+fn snippet(text: &str) -> String {
+    let mut rest = text.to_string();
+    for c in crate::syntax::trivia::scan(text, usize::MAX)
+        .comments
+        .iter()
+        .rev()
+    {
+        rest.replace_range(c.span.range(), " ");
+    }
+    rest.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 struct RuleInfo {

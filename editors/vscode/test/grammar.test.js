@@ -89,6 +89,11 @@ for (const file of policies) {
       if (label) assert.ok(has(first(i, label[1]), "entity.name.type.label"), where);
       const constant = line.match(/^let\s+(\w+)/);
       if (constant) assert.ok(has(first(i, constant[1]), "variable.other.constant"), where);
+      const pred = line.match(/^pred\s+(\w+)/);
+      if (pred) {
+        assert.ok(has(first(i, "pred"), "keyword.control.pred"), where);
+        assert.ok(has(first(i, pred[1]), "entity.name.function.pred"), where);
+      }
       if (/^default\b/.test(line)) assert.ok(has(first(i, "default"), "keyword.control"), where);
       // `effect NAME for TOOL … = key(…)`: the keywords, the effect's name, a bare tool name.
       const effect = line.match(/^effect\s+(\w+)\s+for\s+(\w+|"[^"]*")/);
