@@ -101,12 +101,10 @@ mod tests {
             toks("Visit https://www.Example.com/a/ now."),
             vec!["visit", "example.com", "example.com/a", "now"]
         );
-        assert_eq!(toks("mail bob@x.io, IBAN GB29NWBK60161331926819"), vec![
-            "mail",
-            "bob@x.io",
-            "iban",
-            "gb29nwbk60161331926819"
-        ]);
+        assert_eq!(
+            toks("mail bob@x.io, IBAN GB29NWBK60161331926819"),
+            vec!["mail", "bob@x.io", "iban", "gb29nwbk60161331926819"]
+        );
         assert_eq!(toks("www.true-site.com"), vec!["true-site.com"]);
         assert_eq!(toks("a an of"), Vec::<String>::new());
     }

@@ -8,6 +8,7 @@
 //! call never counts as having happened.
 
 mod approvals;
+pub mod infer;
 mod slots;
 
 use std::sync::Arc;
@@ -43,6 +44,9 @@ pub struct Node {
     pub source_all: u64,
     /// Its own origin, as a bit.
     pub own_origin: u8,
+    /// Its sources were inferred by matching its value against the session's content, not
+    /// declared by the platform (`lineage_inferred(x)`).
+    pub inferred: bool,
 }
 
 impl Node {
@@ -63,6 +67,7 @@ fn unknown_node(program: &Program, turn: u64) -> Node {
         source_any: program.unknown_labels,
         source_all: program.unknown_labels,
         own_origin: origin_bit("external"),
+        inferred: false,
     }
 }
 
@@ -256,6 +261,11 @@ impl Default for Scalars {
 #[derive(Debug, Clone, Default)]
 pub struct SessionState {
     pub scalars: Scalars,
+    /// Lineage inference (`infer.rs`): each token of the content that entered the session,
+    /// with where it appeared.
+    tokens: imbl::HashMap<Arc<str>, infer::Seen>,
+    /// The token index went over its cap: inference answers "unknown" from then on.
+    tokens_full: bool,
     turn_ids: imbl::HashMap<Arc<str>, u64>,
     /// The provenance graph.
     pub nodes: imbl::HashMap<Arc<str>, Node>,
@@ -389,6 +399,8 @@ pub struct Draft<'a> {
     request_changes: Vec<(Arc<str>, Option<Reservation>)>,
     /// Why this event's Intent was refused (a capability Warden cannot read), if it was.
     pub intent_refused: Option<String>,
+    /// Tokens this event's content adds to the inference index.
+    new_tokens: Vec<(Arc<str>, infer::Seen)>,
 }
 
 /// A draft's changes, detached from the state they were computed against.
@@ -401,6 +413,7 @@ pub struct Changes {
     slot_updates: Vec<(u32, Option<String>)>,
     effect_changes: Vec<(Arc<str>, EffectEntry)>,
     request_changes: Vec<(Arc<str>, Option<Reservation>)>,
+    new_tokens: Vec<(Arc<str>, infer::Seen)>,
 }
 
 impl SessionState {
@@ -521,6 +534,24 @@ impl SessionState {
         for (id, node) in changes.new_nodes {
             self.nodes.insert(id, node);
         }
+        for (token, seen) in changes.new_tokens {
+            if self.tokens_full {
+                break;
+            }
+            let merged = match self.tokens.get(&token) {
+                Some(old) => old.merge(seen),
+                None => {
+                    if self.tokens.len() >= infer::MAX_TOKENS {
+                        // Over the cap: fail closed from here on.
+                        self.tokens_full = true;
+                        self.tokens = imbl::HashMap::new();
+                        break;
+                    }
+                    seen
+                }
+            };
+            self.tokens.insert(token, merged);
+        }
         if let Some((id, labels)) = changes.step {
             self.step_labels.insert(id, labels);
         }
@@ -600,6 +631,7 @@ impl<'a> Draft<'a> {
             effect_changes: Vec::new(),
             request_changes: Vec::new(),
             intent_refused: None,
+            new_tokens: Vec::new(),
         }
     }
 
@@ -757,6 +789,7 @@ impl<'a> Draft<'a> {
             slot_updates: Vec::new(),
             effect_changes: Vec::new(),
             request_changes: Vec::new(),
+            new_tokens: self.new_tokens,
         }
     }
 
@@ -769,6 +802,7 @@ impl<'a> Draft<'a> {
             slot_updates: self.slot_updates,
             effect_changes: self.effect_changes,
             request_changes: self.request_changes,
+            new_tokens: self.new_tokens,
         }
     }
 
@@ -876,6 +910,24 @@ impl<'a> Draft<'a> {
     /// `provenance`, or a Provenance object itself. Unknown ids get the unknown labels.
     pub fn node_of(&self, program: &Program, v: &Val<'_>) -> Option<Node> {
         let Val::Json(json) = v else { return None };
+        // A value the model wrote with no stated lineage (no provenance, or agent_generated
+        // with no `derived_from`): infer where it was taken from.
+        if let Some(value) = json.get("value") {
+            let prov = json.get("provenance");
+            let declared = prov
+                .and_then(|p| p.get("derived_from"))
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
+            let origin = prov.and_then(|p| p.get("origin")).and_then(Value::as_str);
+            if !declared && matches!(origin, None | Some("agent_generated")) {
+                let known = prov
+                    .and_then(|p| p.get("provenance_id"))
+                    .and_then(Value::as_str)
+                    .and_then(|id| self.node(id));
+                let labels_now = known.map_or(self.scalars.turn_labels, |n| n.labels);
+                return Some(self.infer_node(program, value, labels_now));
+            }
+        }
         let Some(prov) = provenance_of(json) else {
             // A carrier (`{value, …}`) with no provenance at all: unknown lineage, never clean.
             return json
@@ -1056,7 +1108,102 @@ impl<'a> Draft<'a> {
             step |= node.labels;
         }
         self.step = step_id.map(|id| (id, step));
+        self.index_content(program, ev);
         Ok(())
+    }
+
+    /// Files the tokens of the content this event brings in (not a call's own arguments: the
+    /// model wrote those) for lineage inference.
+    fn index_content(&mut self, program: &Program, ev: &Event<'_>) {
+        if self.base.tokens_full || matches!(ev.method, "steps/toolCallRequest") {
+            return;
+        }
+        let mut carriers = Vec::new();
+        collect_carriers(ev.payload, &mut carriers, 0);
+        let mut found = Vec::new();
+        for (prov, value) in carriers {
+            let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else {
+                continue;
+            };
+            if self.base.nodes.contains_key(id) {
+                continue;
+            }
+            let Some(node) = self.node(id) else { continue };
+            found.clear();
+            infer::value_tokens(value, &mut found, 0);
+            let seen = infer::Seen {
+                origins: node.own_origin,
+                labels_any: node.labels,
+                labels_all: node.labels,
+            };
+            for t in found.drain(..) {
+                self.new_tokens.push((Arc::from(t.as_str()), seen));
+            }
+        }
+        // The user's request, as the Intent states it.
+        if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") {
+            if let Some(raw) = ev.payload.pointer("/intent/raw").and_then(Value::as_str) {
+                let prov = serde_json::json!({"provenance_id": "", "origin": "user_input"});
+                if let Ok(node) = self.make_node(program, &prov, &[], 0, &mut Budget::new(1)) {
+                    let seen = infer::Seen {
+                        origins: node.own_origin,
+                        labels_any: node.labels,
+                        labels_all: node.labels,
+                    };
+                    infer::tokens(raw, &mut found);
+                    for t in found.drain(..) {
+                        self.new_tokens.push((Arc::from(t.as_str()), seen));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Where a value the model wrote without stated lineage was taken from, by matching its
+    /// tokens against the content that entered the session (`infer.rs`). Unknown (an external
+    /// source, the labels of unknown lineage) when any token was seen nowhere.
+    pub fn infer_node(&self, program: &Program, value: &Value, labels_now: u64) -> Node {
+        let mut toks = Vec::new();
+        infer::value_tokens(value, &mut toks, 0);
+        let mut acc: Option<infer::Seen> = None;
+        let mut unknown = toks.is_empty() || self.base.tokens_full;
+        for t in &toks {
+            let seen = self
+                .new_tokens
+                .iter()
+                .filter(|(k, _)| &**k == t.as_str())
+                .map(|(_, s)| *s)
+                .chain(self.base.tokens.get(t.as_str()).copied())
+                .reduce(infer::Seen::merge);
+            match seen {
+                Some(s) => {
+                    acc = Some(match acc {
+                        // Every token must come from the source: intersect the origins.
+                        Some(a) => infer::Seen {
+                            origins: a.origins & s.origins,
+                            labels_any: a.labels_any | s.labels_any,
+                            labels_all: a.labels_all & s.labels_all,
+                        },
+                        None => s,
+                    })
+                }
+                None => unknown = true,
+            }
+        }
+        let mut node = unknown_node(program, self.scalars.turn);
+        node.inferred = true;
+        match acc {
+            Some(a) if !unknown && a.origins != 0 => {
+                node.source_origins = a.origins;
+                node.source_any = a.labels_any;
+                node.source_all = a.labels_all;
+                node.labels = a.labels_any | labels_now;
+                node.origins = a.origins | origin_bit("agent_generated");
+                node.own_origin = origin_bit("agent_generated");
+            }
+            _ => node.labels |= labels_now,
+        }
+        node
     }
 
     fn make_node(
@@ -1122,6 +1269,7 @@ impl<'a> Draft<'a> {
             depth: depth.saturating_add(1),
             turn: self.scalars.turn.min(u32::MAX as u64) as u32,
             own_origin,
+            inferred: false,
             source_origins,
             source_any,
             source_all,
@@ -1200,6 +1348,32 @@ fn provenance_of(v: &Value) -> Option<&Value> {
     }
     obj.get("provenance")
         .filter(|p| p.get("provenance_id").is_some())
+}
+
+/// Every carrier (`{value, provenance: {provenance_id, …}}`) in a payload, with its value.
+fn collect_carriers<'v>(v: &'v Value, out: &mut Vec<(&'v Value, &'v Value)>, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            if let (Some(value), Some(prov)) = (m.get("value"), m.get("provenance")) {
+                if prov.get("provenance_id").is_some_and(Value::is_string) {
+                    out.push((prov, value));
+                    return;
+                }
+            }
+            for child in m.values() {
+                collect_carriers(child, out, depth + 1);
+            }
+        }
+        Value::Array(a) => {
+            for child in a {
+                collect_carriers(child, out, depth + 1);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Every Provenance-shaped object in a payload, in document order.
