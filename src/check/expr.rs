@@ -93,6 +93,11 @@ pub const BUILTINS: &[(&str, usize, &str)] = &[
         "the origins of the places a value was taken from (its direct sources), e.g. {\"user_input\"}",
     ),
     (
+        "found_in",
+        2,
+        "whether every token of a value appeared in content of this origin (lineage inference)",
+    ),
+    (
         "taken_from",
         2,
         "whether some direct source of a value has this origin or carries this label",
@@ -972,6 +977,23 @@ impl Checker<'_> {
                 if !t.carries_provenance() {
                     self.diagnostics
                         .push(no_provenance(cx.file, args[0].value.span, &t));
+                }
+                self.origin_arg(cx, &args[1].value);
+                Type::Bool
+            }
+            "found_in" => {
+                self.expr(cx, &args[0].value);
+                if !matches!(cx.scope, Scope::Rule(_)) {
+                    return self.error(
+                        Diagnostic::error(
+                            "check::misplaced",
+                            cx.file,
+                            span,
+                            "`found_in` is only available in rule conditions",
+                        )
+                        .with_label("not here")
+                        .with_help("lineage inference reads the session's content index, in rules"),
+                    );
                 }
                 self.origin_arg(cx, &args[1].value);
                 Type::Bool

@@ -91,6 +91,7 @@ fn op_text(program: &Program, op: &Op) -> String {
             program.effects.get(*n as usize).map_or("?", |e| &*e.name)
         ),
         Op::DerivedFrom(k) => format!("derived_from {}", konst(k)),
+        Op::FoundIn(k) => format!("found_in   {}", konst(k)),
         Op::TakenFromOrigin(k, all) => format!(
             "{} {}",
             if *all {

@@ -1129,6 +1129,15 @@ impl<'a> Lower<'a> {
                     self.expr(frame, &args[0].value, code);
                     Self::emit(code, Op::Sources, span);
                 }
+                "found_in" => {
+                    self.expr(frame, &args[0].value, code);
+                    let origin = match &args[1].value.kind {
+                        ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
+                        _ => String::new(),
+                    };
+                    let k = self.str_const(&origin);
+                    Self::emit(code, Op::FoundIn(k), span);
+                }
                 "taken_from" | "taken_only_from" => {
                     let all = name == "taken_only_from";
                     self.expr(frame, &args[0].value, code);

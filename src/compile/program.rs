@@ -104,6 +104,9 @@ pub enum Op {
     DerivedFrom(u32),
     /// Pop a carrier; push the origins of its direct sources, as a list of strings.
     Sources,
+    /// Pop a value (or carrier); push whether every one of its tokens appeared in content of
+    /// origin constant `k` (lineage inference, whatever lineage was declared).
+    FoundIn(u32),
     /// Pop a carrier; push whether some (`false`) or every (`true`) direct source has origin
     /// constant `k`.
     TakenFromOrigin(u32, bool),

@@ -345,6 +345,27 @@ pub fn run<'a>(
                 traced_call!(r, stack.len(), &[v]);
                 stack.push(r);
             }
+            Op::FoundIn(k) => {
+                let v = pop!();
+                let origin = match program.consts.get(k as usize) {
+                    Some(Const::Str(s)) => crate::state::origin_bit(s),
+                    _ => return Err(VmError::Malformed(pc)),
+                };
+                let json = match &v {
+                    Val::Json(j) => Some(j.get("value").unwrap_or(j)),
+                    _ => None,
+                };
+                let owned = if json.is_none() { v.to_json() } else { None };
+                let r = match json.or(owned.as_ref()) {
+                    Some(value) => {
+                        let n = env.state.infer_node(program, value, 0);
+                        Val::Bool(n.source_origins & origin != 0)
+                    }
+                    None => Val::Undef,
+                };
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
+            }
             Op::Sources => {
                 let v = pop!();
                 let r = match env.state.node_of(program, &v) {
