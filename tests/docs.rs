@@ -307,7 +307,7 @@ fn every_behaviour_example_runs_as_documented() {
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
     assert!(
-        with_tests >= 5,
+        with_tests >= 25,
         "only {with_tests} examples state their behaviour as tests"
     );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
