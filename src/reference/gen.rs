@@ -416,6 +416,12 @@ fn history(current: Hook) -> BoxedStrategy<String> {
             (Just(past), filter, key, any::<bool>(), select(bys), window, kind)
         })
         .prop_map(|(past, filter, key, key_first, by, window, kind)| {
+            // Several key parts, one of which may be undefined on the current event.
+            let by = if BUG_UNDEFINED_KEY_PART && key.is_some() {
+                None
+            } else {
+                by
+            };
             let mut inner = past.name().to_string();
             let parts: Vec<String> = match (filter, key) {
                 (Some(f), Some(k)) if key_first => vec![k, f],
@@ -832,3 +838,6 @@ pub const BUG_KEY_KINDS_COLLIDE: bool = true;
 /// `len` of a set literal written with a repeated element counts the repeat in the VM
 /// (`len({"a", "a"})` is 2).
 pub const BUG_SET_REPEATS: bool = true;
+/// With several key parts (a `$` key and a `by` key), one undefined on the current event
+/// makes the VM count under the other parts alone (0) where the count is undefined.
+pub const BUG_UNDEFINED_KEY_PART: bool = true;

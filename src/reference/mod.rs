@@ -100,6 +100,8 @@ pub struct QueryInfo {
     pub window: Window,
     /// How many key parts (`$` equalities, then `by`).
     pub key_parts: usize,
+    /// Whether it has a filter.
+    pub filtered: bool,
 }
 
 /// A rule, as the reference needs it.
@@ -989,6 +991,7 @@ impl<'c> Reference<'c> {
                 method: q.hook.method,
                 window: q.window,
                 key_parts: q.keys.len() + usize::from(q.by.is_some()),
+                filtered: !q.rest.is_empty(),
             });
         }
     }
