@@ -438,7 +438,7 @@ fn vm_agrees_with_reference() {
     });
     let stats = RefCell::new(Stats::default());
     let result = runner.run(&case(), |c| {
-        run_case(&c, &stats).map_err(|e| TestCaseError::fail(e))
+        run_case(&c, &stats).map_err(TestCaseError::fail)
     });
     let stats = stats.into_inner();
     eprintln!(

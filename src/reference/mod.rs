@@ -1030,10 +1030,10 @@ impl<'c> Reference<'c> {
     }
 }
 
-/// Combines the rules that fired (docs/language.md §9): the strongest kind wins (deny > defer
-/// > ask > modify > allow) with the codes of every firing rule of that kind; no rule fired:
-/// the hook's default, else the catch-all default, else deny with `warden.no_default` where
-/// deny is legal.
+/// Combines the rules that fired (docs/language.md §9): the strongest kind wins
+/// (`deny > defer > ask > modify > allow`) with the codes of every firing rule of that kind;
+/// no rule fired: the hook's default, else the catch-all default, else deny with
+/// `warden.no_default` where deny is legal.
 fn combine(
     policy: &Policy<'_>,
     hook: &'static HookSpec,
