@@ -556,3 +556,15 @@ fn bug_undefined_key_part() {
     let policy = "rule r on toolCallRequest\n  when not (count(toolCallRequest when tool.name == $.tool.name, by args.to) != 0)\n  => deny \"c\"\ndefault allow\n";
     check_case(policy, vec![call("send", json!({}))]).unwrap();
 }
+
+/// Prints a few generated cases, to see what the generator writes:
+/// `cargo test --lib reference::diff::print_samples -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints generated cases"]
+fn print_samples() {
+    let mut runner = TestRunner::deterministic();
+    for _ in 0..3 {
+        let c = proptest::strategy::ValueTree::current(&case().new_tree(&mut runner).unwrap());
+        eprintln!("{c:?}");
+    }
+}
