@@ -15,8 +15,9 @@
 //! PROPTEST_CASES=20000 cargo test --release --lib reference::diff -- --nocapture
 //! ```
 //!
-//! A failure prints the smallest policy and event stream proptest could shrink it to, as a
-//! `.ward` file and a `warden replay` trace.
+//! Each run draws fresh cases; `PROPTEST_RNG_SEED=N` repeats one. A failure prints the
+//! smallest policy and event stream proptest could shrink it to, as a `.ward` file and a
+//! `warden replay` trace.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -430,11 +431,16 @@ fn cases() -> u32 {
 
 #[test]
 fn vm_agrees_with_reference() {
+    let defaults = Config::default(); // reads PROPTEST_RNG_SEED, PROPTEST_MAX_SHRINK_ITERS, …
     let mut runner = TestRunner::new(Config {
         cases: cases(),
         failure_persistence: None,
-        max_shrink_iters: 4096,
-        ..Config::default()
+        max_shrink_iters: if std::env::var_os("PROPTEST_MAX_SHRINK_ITERS").is_some() {
+            defaults.max_shrink_iters
+        } else {
+            4096
+        },
+        ..defaults
     });
     let stats = RefCell::new(Stats::default());
     let result = runner.run(&case(), |c| {

@@ -246,7 +246,7 @@ fn request_atom() -> BoxedStrategy<String> {
     ];
     if !BUG_BARE_ARGUMENT_CONDITION {
         atoms.push((1, Just("args.flag".to_string()).boxed()));
-        atoms.push((1, Just("any a in args: a".to_string()).boxed()));
+        atoms.push((1, Just("any n in [1]: args.flag".to_string()).boxed()));
     }
     if !PENDING_BRACKET_INDEX {
         atoms.push((
@@ -830,8 +830,8 @@ pub fn events(max: usize) -> BoxedStrategy<Vec<GenEvent>> {
 // ---------------------------------------------------------------------------------------------
 // VM bugs this test found (see the reproducers in `diff.rs`). `true` keeps them out.
 
-/// A tool argument used directly as a condition (`when args.flag`, `any a in args: a`) is not
-/// read as its value by the VM: the rule never fires.
+/// A tool argument used directly as a condition or a quantifier's body (`when args.flag`,
+/// `any n in [1]: args.flag`) is not read as its value by the VM: it is never true.
 pub const BUG_BARE_ARGUMENT_CONDITION: bool = true;
 /// `by` keys of different kinds collide in the VM (`"1"` and `1`, `"true"` and `true`).
 pub const BUG_KEY_KINDS_COLLIDE: bool = true;
