@@ -13,6 +13,9 @@ pub mod diagnostics;
 pub mod fmt;
 pub mod guardian;
 pub mod lsp;
+/// The reference evaluator and the differential test against the VM (test builds only).
+#[cfg(test)]
+mod reference;
 pub mod rego;
 pub mod state;
 pub mod syntax;

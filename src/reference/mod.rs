@@ -1,0 +1,1205 @@
+//! A reference evaluator for differential testing: a plain tree walk over the checked AST and a
+//! naive session model, written to be obviously right rather than fast, against which the
+//! compiled VM is compared (`diff.rs`), as Cedar is compared against its formal model.
+//!
+//! It owns the meaning of a policy as the documents state it — docs/language.md §4–§10,
+//! docs/state.md and /work/spec-14.md: which rules fire on an event, how their decisions
+//! combine, whether the step goes ahead, and what the session remembers. The session is kept
+//! the naive way: every step that went ahead is recorded whole, and every history question
+//! (`count`, `exists`, windows, `by` keys, `$` keys, `turns_since`) is answered by rescanning
+//! those records; provenance labels are walked along `derived_from` through the recorded
+//! nodes. Everything is O(history) per question, on purpose.
+//!
+//! It reads the parsed policy and the checker's resolutions (`syntax`, `check`) and the ACS
+//! hook table (`acs::fields`: names, legal decisions). It must not know `compile`, `vm`,
+//! `state` or `guardian`: it shares no code with the path it checks.
+//!
+//! Not modelled (the generator never writes them; the evaluator answers `Unsupported`):
+//! the session intent (`intent.…`), effects, Rego, `domain`, `string`, subagents and MCP.
+
+#[cfg(test)]
+mod diff;
+mod eval;
+#[cfg(test)]
+pub mod gen;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::acs::fields::{self, DecisionKind as Legal, HookSpec};
+use crate::check::Checked;
+use crate::diagnostics::FileId;
+use crate::syntax::ast::{
+    self, BinaryOp, DecisionKind, Expr, ExprKind, History, Item, PlaceSegment, WindowKind,
+};
+
+use eval::{truth, value, Cx};
+pub use eval::{Fail, NodeView, Touch, V};
+
+/// Reason code of a decision that failed (spec-14: a type error).
+pub const DECISION_FAILURE: &str = "warden.decision_failure";
+/// Reason code when no rule decided a hook that can be denied and there is no default.
+pub const NO_DEFAULT: &str = "warden.no_default";
+/// Reason code when the winning modifications cannot be applied together.
+pub const CONFLICTING_MODIFICATIONS: &str = "warden.conflicting_modifications";
+
+/// One event, as the Guardian receives it: the method, the request id, the payload and the
+/// envelope metadata, and the envelope's time.
+pub struct Event<'e> {
+    pub method: &'e str,
+    pub request_id: &'e str,
+    pub payload: &'e Value,
+    pub metadata: &'e Value,
+    pub time_ms: Option<i64>,
+}
+
+/// What a MODIFY decision changes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Mods {
+    /// `(JSON Pointer, replacement)`, in the order the rules wrote them.
+    pub redactions: Vec<(String, String)>,
+    /// Argument overrides, by argument name.
+    pub overrides: BTreeMap<String, V>,
+    pub content: Option<String>,
+}
+
+/// The decision for one event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub kind: DecisionKind,
+    pub reason_codes: Vec<String>,
+    /// Names of the rules that fired, in declaration order.
+    pub fired: Vec<String>,
+    pub modifications: Option<Mods>,
+    /// Why the decision failed (a type error), if it did.
+    pub failure: Option<String>,
+    /// Whether the step goes ahead, and so enters history.
+    pub proceeds: bool,
+    /// Constructs the evaluation ran into (see [`Touch`]).
+    pub touched: BTreeSet<Touch>,
+}
+
+/// A history window, normalised (no window is `session`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    Session,
+    ThisTurn,
+    LastTurns(u64),
+    LastMillis(i64),
+}
+
+/// One `count(…)`/`exists(…)` of the policy, as the differential test probes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryInfo {
+    /// The hook, the filter's conjuncts, its `$` keys, the `by` key and the window, as text:
+    /// two occurrences with the same text ask the same question.
+    pub text: String,
+    pub method: &'static str,
+    pub window: Window,
+    /// How many key parts (`$` equalities, then `by`).
+    pub key_parts: usize,
+    /// Whether it has a filter.
+    pub filtered: bool,
+}
+
+/// A rule, as the reference needs it.
+struct Rule<'c> {
+    name: String,
+    hooks: Vec<&'static HookSpec>,
+    when: Option<&'c Expr>,
+    decision: &'c ast::Decision,
+    file: FileId,
+}
+
+/// A default: for the named hooks, or (empty) for every hook.
+struct Default<'c> {
+    hooks: Vec<&'static HookSpec>,
+    decision: &'c ast::Decision,
+    file: FileId,
+}
+
+/// The policy's items, collected from every file.
+pub(crate) struct Policy<'c> {
+    checked: &'c Checked,
+    labels: Vec<(String, Option<&'c Expr>, FileId)>,
+    rules: Vec<Rule<'c>>,
+    defaults: Vec<Default<'c>>,
+    constants: BTreeMap<String, (&'c Expr, FileId)>,
+    constant_values: eval::Constants,
+    /// The labels content of unknown lineage gets: those an `external` origin earns.
+    unknown_labels: BTreeSet<String>,
+}
+
+impl<'c> Policy<'c> {
+    fn new(checked: &'c Checked) -> Policy<'c> {
+        let mut p = Policy {
+            checked,
+            labels: Vec::new(),
+            rules: Vec::new(),
+            defaults: Vec::new(),
+            constants: BTreeMap::new(),
+            constant_values: RefCell::default(),
+            unknown_labels: BTreeSet::new(),
+        };
+        for unit in &checked.loaded.units {
+            for item in &unit.module.items {
+                match item {
+                    Item::Label(l) => {
+                        p.labels
+                            .push((l.name.name.clone(), l.when.as_ref(), unit.file))
+                    }
+                    Item::Let(l) => {
+                        p.constants
+                            .insert(l.name.name.clone(), (&l.value, unit.file));
+                    }
+                    Item::Rule(r) => p.rules.push(Rule {
+                        name: r.name.name.clone(),
+                        hooks: r
+                            .hooks
+                            .iter()
+                            .filter_map(|h| fields::hook(&h.name))
+                            .collect(),
+                        when: r.when.as_ref(),
+                        decision: &r.decision,
+                        file: unit.file,
+                    }),
+                    Item::Default(d) => p.defaults.push(Default {
+                        hooks: d
+                            .hooks
+                            .iter()
+                            .filter_map(|h| fields::hook(&h.name))
+                            .collect(),
+                        decision: &d.decision,
+                        file: unit.file,
+                    }),
+                    _ => {}
+                }
+            }
+        }
+        p
+    }
+
+    /// The value of a `let` constant (evaluated once, with no event in view).
+    pub(crate) fn constant(&self, view: &View<'_>, name: &str) -> eval::R<V> {
+        if let Some(v) = self.constant_values.borrow().get(name) {
+            return Ok(v.clone());
+        }
+        let Some(&(expr, file)) = self.constants.get(name) else {
+            return Err(Fail::Unsupported(format!("the constant `{name}`")));
+        };
+        let nothing = V::Undef;
+        let mut cx = Cx {
+            view,
+            file,
+            root: &nothing,
+            metadata: &nothing,
+            current: None,
+            vars: Vec::new(),
+        };
+        let v = value(&mut cx, expr)?;
+        self.constant_values
+            .borrow_mut()
+            .insert(name.to_string(), v.clone());
+        Ok(v)
+    }
+
+    /// The labels a Provenance record earns by itself (its `label … when …` conditions).
+    fn own_labels(&self, view: &View<'_>, record: &V) -> eval::R<BTreeSet<String>> {
+        let mut out = BTreeSet::new();
+        let nothing = V::Undef;
+        for (name, when, file) in &self.labels {
+            let Some(when) = when else { continue };
+            let mut cx = Cx {
+                view,
+                file: *file,
+                root: record,
+                metadata: &nothing,
+                current: None,
+                vars: Vec::new(),
+            };
+            if truth(&mut cx, when)? == Some(true) {
+                out.insert(name.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn label_names(&self) -> Vec<String> {
+        self.labels.iter().map(|(n, _, _)| n.clone()).collect()
+    }
+}
+
+/// One provenance node: what the session knows about a `provenance_id`, fixed when it first
+/// entered.
+#[derive(Debug, Clone, PartialEq)]
+struct Node {
+    id: String,
+    view: NodeView,
+}
+
+/// One step that went ahead, recorded whole.
+#[derive(Debug, Clone)]
+struct Recorded {
+    method: &'static str,
+    request_id: String,
+    payload: V,
+    metadata: V,
+    /// The session's turn number at this step.
+    turn: u64,
+    /// The session's time at this step (the latest event time seen, in ms).
+    time: i64,
+    /// The turn id this step introduced, with the turn number it stands for.
+    turn_id: Option<(String, u64)>,
+    /// The provenance ids of the records it carried, in document order.
+    records: Vec<String>,
+}
+
+/// A session, decided by the reference.
+pub struct Reference<'c> {
+    policy: Policy<'c>,
+    committed: Vec<Recorded>,
+    /// Provenance nodes, in the order they entered.
+    nodes: Vec<Node>,
+}
+
+/// What an evaluation sees: the committed session plus what the event being decided brings.
+pub struct View<'a> {
+    policy: &'a Policy<'a>,
+    committed: &'a [Recorded],
+    nodes: &'a [Node],
+    /// Nodes the event being decided inserted (so far).
+    draft: &'a [Node],
+    /// Provenance ids of the records of the event being decided (they entered the context).
+    current_records: &'a [String],
+    turn: u64,
+    now: i64,
+    touched: RefCell<BTreeSet<Touch>>,
+}
+
+impl<'a> View<'a> {
+    fn touch(&self, t: Touch) {
+        self.touched.borrow_mut().insert(t);
+    }
+
+    fn node(&self, id: &str) -> Option<&'a Node> {
+        self.nodes
+            .iter()
+            .chain(self.draft.iter())
+            .find(|n| n.id == id)
+    }
+
+    /// The node behind a carrier; a provenance id never seen has unknown lineage: the labels
+    /// an `external` origin earns.
+    fn node_of(&self, carrier: &V) -> Option<NodeView> {
+        let id = eval::provenance_id(carrier)?;
+        Some(match self.node(&id) {
+            Some(n) => n.view.clone(),
+            None => NodeView {
+                labels: self.policy.unknown_labels.clone(),
+                origins: BTreeSet::from(["external".to_string()]),
+                depth: 1,
+            },
+        })
+    }
+
+    /// The labels a value carries: its node's, or for a list, those of its items that have
+    /// provenance. `None` when it has no provenance at all (`has` is then undefined).
+    fn labels_of(&self, carrier: &V) -> Option<BTreeSet<String>> {
+        if let V::List(items) = carrier {
+            let mut out: Option<BTreeSet<String>> = None;
+            for item in items {
+                if let Some(l) = self.labels_of(item) {
+                    out.get_or_insert_with(BTreeSet::new).extend(l);
+                }
+            }
+            return out;
+        }
+        self.node_of(carrier).map(|n| n.labels)
+    }
+
+    fn labels_of_id(&self, id: &str) -> BTreeSet<String> {
+        self.node(id)
+            .map(|n| n.view.labels.clone())
+            .unwrap_or_default()
+    }
+
+    /// Turns since content carrying `label` last entered the context; ∞ if it never did.
+    fn turns_since(&self, label: &str) -> f64 {
+        let mut last: Option<u64> = None;
+        for e in self.committed {
+            if e.records
+                .iter()
+                .any(|id| self.labels_of_id(id).contains(label))
+            {
+                last = last.max(Some(e.turn));
+            }
+        }
+        if self
+            .current_records
+            .iter()
+            .any(|id| self.labels_of_id(id).contains(label))
+        {
+            last = Some(self.turn);
+        }
+        match last {
+            Some(t) => self.turn.saturating_sub(t) as f64,
+            None => f64::INFINITY,
+        }
+    }
+
+    fn in_window(&self, e: &Recorded, w: Window) -> bool {
+        match w {
+            Window::Session => true,
+            Window::ThisTurn => e.turn == self.turn,
+            Window::LastTurns(n) => self.turn.saturating_sub(e.turn) < n,
+            Window::LastMillis(ms) => self.now.saturating_sub(e.time) < ms,
+        }
+    }
+
+    /// The past steps a query counts, each with its key parts (read from the past step):
+    /// steps of the hook, in the window, whose filter (minus its `$` keys) is true and whose
+    /// key parts are all defined.
+    fn matching(
+        &'a self,
+        q: &Query<'_>,
+        file: FileId,
+        current: Option<&'a V>,
+    ) -> eval::R<Vec<Vec<V>>> {
+        let mut out = Vec::new();
+        for e in self.committed {
+            if e.method != q.hook.method || !self.in_window(e, q.window) {
+                continue;
+            }
+            let mut cx = Cx {
+                view: self,
+                file,
+                root: &e.payload,
+                metadata: &e.metadata,
+                current,
+                vars: Vec::new(),
+            };
+            // The conjuncts, left to right (Kleene `and`).
+            let mut holds = Some(true);
+            for r in &q.rest {
+                match truth(&mut cx, r)? {
+                    Some(false) => {
+                        holds = Some(false);
+                        break;
+                    }
+                    None => holds = None,
+                    Some(true) => {}
+                }
+            }
+            if holds != Some(true) {
+                continue;
+            }
+            let mut parts = Vec::new();
+            for p in q.keys.iter().map(|(past, _)| *past).chain(q.by) {
+                parts.push(value(&mut cx, p)?);
+            }
+            if parts.iter().any(V::is_undef) {
+                continue;
+            }
+            out.push(parts);
+        }
+        Ok(out)
+    }
+
+    /// `count(…)` for the event being decided; `None` (undefined) when a key of the current
+    /// event is undefined.
+    fn count(&'a self, cx: &Cx<'a>, h: &History) -> eval::R<Option<u64>> {
+        let q = Query::of(h).ok_or_else(|| Fail::Unsupported("history hook".into()))?;
+        // The key parts of the current event.
+        let mut now_cx = Cx {
+            view: self,
+            file: cx.file,
+            root: cx.root,
+            metadata: cx.metadata,
+            current: Some(cx.root),
+            vars: Vec::new(),
+        };
+        let mut current = Vec::new();
+        for (_, cur) in &q.keys {
+            current.push(value(&mut now_cx, cur)?);
+        }
+        if let Some(by) = q.by {
+            current.push(value(&mut now_cx, by)?);
+        }
+        if current.iter().any(V::is_undef) {
+            return Ok(None);
+        }
+        let mut n = 0;
+        for parts in self.matching(&q, cx.file, Some(cx.root))? {
+            let mut all = true;
+            for (i, (p, c)) in parts.iter().zip(&current).enumerate() {
+                let same = if i < q.keys.len() {
+                    // `FIELD == $.FIELD` is an equality like any other.
+                    eval::equal(p, c)? == Some(true)
+                } else {
+                    // A `by` key: the same key value.
+                    p.same(c)
+                };
+                all &= same;
+            }
+            if all {
+                n += 1;
+            }
+        }
+        Ok(Some(n))
+    }
+}
+
+/// A history expression, taken apart: the hook, the filter's conjuncts that are not keys, the
+/// `FIELD == $.FIELD` keys (past side, current side), the `by` key and the window.
+struct Query<'e> {
+    hook: &'static HookSpec,
+    rest: Vec<&'e Expr>,
+    keys: Vec<(&'e Expr, &'e Expr)>,
+    by: Option<&'e Expr>,
+    window: Window,
+}
+
+impl<'e> Query<'e> {
+    fn of(h: &'e History) -> Option<Query<'e>> {
+        let mut q = Query {
+            hook: fields::hook(&h.hook.name)?,
+            rest: Vec::new(),
+            keys: Vec::new(),
+            by: h.by.as_ref(),
+            window: match h.window.as_ref().map(|w| &w.kind) {
+                None | Some(WindowKind::Session) => Window::Session,
+                Some(WindowKind::ThisTurn) => Window::ThisTurn,
+                Some(WindowKind::LastTurns(n)) => Window::LastTurns(u64::from(*n)),
+                Some(WindowKind::LastTime(d)) => Window::LastMillis(d.millis.max(1) as i64),
+            },
+        };
+        if let Some(f) = &h.filter {
+            q.split(f);
+        }
+        Some(q)
+    }
+
+    fn split(&mut self, e: &'e Expr) {
+        fn is_current(e: &Expr) -> bool {
+            match &e.kind {
+                ExprKind::Current => true,
+                ExprKind::Member(b, _) => is_current(b),
+                _ => false,
+            }
+        }
+        fn is_past_path(e: &Expr) -> bool {
+            match &e.kind {
+                ExprKind::Name(_) => true,
+                ExprKind::Member(b, _) => is_past_path(b),
+                _ => false,
+            }
+        }
+        match &e.kind {
+            ExprKind::Binary(BinaryOp::And, a, b) => {
+                self.split(a);
+                self.split(b);
+            }
+            ExprKind::Binary(BinaryOp::Eq, a, b) if is_current(b) && is_past_path(a) => {
+                self.keys.push((a, b))
+            }
+            ExprKind::Binary(BinaryOp::Eq, a, b) if is_current(a) && is_past_path(b) => {
+                self.keys.push((b, a))
+            }
+            _ => self.rest.push(e),
+        }
+    }
+}
+
+/// Every Provenance record in a payload (an object with string `provenance_id` and `origin`),
+/// in document order; a record's own members are not searched.
+fn records(v: &Value, out: &mut Vec<Value>) {
+    match v {
+        Value::Object(m) => {
+            if m.get("provenance_id").is_some_and(Value::is_string)
+                && m.get("origin").is_some_and(Value::is_string)
+            {
+                out.push(v.clone());
+                return;
+            }
+            for child in m.values() {
+                records(child, out);
+            }
+        }
+        Value::Array(a) => {
+            for child in a {
+                records(child, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn legal(hook: &HookSpec, kind: DecisionKind) -> bool {
+    hook.allows(match kind {
+        DecisionKind::Allow => Legal::Allow,
+        DecisionKind::Deny => Legal::Deny,
+        DecisionKind::Modify => Legal::Modify,
+        DecisionKind::Ask => Legal::Ask,
+        DecisionKind::Defer => Legal::Defer,
+    })
+}
+
+/// The JSON Pointer a modification place names; `args.x` is the argument's value.
+fn pointer(place: &ast::Place) -> String {
+    let mut out = String::new();
+    for (i, seg) in place.segments.iter().enumerate() {
+        out.push('/');
+        match seg {
+            PlaceSegment::Field(id) if i == 0 && id.name == "args" => out.push_str("arguments"),
+            PlaceSegment::Field(id) => out.push_str(&id.name.replace('~', "~0").replace('/', "~1")),
+            PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
+        }
+    }
+    let on_argument =
+        matches!(place.segments.first(), Some(PlaceSegment::Field(id)) if id.name == "args");
+    if on_argument && place.segments.len() == 2 {
+        out.push_str("/value");
+    }
+    out
+}
+
+impl<'c> Reference<'c> {
+    /// A fresh session for a checked policy (which must have no errors).
+    pub fn new(checked: &'c Checked) -> Result<Reference<'c>, String> {
+        let mut policy = Policy::new(checked);
+        let external =
+            V::from_json(&serde_json::json!({"provenance_id": "", "origin": "external"}));
+        let unknown = {
+            let view = View {
+                policy: &policy,
+                committed: &[],
+                nodes: &[],
+                draft: &[],
+                current_records: &[],
+                turn: 0,
+                now: 0,
+                touched: RefCell::default(),
+            };
+            policy.own_labels(&view, &external)
+        };
+        policy.unknown_labels =
+            unknown.map_err(|e| format!("the labels of unknown lineage: {e:?}"))?;
+        Ok(Reference {
+            policy,
+            committed: Vec::new(),
+            nodes: Vec::new(),
+        })
+    }
+
+    fn view<'a>(
+        &'a self,
+        draft: &'a [Node],
+        current_records: &'a [String],
+        turn: u64,
+        now: i64,
+    ) -> View<'a> {
+        View {
+            policy: &self.policy,
+            committed: &self.committed,
+            nodes: &self.nodes,
+            draft,
+            current_records,
+            turn,
+            now,
+            touched: RefCell::default(),
+        }
+    }
+
+    /// The session's turn number: 0 before the first turn.
+    pub fn turn(&self) -> u64 {
+        self.committed.last().map_or(0, |e| e.turn)
+    }
+
+    /// The session's time: the latest event time of a step that went ahead.
+    fn now(&self) -> i64 {
+        self.committed.last().map_or(0, |e| e.time)
+    }
+
+    /// The turn an event is in, and the turn id it introduces. A turn advances when a turn id
+    /// (`metadata.turn_id`, or a turnStart's `turn_id`) is seen for the first time, or on a
+    /// turnStart without one; a new turn id whose `metadata.parent_turn_id` is known belongs
+    /// to that parent's turn and does not advance.
+    fn turn_of(&self, method: &str, payload: &V, metadata: &V) -> (u64, Option<(String, u64)>) {
+        let turn = self.turn();
+        let known = |id: &str| {
+            self.committed
+                .iter()
+                .filter_map(|e| e.turn_id.as_ref())
+                .find(|(t, _)| t == id)
+                .map(|(_, n)| *n)
+        };
+        let id = match (metadata.get("turn_id"), payload.get("turn_id")) {
+            (V::Str(id), _) => Some(id),
+            (_, V::Str(id)) if method == "steps/turnStart" => Some(id),
+            _ => None,
+        };
+        match id {
+            None if method == "steps/turnStart" => (turn + 1, None),
+            None => (turn, None),
+            Some(id) if known(&id).is_some() => (turn, None),
+            Some(id) => match metadata.get("parent_turn_id") {
+                V::Str(parent) if known(&parent).is_some() => {
+                    let parent_turn = known(&parent).unwrap_or(turn);
+                    (turn, Some((id, parent_turn)))
+                }
+                _ => (turn + 1, Some((id, turn + 1))),
+            },
+        }
+    }
+
+    /// Labels of everything that entered the context in `turn`: the records of the steps of
+    /// that turn, and those of the event being decided seen so far.
+    fn entered_in_turn(&self, turn: u64, draft: &[Node], so_far: &[String]) -> BTreeSet<String> {
+        let view = self.view(draft, &[], turn, 0);
+        let mut out = BTreeSet::new();
+        for e in self.committed.iter().filter(|e| e.turn == turn) {
+            for id in &e.records {
+                out.extend(view.labels_of_id(id));
+            }
+        }
+        for id in so_far {
+            out.extend(view.labels_of_id(id));
+        }
+        out
+    }
+
+    /// The labels of a committed step's content, by request id; unknown steps have unknown
+    /// lineage.
+    fn step_labels(&self, request_id: &str) -> BTreeSet<String> {
+        let view = self.view(&[], &[], 0, 0);
+        match self.committed.iter().find(|e| e.request_id == request_id) {
+            Some(e) => e
+                .records
+                .iter()
+                .flat_map(|id| view.labels_of_id(id))
+                .collect(),
+            None => self.policy.unknown_labels.clone(),
+        }
+    }
+
+    /// A node for a record first seen now: its own labels; those of every parent (a parent
+    /// never seen has unknown lineage); for `agent_generated` content without parents,
+    /// everything that entered this turn; plus `inherited` (a compaction's entries).
+    fn make_node(
+        &self,
+        record: &V,
+        draft: &[Node],
+        so_far: &[String],
+        turn: u64,
+        inherited: &BTreeSet<String>,
+    ) -> eval::R<Node> {
+        let view = self.view(draft, &[], turn, 0);
+        let origin = match record.get("origin") {
+            V::Str(o) => o,
+            _ => String::new(),
+        };
+        let parents: Vec<String> = match record.get("derived_from") {
+            V::List(items) => items
+                .into_iter()
+                .filter_map(|i| match i {
+                    V::Str(s) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut n = NodeView {
+            labels: self.policy.own_labels(&view, record)?,
+            origins: BTreeSet::from([origin.clone()]),
+            depth: 0,
+        };
+        n.labels.extend(inherited.iter().cloned());
+        for p in &parents {
+            match view.node(p) {
+                Some(parent) => {
+                    n.labels.extend(parent.view.labels.iter().cloned());
+                    n.origins.extend(parent.view.origins.iter().cloned());
+                    n.depth = n.depth.max(parent.view.depth);
+                }
+                None => {
+                    n.labels.extend(self.policy.unknown_labels.iter().cloned());
+                    n.origins.insert("external".into());
+                    n.depth = n.depth.max(1);
+                }
+            }
+        }
+        if origin == "agent_generated" && parents.is_empty() {
+            n.labels.extend(self.entered_in_turn(turn, draft, so_far));
+        }
+        n.depth += 1;
+        let id = match record.get("provenance_id") {
+            V::Str(id) => id,
+            _ => String::new(),
+        };
+        Ok(Node { id, view: n })
+    }
+
+    /// Decides one event, and records it if it goes ahead.
+    pub fn step(&mut self, ev: &Event<'_>) -> Result<Outcome, String> {
+        let hook = fields::hook(ev.method).ok_or_else(|| format!("no hook {}", ev.method))?;
+        let payload = V::from_json(ev.payload);
+        let metadata = V::from_json(ev.metadata);
+        let (turn, turn_id) = self.turn_of(hook.method, &payload, &metadata);
+        let now = self.now().max(ev.time_ms.unwrap_or(i64::MIN));
+
+        // The content this event brings into the context.
+        let inherited = if hook.method == "steps/postCompact" {
+            let mut l = BTreeSet::new();
+            if let V::List(entries) = payload.get("entries_compacted") {
+                for e in entries {
+                    match e {
+                        V::Str(id) => l.extend(self.step_labels(&id)),
+                        _ => l.extend(self.policy.unknown_labels.iter().cloned()),
+                    }
+                }
+            }
+            l
+        } else {
+            BTreeSet::new()
+        };
+        let mut found = Vec::new();
+        records(ev.payload, &mut found);
+        let mut draft: Vec<Node> = Vec::new();
+        let mut ids: Vec<String> = Vec::new();
+        for r in &found {
+            let record = V::from_json(r);
+            let Some(id) = r.get("provenance_id").and_then(Value::as_str) else {
+                continue;
+            };
+            let known = self.nodes.iter().chain(&draft).any(|n| n.id == id);
+            if !known {
+                match self.make_node(&record, &draft, &ids, turn, &inherited) {
+                    Ok(n) => draft.push(n),
+                    Err(Fail::Type(why)) => {
+                        let out = self.failed(hook, why, BTreeSet::new());
+                        self.commit_if(
+                            &out, hook, ev, payload, metadata, turn, turn_id, now, draft, ids,
+                        );
+                        return Ok(out);
+                    }
+                    Err(Fail::Unsupported(what)) => return Err(what),
+                }
+            }
+            ids.push(id.to_string());
+        }
+
+        let out = {
+            let view = self.view(&draft, &ids, turn, now);
+            let out = self.decide(hook, &view, &payload, &metadata);
+            out.map(|mut o| {
+                o.touched.extend(view.touched.take());
+                o
+            })?
+        };
+        self.commit_if(
+            &out, hook, ev, payload, metadata, turn, turn_id, now, draft, ids,
+        );
+        Ok(out)
+    }
+
+    /// Runs every rule on the event's hook, in declaration order, and combines those that
+    /// fired.
+    fn decide(
+        &self,
+        hook: &'static HookSpec,
+        view: &View<'_>,
+        payload: &V,
+        metadata: &V,
+    ) -> Result<Outcome, String> {
+        let mut fired: Vec<&Rule<'_>> = Vec::new();
+        for rule in &self.policy.rules {
+            if !rule.hooks.iter().any(|h| h.method == hook.method) {
+                continue;
+            }
+            let fires = match rule.when {
+                None => true,
+                Some(when) => {
+                    let mut cx = Cx {
+                        view,
+                        file: rule.file,
+                        root: payload,
+                        metadata,
+                        current: None,
+                        vars: Vec::new(),
+                    };
+                    match truth(&mut cx, when) {
+                        Ok(r) => r == Some(true),
+                        Err(Fail::Type(why)) => {
+                            let why = format!("rule {}: {why}", rule.name);
+                            return Ok(self.failed(hook, why, BTreeSet::new()));
+                        }
+                        Err(Fail::Unsupported(what)) => return Err(what),
+                    }
+                }
+            };
+            if fires {
+                fired.push(rule);
+            }
+        }
+        match combine(&self.policy, hook, &fired, view, payload, metadata) {
+            Ok(out) => Ok(out),
+            Err(Fail::Type(why)) => Ok(self.failed(hook, why, BTreeSet::new())),
+            Err(Fail::Unsupported(what)) => Err(what),
+        }
+    }
+
+    /// A failed decision: deny where deny is legal, else allow; either way with
+    /// `warden.decision_failure`. An allowed step goes ahead with its content's labels.
+    fn failed(&self, hook: &HookSpec, why: String, touched: BTreeSet<Touch>) -> Outcome {
+        let kind = if legal(hook, DecisionKind::Deny) {
+            DecisionKind::Deny
+        } else {
+            DecisionKind::Allow
+        };
+        Outcome {
+            kind,
+            reason_codes: vec![DECISION_FAILURE.into()],
+            fired: Vec::new(),
+            modifications: None,
+            failure: Some(why),
+            proceeds: kind == DecisionKind::Allow,
+            touched,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn commit_if(
+        &mut self,
+        out: &Outcome,
+        hook: &'static HookSpec,
+        ev: &Event<'_>,
+        payload: V,
+        metadata: V,
+        turn: u64,
+        turn_id: Option<(String, u64)>,
+        now: i64,
+        draft: Vec<Node>,
+        records: Vec<String>,
+    ) {
+        if !out.proceeds {
+            return;
+        }
+        self.committed.push(Recorded {
+            method: hook.method,
+            request_id: ev.request_id.to_string(),
+            payload,
+            metadata,
+            turn,
+            time: now,
+            turn_id,
+            records,
+        });
+        self.nodes.extend(draft);
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // What the session holds, for comparison with the VM's state.
+
+    /// The names of the policy's labels.
+    pub fn label_names(&self) -> Vec<String> {
+        self.policy.label_names()
+    }
+
+    /// Every provenance node: id, labels, origins in its lineage, lineage depth.
+    pub fn nodes(&self) -> Vec<(String, NodeView)> {
+        self.nodes
+            .iter()
+            .map(|n| (n.id.clone(), n.view.clone()))
+            .collect()
+    }
+
+    /// `turns_since(label)` as the next event would see it before its own content enters.
+    pub fn turns_since(&self, label: &str) -> f64 {
+        self.view(&[], &[], self.turn(), self.now())
+            .turns_since(label)
+    }
+
+    /// Every `count(…)`/`exists(…)` in the rules' conditions, in the order they are written
+    /// (rule by rule, left to right).
+    pub fn queries(&self) -> Vec<QueryInfo> {
+        let mut out = Vec::new();
+        for rule in &self.policy.rules {
+            if let Some(w) = rule.when {
+                self.collect_queries(rule.file, w, &mut out);
+            }
+        }
+        out
+    }
+
+    fn history_exprs<'e>(e: &'e Expr, out: &mut Vec<&'e History>) {
+        match &e.kind {
+            ExprKind::History(h) => out.push(h),
+            ExprKind::Member(b, _) => Self::history_exprs(b, out),
+            ExprKind::Index(b, i) => {
+                Self::history_exprs(b, out);
+                Self::history_exprs(i, out);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| Self::history_exprs(&a.value, out)),
+            ExprKind::Unary(_, x) => Self::history_exprs(x, out),
+            ExprKind::Binary(_, a, b) => {
+                Self::history_exprs(a, out);
+                Self::history_exprs(b, out);
+            }
+            ExprKind::Set(items) | ExprKind::List(items) => {
+                items.iter().for_each(|i| Self::history_exprs(i, out))
+            }
+            ExprKind::Object(entries) => entries
+                .iter()
+                .for_each(|(_, v)| Self::history_exprs(v, out)),
+            ExprKind::Quantifier { over, body, .. } => {
+                Self::history_exprs(over, out);
+                Self::history_exprs(body, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn collect_queries(&self, file: FileId, e: &Expr, out: &mut Vec<QueryInfo>) {
+        let text = |e: &Expr| {
+            let src = &self.policy.checked.loaded.sources.get(file).text;
+            let s = src
+                .get(e.span.start as usize..e.span.end as usize)
+                .unwrap_or("");
+            s.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        let mut hs = Vec::new();
+        Self::history_exprs(e, &mut hs);
+        for h in hs {
+            let Some(q) = Query::of(h) else { continue };
+            let rest: Vec<String> = q.rest.iter().map(|e| text(e)).collect();
+            let keys: Vec<String> = q
+                .keys
+                .iter()
+                .map(|(p, c)| format!("{} == {}", text(p), text(c)))
+                .collect();
+            out.push(QueryInfo {
+                text: format!(
+                    "{} | {} | {} | {} | {:?}",
+                    q.hook.method,
+                    rest.join(" and "),
+                    keys.join(" and "),
+                    q.by.map(text).unwrap_or_default(),
+                    q.window
+                ),
+                method: q.hook.method,
+                window: q.window,
+                key_parts: q.keys.len() + usize::from(q.by.is_some()),
+                filtered: !q.rest.is_empty(),
+            });
+        }
+    }
+
+    /// For the `i`-th query (of [`Reference::queries`]), as of now (the committed turn and
+    /// time): each distinct key (the key parts' values; empty for an unkeyed query) with the
+    /// number of steps it counts.
+    pub fn probe(&self, i: usize) -> Result<Vec<(Vec<V>, u64)>, String> {
+        let mut hs: Vec<(FileId, &History)> = Vec::new();
+        for rule in &self.policy.rules {
+            if let Some(w) = rule.when {
+                let mut found = Vec::new();
+                Self::history_exprs(w, &mut found);
+                hs.extend(found.into_iter().map(|h| (rule.file, h)));
+            }
+        }
+        let (file, h) = *hs.get(i).ok_or("no such query")?;
+        let q = Query::of(h).ok_or("no such hook")?;
+        let view = self.view(&[], &[], self.turn(), self.now());
+        let matched = view
+            .matching(&q, file, None)
+            .map_err(|e| format!("{e:?}"))?;
+        let mut out: Vec<(Vec<V>, u64)> = Vec::new();
+        if q.keys.is_empty() && q.by.is_none() {
+            return Ok(vec![(Vec::new(), matched.len() as u64)]);
+        }
+        for parts in matched {
+            match out.iter_mut().find(|(k, _)| {
+                k.len() == parts.len() && k.iter().zip(&parts).all(|(a, b)| a.same(b))
+            }) {
+                Some((_, n)) => *n += 1,
+                None => out.push((parts, 1)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Combines the rules that fired (docs/language.md §9): the strongest kind wins
+/// (`deny > defer > ask > modify > allow`) with the codes of every firing rule of that kind;
+/// no rule fired: the hook's default, else the catch-all default, else deny with
+/// `warden.no_default` where deny is legal.
+fn combine(
+    policy: &Policy<'_>,
+    hook: &'static HookSpec,
+    fired: &[&Rule<'_>],
+    view: &View<'_>,
+    payload: &V,
+    metadata: &V,
+) -> eval::R<Outcome> {
+    let outcome = |kind: DecisionKind, codes: Vec<String>| Outcome {
+        kind,
+        reason_codes: codes,
+        fired: fired.iter().map(|r| r.name.clone()).collect(),
+        modifications: None,
+        failure: None,
+        proceeds: matches!(kind, DecisionKind::Allow | DecisionKind::Modify),
+        touched: BTreeSet::new(),
+    };
+    let code = |d: &ast::Decision| {
+        d.reason
+            .iter()
+            .map(|r| r.code.value.clone())
+            .collect::<Vec<_>>()
+    };
+    if fired.is_empty() {
+        let default = policy
+            .defaults
+            .iter()
+            .find(|d| d.hooks.iter().any(|h| h.method == hook.method))
+            .or_else(|| policy.defaults.iter().find(|d| d.hooks.is_empty()));
+        return Ok(match default {
+            Some(d) if legal(hook, d.decision.kind) => {
+                let mut out = outcome(d.decision.kind, code(d.decision));
+                if d.decision.kind == DecisionKind::Modify {
+                    let winners = [(d.decision, d.file)];
+                    match merge(view, &winners, payload, metadata)? {
+                        Ok(m) => out.modifications = Some(m),
+                        Err(_) => return Ok(conflict(hook, out)),
+                    }
+                }
+                out
+            }
+            // A catch-all `default deny` on a hook that cannot be denied is recorded as allow.
+            Some(d) => outcome(DecisionKind::Allow, code(d.decision)),
+            None if legal(hook, DecisionKind::Deny) => {
+                outcome(DecisionKind::Deny, vec![NO_DEFAULT.into()])
+            }
+            None => outcome(DecisionKind::Allow, Vec::new()),
+        });
+    }
+    let top = fired
+        .iter()
+        .map(|r| r.decision.kind)
+        .max()
+        .unwrap_or(DecisionKind::Allow);
+    let winners: Vec<(&ast::Decision, FileId)> = fired
+        .iter()
+        .filter(|r| r.decision.kind == top)
+        .map(|r| (r.decision, r.file))
+        .collect();
+    let mut codes: Vec<String> = Vec::new();
+    for (d, _) in &winners {
+        for c in code(d) {
+            if !codes.contains(&c) {
+                codes.push(c);
+            }
+        }
+    }
+    let mut out = outcome(top, codes);
+    if top == DecisionKind::Modify {
+        match merge(view, &winners, payload, metadata)? {
+            Ok(m) => out.modifications = Some(m),
+            Err(_) => return Ok(conflict(hook, out)),
+        }
+    }
+    Ok(out)
+}
+
+/// Modifications that cannot be applied together: deny (allow where deny is illegal).
+fn conflict(hook: &HookSpec, mut out: Outcome) -> Outcome {
+    out.kind = if legal(hook, DecisionKind::Deny) {
+        DecisionKind::Deny
+    } else {
+        DecisionKind::Allow
+    };
+    out.reason_codes = vec![CONFLICTING_MODIFICATIONS.into()];
+    out.proceeds = out.kind == DecisionKind::Allow;
+    out.modifications = None;
+    out
+}
+
+/// The winners' modifications, merged; `Err` when they conflict (ACS MODIFY rules: the same
+/// place changed two ways, an undefined or non-string new value, a replacement together with
+/// anything else, a redaction on or inside an overridden argument).
+fn merge(
+    view: &View<'_>,
+    winners: &[(&ast::Decision, FileId)],
+    payload: &V,
+    metadata: &V,
+) -> eval::R<Result<Mods, String>> {
+    let mut m = Mods::default();
+    for (d, file) in winners {
+        let mut cx = Cx {
+            view,
+            file: *file,
+            root: payload,
+            metadata,
+            current: None,
+            vars: Vec::new(),
+        };
+        for change in &d.modifications {
+            match change {
+                ast::Modification::Redact {
+                    place, replacement, ..
+                } => {
+                    let path = pointer(place);
+                    let with = replacement
+                        .as_ref()
+                        .map_or_else(|| "[REDACTED]".to_string(), |r| r.value.clone());
+                    match m.redactions.iter().find(|(p, _)| *p == path) {
+                        Some((_, w)) if *w != with => return Ok(Err(format!("{path} twice"))),
+                        Some(_) => {}
+                        None => m.redactions.push((path, with)),
+                    }
+                }
+                ast::Modification::Set {
+                    place, value: e, ..
+                } => {
+                    let Some(PlaceSegment::Field(arg)) = place.segments.get(1) else {
+                        return Err(Fail::Unsupported("a set place".into()));
+                    };
+                    let v = value(&mut cx, e)?;
+                    if v.is_undef() {
+                        return Ok(Err(format!("{} is undefined", arg.name)));
+                    }
+                    match m.overrides.get(&arg.name) {
+                        Some(old) if !old.same(&v) => {
+                            return Ok(Err(format!("{} twice", arg.name)))
+                        }
+                        _ => {
+                            m.overrides.insert(arg.name.clone(), v);
+                        }
+                    }
+                }
+                ast::Modification::Replace { content, .. } => {
+                    let V::Str(text) = value(&mut cx, content)? else {
+                        return Ok(Err("the replacement is not a string".into()));
+                    };
+                    match &m.content {
+                        Some(old) if *old != text => return Ok(Err("two replacements".into())),
+                        _ => m.content = Some(text),
+                    }
+                }
+            }
+        }
+    }
+    if m.content.is_some() && (!m.redactions.is_empty() || !m.overrides.is_empty()) {
+        return Ok(Err("a replacement with other changes".into()));
+    }
+    for arg in m.overrides.keys() {
+        let target = format!("/arguments/{}", arg.replace('~', "~0").replace('/', "~1"));
+        for (path, _) in &m.redactions {
+            let inside = |a: &str, b: &str| a == b || b.starts_with(&format!("{a}/"));
+            if inside(&target, path) || inside(path, &target) {
+                return Ok(Err(format!("{path} redacted and {arg} overridden")));
+            }
+        }
+    }
+    Ok(Ok(m))
+}
