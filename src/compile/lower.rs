@@ -390,7 +390,8 @@ impl<'a> Lower<'a> {
             next_var: 0,
         };
         let code = match &r.when {
-            Some(when) => self.code(&mut frame, when),
+            // A condition is a value: a bare tool argument (`when args.flag`) is its value.
+            Some(when) => self.value_code(&mut frame, when),
             None => {
                 let k = self.konst(Const::Bool(true));
                 Code {
@@ -553,9 +554,15 @@ impl<'a> Lower<'a> {
                 _ => return None,
             },
             ExprKind::Set(items) | ExprKind::List(items) => {
-                let mut out = Vec::with_capacity(items.len());
+                let mut out: Vec<Const> = Vec::with_capacity(items.len());
+                let is_set = matches!(e.kind, ExprKind::Set(_));
                 for i in items {
-                    out.push(self.fold(file, i)?);
+                    let c = self.fold(file, i)?;
+                    // A set holds each element once: `len({"a", "a"})` is 1.
+                    if is_set && out.contains(&c) {
+                        continue;
+                    }
+                    out.push(c);
                 }
                 collection(out)
             }
@@ -905,7 +912,7 @@ impl<'a> Lower<'a> {
                 frame.vars.push((var.name.clone(), slot));
                 Self::emit(code, Op::IterStart(slot), e.span);
                 let next = Self::emit(code, Op::IterNext(slot, 0), e.span);
-                self.expr(frame, body, code);
+                self.value(frame, body, code);
                 let step = Self::emit(code, Op::Return, e.span);
                 let end = Self::emit(code, Op::IterEnd(*kind == QuantifierKind::Any), e.span);
                 let done = code.ops.len() as u32;

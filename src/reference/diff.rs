@@ -520,12 +520,11 @@ default allow
 }
 
 // ---------------------------------------------------------------------------------------------
-// VM bugs found by this test. Each is kept out of the generator by a `gen::BUG_*` switch; the
-// reproducers are ignored until the VM is fixed (`cargo test --lib reference -- --ignored`).
+// VM bugs found by this test, fixed since; each reproducer stays as a regression test (their
+// `gen::BUG_*` switches are off, so the generator writes these constructs again).
 
 /// `gen::BUG_BARE_ARGUMENT_CONDITION`: `when args.flag` with `flag = true` should fire.
 #[test]
-#[ignore = "VM bug: a bare tool argument as a condition is not read as its value"]
 fn bug_bare_argument_condition() {
     let policy = "rule r on toolCallRequest when args.flag => deny \"c\"\ndefault allow\n";
     check_case(policy, vec![call("t", json!({"flag": {"value": true}}))]).unwrap();
@@ -533,7 +532,6 @@ fn bug_bare_argument_condition() {
 
 /// `gen::BUG_KEY_KINDS_COLLIDE`: a call keyed `"1"` must not count for a call keyed `1`.
 #[test]
-#[ignore = "VM bug: `by` keys of different JSON kinds collide"]
 fn bug_key_kinds_collide() {
     let policy = "rule r on toolCallRequest when count(toolCallRequest, by args.x) >= 1 => deny \"c\"\ndefault allow\n";
     check_case(
@@ -548,7 +546,6 @@ fn bug_key_kinds_collide() {
 
 /// `gen::BUG_SET_REPEATS`: a set holds each element once, so `len({"a", "a"})` is 1.
 #[test]
-#[ignore = "VM bug: len counts a set literal's repeated elements"]
 fn bug_set_repeats() {
     let policy = "let k = {\"a\", \"a\"}\nrule r on toolCallRequest when len(k) == 1 => deny \"c\"\ndefault allow\n";
     check_case(policy, vec![call("t", json!({}))]).unwrap();
@@ -557,7 +554,6 @@ fn bug_set_repeats() {
 /// `gen::BUG_UNDEFINED_KEY_PART`: without `args.to` on the call, its count is undefined, so
 /// `not (count(…) != 0)` does not fire (as with `by args.to` alone).
 #[test]
-#[ignore = "VM bug: an undefined part of a several-part key is dropped instead of making the count undefined"]
 fn bug_undefined_key_part() {
     let policy = "rule r on toolCallRequest\n  when not (count(toolCallRequest when tool.name == $.tool.name, by args.to) != 0)\n  => deny \"c\"\ndefault allow\n";
     check_case(policy, vec![call("send", json!({}))]).unwrap();

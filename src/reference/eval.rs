@@ -193,7 +193,7 @@ pub fn truth(cx: &mut Cx<'_>, e: &Expr) -> R<Option<bool>> {
 /// `present` and `derived_from` look at).
 pub fn carrier(cx: &mut Cx<'_>, e: &Expr) -> R<V> {
     // A constant reached through a qualified name (`mod.NAME`) is resolved on the whole span.
-    if let Some((Resolution::Constant(name), _)) = cx.resolution(e.span) {
+    if let Some((Resolution::Constant { name, .. }, _)) = cx.resolution(e.span) {
         if !matches!(e.kind, ExprKind::Name(_)) {
             return cx.view.policy.constant(cx.view, name);
         }
@@ -211,7 +211,7 @@ pub fn carrier(cx: &mut Cx<'_>, e: &Expr) -> R<V> {
         ExprKind::Member(base, field) => {
             match cx.resolution(e.span) {
                 Some((Resolution::Rego { .. }, _)) => return Err(Fail::Unsupported("Rego".into())),
-                Some((Resolution::Label(l), _)) => {
+                Some((Resolution::Label { name: l, .. }, _)) => {
                     return Err(Fail::Unsupported(format!("the label `{l}` as a value")))
                 }
                 _ => {}
@@ -358,7 +358,7 @@ fn name(cx: &mut Cx<'_>, n: &str, span: Span) -> R<V> {
             .rev()
             .find(|(name, _)| name == v)
             .map_or(V::Undef, |(_, val)| val.clone())),
-        Some((Resolution::Constant(c), _)) => cx.view.policy.constant(cx.view, c),
+        Some((Resolution::Constant { name: c, .. }, _)) => cx.view.policy.constant(cx.view, c),
         Some((Resolution::Field { table, path }, _)) => {
             let root = match table {
                 crate::check::Table::Metadata => cx.metadata,
@@ -381,7 +381,7 @@ fn name(cx: &mut Cx<'_>, n: &str, span: Span) -> R<V> {
 /// The label a `has` or `turns_since` names.
 fn label_name(cx: &Cx<'_>, e: &Expr) -> R<String> {
     match cx.resolution(e.span) {
-        Some((Resolution::Label(l), _)) => Ok(l.clone()),
+        Some((Resolution::Label { name: l, .. }, _)) => Ok(l.clone()),
         _ => Err(Fail::Unsupported(
             "a label expression that is not a label name".into(),
         )),

@@ -254,6 +254,9 @@ struct Recorded {
     turn_id: Option<(String, u64)>,
     /// The provenance ids of the records it carried, in document order.
     records: Vec<String>,
+    /// Whether history counts it: a step whose decision failed leaves its content (a failure
+    /// never drops taint) but no history.
+    counts: bool,
 }
 
 /// A session, decided by the reference.
@@ -369,7 +372,7 @@ impl<'a> View<'a> {
     ) -> eval::R<Vec<Vec<V>>> {
         let mut out = Vec::new();
         for e in self.committed {
-            if e.method != q.hook.method || !self.in_window(e, q.window) {
+            if !e.counts || e.method != q.hook.method || !self.in_window(e, q.window) {
                 continue;
             }
             let mut cx = Cx {
@@ -883,10 +886,13 @@ impl<'c> Reference<'c> {
         draft: Vec<Node>,
         records: Vec<String>,
     ) {
-        if !out.proceeds {
+        // A failed decision's content enters whatever the answer (docs/language.md §9).
+        let failed = out.failure.is_some();
+        if !out.proceeds && !failed {
             return;
         }
         self.committed.push(Recorded {
+            counts: out.proceeds && !failed,
             method: hook.method,
             request_id: ev.request_id.to_string(),
             payload,

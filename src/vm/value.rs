@@ -318,7 +318,9 @@ impl<'a> Val<'a> {
     pub fn key_string(&self) -> Option<String> {
         match self {
             Val::Undef => None,
-            Val::Str(s) => Some(s.to_string()),
+            // A key with an undefined part is undefined, not a shorter key.
+            Val::List(items) if items.iter().any(Val::is_undef) => None,
+            // Every key in its JSON form, so `"1"` and `1` are different keys.
             other => other.to_json().map(|v| crate::acs::jcs::canonicalize(&v)),
         }
     }
