@@ -169,11 +169,8 @@ fn the_default_policy_denies_the_injected_call_and_allows_the_benign_ones() {
     for r in &rs {
         common::schema::assert_valid_response(r);
     }
-    // Request 6 sends money to an account read from a file: denied with a reason code.
-    assert_eq!(
-        decision(&rs[5]),
-        ("deny", vec!["untrusted_into_consequential"])
-    );
+    // Request 6 sends money to an account taken from a file, not from the user: denied.
+    assert_eq!(decision(&rs[5]), ("deny", vec!["provenance.destination"]));
     // Every other step, including the user's own payment in turn 2, is allowed.
     for (i, r) in rs.iter().enumerate().filter(|(i, _)| *i != 5) {
         assert_eq!(decision(r).0, "allow", "step {}", i + 1);
@@ -270,13 +267,16 @@ fn explain_attaches_the_rules_and_values() {
     let explain = &rs[5]["result"]["policy_data"]["warden"];
     assert_eq!(
         explain["fired"][0],
-        "std.defaults.defaults_untrusted_argument"
+        "std.defaults.defaults_destination_not_from_user"
     );
     let rules = explain["rules"].as_array().unwrap();
     let fired = rules.iter().find(|r| r["fired"] == true).unwrap();
     let checks = fired["checks"].as_array().unwrap();
+    // The recipient the rule looked at is shown with the checks that read it.
     assert!(
-        checks.iter().any(|c| c["values"][0] == "\"send_money\""),
+        checks
+            .iter()
+            .any(|c| c.to_string().contains("XX99ATTACKER0000")),
         "{checks:?}"
     );
     // The rule and each check by file, line, column and source text.

@@ -1192,16 +1192,15 @@ impl<'a> Draft<'a> {
         }
         let mut node = unknown_node(program, self.scalars.turn);
         node.inferred = true;
-        match acc {
-            Some(a) if !unknown && a.origins != 0 => {
-                node.source_origins = a.origins;
-                node.source_any = a.labels_any;
-                node.source_all = a.labels_all;
-                node.labels = a.labels_any | labels_now;
-                node.origins = a.origins | origin_bit("agent_generated");
-                node.own_origin = origin_bit("agent_generated");
-            }
-            _ => node.labels |= labels_now,
+        // What it carries for `has` stays the ACS rule's (everything that entered the context
+        // this turn, or its own node's): inference only says where it was taken from.
+        node.labels = labels_now;
+        node.own_origin = origin_bit("agent_generated");
+        if let Some(a) = acc.filter(|a| !unknown && a.origins != 0) {
+            node.source_origins = a.origins;
+            node.source_any = a.labels_any;
+            node.source_all = a.labels_all;
+            node.origins = a.origins | origin_bit("agent_generated");
         }
         node
     }
