@@ -208,7 +208,11 @@ pub(crate) struct Score {
 
 impl Score {
     /// Adds one stream: its labels and its answered requests, in order.
-    pub(crate) fn add_stream(&mut self, labels: &Labels, answered: &[Answered]) -> Result<(), String> {
+    pub(crate) fn add_stream(
+        &mut self,
+        labels: &Labels,
+        answered: &[Answered],
+    ) -> Result<(), String> {
         let c = score_stream(labels, answered)?;
         self.suites.entry(labels.suite.clone()).or_default().add(&c);
         self.total.add(&c);
@@ -393,7 +397,9 @@ pub(crate) fn replay_stream(policy: &Policy, text: &str) -> Result<Vec<Answered>
         let head: Head = serde_json::from_str(line)
             .map_err(|e| format!("line {}: not a request with params.request_id: {e}", n + 1))?;
         let response = guardian.handle_response(line.as_bytes());
-        let decision = response.as_result().map_or("error", |r| r.decision.as_str());
+        let decision = response
+            .as_result()
+            .map_or("error", |r| r.decision.as_str());
         out.push(Answered {
             method: head
                 .method
@@ -482,32 +488,51 @@ impl Drop for TempDir {
     }
 }
 
-/// Unpacks a `.tar.gz` into `into`.
+/// Unpacks the folder named `name` (wherever it sits in the archive) from a `.tar.gz` into
+/// `into`, and returns where it landed.
 ///
 /// With the system `tar` rather than the `flate2` and `tar` crates: this is the only place the
 /// project reads an archive, a benchmark's setup step, and `tar` with gzip is on every machine
 /// the project builds on (Linux, macOS, and Windows 10+ ship it), so it is not worth six more
-/// crates in every build of the Guardian. Unpacking the 6.5 MB corpus writes about 50 MB to the
-/// temporary folder and takes well under a second.
-fn unpack(archive: &Path, into: &Path) -> Result<(), String> {
+/// crates in every build of the Guardian. The cost is the files written: one variant is about
+/// 1 950 files, 26 MB, which takes from a fraction of a second to a few seconds depending on the
+/// file system, so only the variant asked for is unpacked (the archive is listed first to find
+/// it, a gunzip pass of 6.5 MB).
+fn unpack(archive: &Path, name: &str, into: &Path) -> Result<PathBuf, String> {
     let archive = archive
         .canonicalize()
         .map_err(|e| format!("{}: {e}", archive.display()))?;
-    let out = std::process::Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(into)
-        .output()
-        .map_err(|e| format!("cannot run `tar` to unpack {}: {e}", archive.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`tar -xzf {}` failed: {}",
-            archive.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
+    let tar = |args: &[&std::ffi::OsStr]| -> Result<Vec<u8>, String> {
+        let out = std::process::Command::new("tar")
+            .args(args)
+            .output()
+            .map_err(|e| format!("cannot run `tar` to unpack {}: {e}", archive.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`tar` could not read {}: {}",
+                archive.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(out.stdout)
+    };
+    let listing = tar(&["-tzf".as_ref(), archive.as_os_str()])?;
+    let member = String::from_utf8_lossy(&listing)
+        .lines()
+        .find_map(|entry| {
+            let parts: Vec<&str> = entry.split('/').collect();
+            let at = parts.iter().position(|p| *p == name)?;
+            Some(parts[..=at].join("/"))
+        })
+        .ok_or_else(|| format!("{} holds no {name}/ folder", archive.display()))?;
+    tar(&[
+        "-xzf".as_ref(),
+        archive.as_os_str(),
+        "-C".as_ref(),
+        into.as_os_str(),
+        member.as_ref(),
+    ])?;
+    Ok(into.join(member))
 }
 
 /// The folder named `name` at `dir` or below it (at most three levels down).
@@ -524,9 +549,7 @@ fn find_dir(dir: &Path, name: &str, depth: u32) -> Option<PathBuf> {
         .filter(|p| p.is_dir())
         .collect();
     subdirs.sort();
-    subdirs
-        .iter()
-        .find_map(|d| find_dir(d, name, depth - 1))
+    subdirs.iter().find_map(|d| find_dir(d, name, depth - 1))
 }
 
 /// The folder of streams to score, and the temporary folder that holds it, if unpacked.
@@ -542,10 +565,7 @@ fn resolve_corpus(
             ));
         };
         let tmp = TempDir::new()?;
-        unpack(corpus, &tmp.0)?;
-        let dir = find_dir(&tmp.0, v.dir_name(), 3).ok_or_else(|| {
-            format!("{} holds no {}/ folder", corpus.display(), v.dir_name())
-        })?;
+        let dir = unpack(corpus, v.dir_name(), &tmp.0)?;
         return Ok((dir, Some(tmp)));
     }
     if !corpus.is_dir() {
@@ -553,9 +573,8 @@ fn resolve_corpus(
     }
     match variant {
         Some(v) => {
-            let dir = find_dir(corpus, v.dir_name(), 3).ok_or_else(|| {
-                format!("{} holds no {}/ folder", corpus.display(), v.dir_name())
-            })?;
+            let dir = find_dir(corpus, v.dir_name(), 3)
+                .ok_or_else(|| format!("{} holds no {}/ folder", corpus.display(), v.dir_name()))?;
             Ok((dir, None))
         }
         None => {
@@ -587,10 +606,7 @@ pub(super) fn run(args: EfficacyArgs) -> i32 {
         Err(e) => return super::usage_error(&e),
     };
     if streams.is_empty() {
-        return super::usage_error(&format!(
-            "no *.acs.jsonl streams under {}",
-            dir.display()
-        ));
+        return super::usage_error(&format!("no *.acs.jsonl streams under {}", dir.display()));
     }
     let mut chosen = Vec::new();
     for s in streams {
@@ -621,8 +637,8 @@ pub(super) fn run(args: EfficacyArgs) -> i32 {
             Ok(t) => t,
             Err(e) => return super::usage_error(&format!("{}: {e}", path.display())),
         };
-        let result = replay_stream(&policy, &text)
-            .and_then(|answered| score.add_stream(labels, &answered));
+        let result =
+            replay_stream(&policy, &text).and_then(|answered| score.add_stream(labels, &answered));
         if let Err(e) = result {
             return super::usage_error(&format!("{}: {e}", path.display()));
         }
@@ -781,7 +797,12 @@ mod tests {
         );
         let slack = s.suites["slack"];
         assert_eq!(
-            (slack.att_calls, slack.att_blocked, slack.attacks, slack.errors),
+            (
+                slack.att_calls,
+                slack.att_blocked,
+                slack.attacks,
+                slack.errors
+            ),
             (1, 0, 0, 1)
         );
         assert_eq!((slack.benign_runs, slack.benign_disturbed), (1, 0));
@@ -855,13 +876,21 @@ mod tests {
             "jsonrpc": "2.0", "id": id, "method": format!("steps/{method}"),
             "params": {
                 "acs_version": "0.1.0",
-                "request_id": format!("r{id}"),
+                "request_id": rid(id),
                 "timestamp": format!("2026-01-01T00:00:{id:02}Z"),
-                "metadata": {"agent_id": "a", "session_id": "s", "turn_id": "t1"},
+                "metadata": {
+                    "agent_id": "a",
+                    "session_id": "5e550000-0000-4000-8000-000000000001",
+                    "turn_id": "t1",
+                },
                 "payload": payload,
             }
         })
         .to_string()
+    }
+
+    fn rid(id: u64) -> String {
+        format!("00000000-0000-4000-8000-{id:012}")
     }
 
     fn call(id: u64, tool: &str) -> String {
@@ -878,7 +907,11 @@ mod tests {
         let tmp = TempDir::new().unwrap();
         let dir = tmp.0.join("m/banking");
         std::fs::create_dir_all(&dir).unwrap();
-        let start = envelope(1, "sessionStart", json!({"intent": {"raw": "pay the bill"}}));
+        let start = envelope(
+            1,
+            "sessionStart",
+            json!({"intent": {"raw": "pay the bill"}}),
+        );
         // Both streams use the same session id: each still gets a session of its own.
         let attack = [start.clone(), call(2, "read_file"), call(3, "send_money")].join("\n");
         let benign = [start, call(2, "read_file"), String::new()].join("\n");
@@ -886,7 +919,7 @@ mod tests {
         std::fs::write(
             dir.join("u1__attack__i1.labels.json"),
             json!({"suite": "banking", "is_attack_run": true, "security": true,
-                   "attacker_goal_calls": [{"request_id": "r3"}]})
+                   "attacker_goal_calls": [{"request_id": rid(3)}]})
             .to_string(),
         )
         .unwrap();
@@ -913,13 +946,22 @@ mod tests {
         for s in &streams {
             let text = std::fs::read_to_string(s).unwrap();
             let answered = replay_stream(&policy, &text).unwrap();
-            score.add_stream(&read_labels(s).unwrap(), &answered).unwrap();
+            score
+                .add_stream(&read_labels(s).unwrap(), &answered)
+                .unwrap();
         }
         let t = score.total;
-        assert_eq!((t.att_calls, t.att_blocked, t.attacks, t.stopped), (1, 1, 1, 1));
-        assert_eq!((t.benign_calls, t.benign_blocked, t.benign_disturbed), (1, 0, 0));
+        assert_eq!(
+            (t.att_calls, t.att_blocked, t.attacks, t.stopped),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(
+            (t.benign_calls, t.benign_blocked, t.benign_disturbed),
+            (1, 0, 0)
+        );
         assert_eq!(score.requests, 5);
         assert_eq!(score.decisions.get("deny"), Some(&1));
+        assert_eq!(score.decisions.get("error"), None);
 
         let (found, _) = resolve_corpus(&tmp.0, None).unwrap();
         assert_eq!(found, tmp.0);
