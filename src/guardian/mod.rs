@@ -1422,9 +1422,7 @@ pub fn decide_event(
     state.ensure_slots(program);
     let (decision, changes) = {
         let mut draft = Draft::new(state);
-        if let Err(e) = draft.begin_event(program, ev, &mut budget) {
-            return Err(e);
-        }
+        draft.begin_event(program, ev, &mut budget)?;
         let decided = decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget);
         match decided {
             // A refused Intent stays refused even though the step does not go ahead.
