@@ -151,13 +151,13 @@ impl Checker<'_> {
             let Some(p) = t.params.iter().find(|p| p.name.name == name) else {
                 continue;
             };
-            let fits = match (&p.ty, kind) {
-                (ArgType::Any, _) => true,
-                (ArgType::String, "string") => true,
-                (ArgType::Number | ArgType::Integer, "number") => true,
-                (ArgType::Bool, "bool") => true,
-                _ => false,
-            };
+            let fits = matches!(
+                (&p.ty, kind),
+                (ArgType::Any, _)
+                    | (ArgType::String, "string")
+                    | (ArgType::Number | ArgType::Integer, "number")
+                    | (ArgType::Bool, "bool")
+            );
             if !fits {
                 self.diagnostics.push(
                     Diagnostic::error(

@@ -10,6 +10,7 @@ use crate::check::{self, collect_files};
 use crate::diagnostics::{Diagnostic, Diagnostics, JsonDiagnostic, SourceFile, SourceMap};
 use crate::guardian::{self, Guardian, Policy};
 
+mod efficacy;
 mod serve;
 
 #[derive(Parser, Debug)]
@@ -87,6 +88,9 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Score a policy on the AgentDojo efficacy corpus: attacker calls blocked, attacks
+    /// stopped, benign calls blocked, benign tasks disturbed (benches/efficacy/README.md)
+    Efficacy(efficacy::EfficacyArgs),
     /// Run the language server on standard input and output (for editors)
     Lsp {
         /// Accepted for clients that pass it; stdio is the only transport
@@ -178,6 +182,7 @@ pub fn main() -> i32 {
         Command::Effects { command } => serve::run_effects(command),
         Command::Approve(args) => serve::run_approve(args),
         Command::Approvals(args) => serve::run_approvals(args),
+        Command::Efficacy(args) => efficacy::run(args),
     }
 }
 

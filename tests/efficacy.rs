@@ -1,0 +1,103 @@
+//! `warden efficacy` on the vendored corpus (`benches/efficacy/agentdojo.tar.gz`): one suite of
+//! one variant, so that a debug build stays within a few seconds. The numbers themselves are
+//! the benchmark's business (benches/RESULTS.md); here the output must have its shape, agree
+//! between the text and JSON forms, and the thresholds must set the exit code.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/efficacy/agentdojo.tar.gz")
+}
+
+fn efficacy(extra: &[&str]) -> (String, String, i32) {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("efficacy")
+        .arg(corpus())
+        .args(["--variant", "vm", "--suite", "banking"])
+        .args(extra)
+        .output()
+        .expect("run warden");
+    (
+        String::from_utf8(out.stdout).expect("utf-8 output"),
+        String::from_utf8(out.stderr).expect("utf-8 errors"),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+fn percent(counts: &Value, key: &str) -> f64 {
+    let p = &counts["percent"][key];
+    let p = p.as_f64().unwrap_or_else(|| panic!("{key}: {p}"));
+    assert!((0.0..=100.0).contains(&p), "{key} = {p}");
+    p
+}
+
+#[test]
+fn json_output_has_the_metrics_of_the_suite() {
+    let (out, err, code) = efficacy(&["--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["variant"], "vm");
+    // 5 models × (16 benign + 16 attacked runs) of the banking suite.
+    assert_eq!(doc["streams"], 160);
+    let suites = doc["suites"].as_object().unwrap();
+    assert_eq!(suites.keys().collect::<Vec<_>>(), ["banking"]);
+    let total = &doc["total"];
+    assert_eq!(&doc["suites"]["banking"], total);
+    for key in [
+        "attacker_calls_blocked",
+        "attacks_stopped",
+        "benign_calls_blocked",
+        "benign_tasks_disturbed",
+    ] {
+        percent(total, key);
+    }
+    let n = |k: &str| total[k].as_u64().unwrap_or_else(|| panic!("{k}"));
+    assert_eq!(n("benign_tasks"), 80);
+    assert!(n("attacker_calls") > 0 && n("attacker_calls_blocked") <= n("attacker_calls"));
+    assert!(n("successful_attacks") > 0 && n("attacks_stopped") <= n("successful_attacks"));
+    assert!(n("benign_calls_blocked") <= n("benign_calls"));
+    assert!(n("benign_tasks_disturbed") <= n("benign_tasks"));
+    let decided: u64 = doc["decisions"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(doc["requests"].as_u64(), Some(decided));
+    assert!(err.contains("replayed 160 streams"), "{err}");
+}
+
+#[test]
+fn text_output_is_score_py_table_and_thresholds_set_the_exit_code() {
+    let (out, _, code) = efficacy(&[]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines[0].starts_with("suite      streams  attacker calls blocked"));
+    assert!(lines[1].starts_with("banking        160"), "{out}");
+    assert!(lines[2].starts_with("ALL            160"), "{out}");
+    assert!(lines[3].starts_with("decisions over all requests: "));
+    assert!(lines[4].starts_with("efficacy: attacker calls blocked "));
+
+    // Thresholds nobody can miss, then ones nobody can meet.
+    let (_, _, code) = efficacy(&["--min-blocked", "0", "--max-disturbed", "100"]);
+    assert_eq!(code, 0);
+    let (out, _, code) = efficacy(&["--min-blocked", "100.1", "--max-disturbed=-1"]);
+    assert_eq!(code, 1, "{out}");
+    let fail = out.lines().find(|l| l.starts_with("FAIL: ")).expect(&out);
+    assert!(fail.contains("attacker calls blocked") && fail.contains("benign tasks disturbed"));
+}
+
+#[test]
+fn an_archive_needs_a_variant() {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("efficacy")
+        .arg(corpus())
+        .output()
+        .expect("run warden");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--variant"));
+}
