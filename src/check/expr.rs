@@ -984,16 +984,7 @@ impl Checker<'_> {
             "found_in" => {
                 self.expr(cx, &args[0].value);
                 if !matches!(cx.scope, Scope::Rule(_)) {
-                    return self.error(
-                        Diagnostic::error(
-                            "check::misplaced",
-                            cx.file,
-                            span,
-                            "`found_in` is only available in rule conditions",
-                        )
-                        .with_label("not here")
-                        .with_help("lineage inference reads the session's content index, in rules"),
-                    );
+                    return self.error(rules_only(cx.file, span, bname));
                 }
                 self.origin_arg(cx, &args[1].value);
                 Type::Bool
@@ -1005,16 +996,7 @@ impl Checker<'_> {
                         .push(no_provenance(cx.file, args[0].value.span, &t));
                 }
                 if !matches!(cx.scope, Scope::Rule(_)) {
-                    return self.error(
-                        Diagnostic::error(
-                            "check::misplaced",
-                            cx.file,
-                            span,
-                            format!("`{bname}` is only available in rule conditions"),
-                        )
-                        .with_label("not here")
-                        .with_help("where a value was taken from is read by rules, from the session's provenance graph"),
-                    );
+                    return self.error(rules_only(cx.file, span, bname));
                 }
                 if bname == "sources" {
                     return Type::Set(Box::new(Type::Enum(fields::ORIGINS)));
@@ -1665,6 +1647,18 @@ fn hook_with_field(path: &str) -> Option<&'static str> {
 fn sorted(mut v: Vec<&str>) -> Vec<&str> {
     v.sort_unstable();
     v
+}
+
+/// A provenance builtin outside a rule condition: the session's graph is read by rules.
+fn rules_only(file: FileId, span: Span, name: &str) -> Diagnostic {
+    Diagnostic::error(
+        "check::misplaced",
+        file,
+        span,
+        format!("`{name}` is only available in rule conditions"),
+    )
+    .with_label("not here")
+    .with_help("where a value was taken from is read from the session's provenance graph, by rules")
 }
 
 fn mismatch(file: FileId, span: Span, what: &str, wanted: &str, got: &Type) -> Diagnostic {

@@ -1085,6 +1085,15 @@ impl<'a> Lower<'a> {
         0
     }
 
+    /// The constant of an origin written bare or quoted (`tool_output`, `"retrieved"`).
+    fn origin_const(&mut self, e: &Expr) -> u32 {
+        let origin = match &e.kind {
+            ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
+            _ => String::new(),
+        };
+        self.str_const(&origin)
+    }
+
     fn call(
         &mut self,
         frame: &mut Frame,
@@ -1125,11 +1134,7 @@ impl<'a> Lower<'a> {
                 }
                 "derived_from" => {
                     self.expr(frame, &args[0].value, code);
-                    let origin = match &args[1].value.kind {
-                        ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
-                        _ => String::new(),
-                    };
-                    let k = self.str_const(&origin);
+                    let k = self.origin_const(&args[1].value);
                     Self::emit(code, Op::DerivedFrom(k), span);
                 }
                 "sources" => {
@@ -1138,11 +1143,7 @@ impl<'a> Lower<'a> {
                 }
                 "found_in" => {
                     self.expr(frame, &args[0].value, code);
-                    let origin = match &args[1].value.kind {
-                        ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
-                        _ => String::new(),
-                    };
-                    let k = self.str_const(&origin);
+                    let k = self.origin_const(&args[1].value);
                     Self::emit(code, Op::FoundIn(k), span);
                 }
                 "taken_from" | "taken_only_from" => {
@@ -1155,11 +1156,7 @@ impl<'a> Lower<'a> {
                         let bit = self.label_bit(frame, what);
                         Self::emit(code, Op::TakenFromLabel(bit, all), span);
                     } else {
-                        let origin = match &what.kind {
-                            ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
-                            _ => String::new(),
-                        };
-                        let k = self.str_const(&origin);
+                        let k = self.origin_const(what);
                         Self::emit(code, Op::TakenFromOrigin(k, all), span);
                     }
                 }

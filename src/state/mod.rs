@@ -233,8 +233,6 @@ pub struct Scalars {
     label_seen: [u64; 64],
     /// Labels of everything that entered the context in the current turn.
     pub turn_labels: u64,
-    /// Own origins (bits) of everything that entered the context in the current turn.
-    pub turn_origins: u8,
     /// Labels of everything that ever entered the context (what a subagent's summary carries
     /// back to its parent).
     pub session_labels: u64,
@@ -249,7 +247,6 @@ impl Default for Scalars {
             turn: 0,
             label_seen: [0; 64],
             turn_labels: 0,
-            turn_origins: 0,
             session_labels: 0,
             now_ms: 0,
             intent: None,
@@ -1049,7 +1046,6 @@ impl<'a> Draft<'a> {
     fn next_turn(&mut self) {
         self.scalars.turn += 1;
         self.scalars.turn_labels = 0;
-        self.scalars.turn_origins = 0;
     }
 
     fn insert_provenance(
@@ -1093,7 +1089,7 @@ impl<'a> Draft<'a> {
             };
             if let Some(n) = self.node(id) {
                 // Known content seen again: it is in the context now.
-                self.entered(n.labels, n.own_origin);
+                self.entered(n.labels);
                 step |= n.labels;
                 continue;
             }
@@ -1104,7 +1100,7 @@ impl<'a> Draft<'a> {
                 .unwrap_or_default();
             let node = self.make_node(program, prov, &parents, inherited, budget)?;
             self.new_nodes.push((Arc::from(id), node));
-            self.entered(node.labels, node.own_origin);
+            self.entered(node.labels);
             step |= node.labels;
         }
         self.step = step_id.map(|id| (id, step));
@@ -1275,8 +1271,7 @@ impl<'a> Draft<'a> {
         })
     }
 
-    fn entered(&mut self, labels: u64, origin: u8) {
-        self.scalars.turn_origins |= origin;
+    fn entered(&mut self, labels: u64) {
         self.scalars.turn_labels |= labels;
         self.scalars.session_labels |= labels;
         let mut bits = labels;

@@ -308,6 +308,23 @@ impl Builder<'_> {
         );
     }
 
+    /// A tool's name written bare or quoted (`effect … for NAME`, `tool NAME(…)`), and whether
+    /// it was quoted.
+    fn tool_name(&mut self, pair: Pair<Rule>) -> Option<(StringLit, bool)> {
+        let pair = pair.into_inner().next()?;
+        if pair.as_rule() == Rule::string {
+            return Some((self.string(pair), true));
+        }
+        let id = self.ident(pair);
+        Some((
+            StringLit {
+                value: id.name,
+                span: id.span,
+            },
+            false,
+        ))
+    }
+
     /// `string`, `[number]`, …: an unknown type name is reported and read as `any`.
     fn arg_type(&mut self, pair: Pair<Rule>) -> Option<ArgType> {
         let inner = pair.into_inner().next()?;
@@ -347,17 +364,7 @@ impl Builder<'_> {
             }),
             Rule::effect_decl => {
                 let name = self.ident(inner.next()?);
-                let tool_pair = inner.next()?.into_inner().next()?;
-                let tool_quoted = tool_pair.as_rule() == Rule::string;
-                let tool = if tool_quoted {
-                    self.string(tool_pair)
-                } else {
-                    let id = self.ident(tool_pair);
-                    StringLit {
-                        value: id.name,
-                        span: id.span,
-                    }
-                };
+                let (tool, tool_quoted) = self.tool_name(inner.next()?)?;
                 let mut not_executed_on_error = false;
                 let mut lease = None;
                 let mut key = Vec::new();
@@ -385,17 +392,7 @@ impl Builder<'_> {
                 })
             }
             Rule::tool_decl => {
-                let name_pair = inner.next()?.into_inner().next()?;
-                let quoted = name_pair.as_rule() == Rule::string;
-                let name = if quoted {
-                    self.string(name_pair)
-                } else {
-                    let id = self.ident(name_pair);
-                    StringLit {
-                        value: id.name,
-                        span: id.span,
-                    }
-                };
+                let (name, quoted) = self.tool_name(inner.next()?)?;
                 let mut params = Vec::new();
                 for p in inner {
                     let pspan = self.span(&p);
