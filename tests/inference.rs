@@ -1,0 +1,133 @@
+//! Lineage inference (docs/state.md): for arguments sent without `derived_from`, a value copied
+//! from content that entered the session is found there, with that content's origin; a value
+//! found nowhere has unknown sources (an external source), never the user's.
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use warden::guardian::{Guardian, Policy};
+
+const POLICY: &str = r#"
+rule from_user on toolCallRequest when tool.name == "u" and taken_from(args.x, user_input)
+  => deny "from.user"
+rule from_tool on toolCallRequest when tool.name == "t" and taken_from(args.x, tool_output)
+  => deny "from.tool"
+rule from_outside on toolCallRequest when tool.name == "e" and taken_only_from(args.x, external)
+  => deny "from.outside"
+rule found on toolCallRequest when tool.name == "f" and found_in(args.x, user_input)
+  => deny "found.user"
+default allow
+"#;
+
+struct Session {
+    guardian: Guardian,
+    n: u64,
+}
+
+impl Session {
+    fn new() -> Self {
+        Session {
+            guardian: Guardian::new(Policy::from_source("inference.ward", POLICY).unwrap()),
+            n: 0,
+        }
+    }
+
+    fn send(&mut self, method: &str, payload: Value) -> Value {
+        self.n += 1;
+        let req = json!({
+            "jsonrpc": "2.0", "id": self.n, "method": method,
+            "params": {
+                "acs_version": "0.1.0",
+                "request_id": format!("00000000-0000-4000-8000-{:012}", self.n),
+                "timestamp": "2026-01-01T00:00:00Z",
+                "metadata": {"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001",
+                             "turn_id": "t1"},
+                "payload": payload,
+            }
+        });
+        serde_json::from_slice(&self.guardian.handle(req.to_string().as_bytes())).unwrap()
+    }
+
+    fn user(&mut self, text: &str) {
+        let id = format!("user-{}", self.n);
+        self.send(
+            "steps/userMessage",
+            json!({"content": [{"type": "text", "value": text,
+                                "provenance": {"provenance_id": id, "origin": "user_input"}}]}),
+        );
+    }
+
+    fn output(&mut self, text: &str) {
+        let id = format!("out-{}", self.n);
+        self.send(
+            "steps/toolCallResult",
+            json!({"tool": {"name": "read"}, "exit_status": "success",
+                   "outputs": [{"value": text,
+                                "provenance": {"provenance_id": id, "origin": "tool_output"}}]}),
+        );
+    }
+
+    /// A call of `tool` whose argument `x` carries no lineage (as most platforms send it).
+    fn call(&mut self, tool: &str, x: &str) -> String {
+        let r = self.send(
+            "steps/toolCallRequest",
+            json!({"tool": {"name": tool}, "arguments": {"x": {"value": x,
+                   "provenance": {"origin": "agent_generated"}}}}),
+        );
+        r["result"]["decision"]
+            .as_str()
+            .unwrap_or("error")
+            .to_string()
+    }
+}
+
+/// Identifier-like values: e-mail addresses, account ids, hosts.
+fn ident() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z]{3,8}@[a-z]{3,8}\\.(com|org)",
+        "[A-Z]{2}[0-9]{2}[A-Z0-9]{12}",
+        "[a-z]{4,10}\\.(example|test)",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn a_value_copied_from_content_is_found_with_its_origin(
+        typed in ident(), read in ident(), fresh in ident(), filler in "[a-z ]{0,40}",
+    ) {
+        prop_assume!(typed.to_lowercase() != read.to_lowercase());
+        prop_assume!(fresh.to_lowercase() != typed.to_lowercase());
+        prop_assume!(fresh.to_lowercase() != read.to_lowercase());
+        let mut s = Session::new();
+        s.user(&format!("please use {typed} {filler}"));
+        s.output(&format!("{filler} the account is {read}."));
+        // Copied from the user's request: taken from user input, found there.
+        prop_assert_eq!(s.call("u", &typed), "deny");
+        prop_assert_eq!(s.call("f", &typed), "deny");
+        // Copied from a tool output: taken from it, and not found in what the user typed.
+        prop_assert_eq!(s.call("t", &read), "deny");
+        prop_assert_eq!(s.call("u", &read), "allow");
+        prop_assert_eq!(s.call("f", &read), "allow");
+        // Found nowhere: unknown, which is an external source and never the user's.
+        prop_assert_eq!(s.call("u", &fresh), "allow");
+        prop_assert_eq!(s.call("f", &fresh), "allow");
+        prop_assert_eq!(s.call("e", &fresh), "deny");
+    }
+}
+
+#[test]
+fn a_value_without_tokens_has_unknown_sources() {
+    let mut s = Session::new();
+    s.user("send it");
+    assert_eq!(s.call("u", "ok"), "allow");
+    assert_eq!(s.call("e", "ok"), "deny");
+}
+
+#[test]
+fn urls_match_without_scheme_or_www() {
+    let mut s = Session::new();
+    s.output("see www.Example-Site.com/page/ for details");
+    assert_eq!(s.call("t", "https://example-site.com/page"), "deny");
+    assert_eq!(s.call("u", "https://example-site.com/page"), "allow");
+}
