@@ -15,6 +15,8 @@ rule from_outside on toolCallRequest when tool.name == "e" and taken_only_from(a
   => deny "from.outside"
 rule found on toolCallRequest when tool.name == "f" and found_in(args.x, user_input)
   => deny "found.user"
+rule inferred on toolCallRequest when tool.name == "i" and lineage_inferred(args.x)
+  => deny "inferred"
 default allow
 "#;
 
@@ -114,6 +116,20 @@ proptest! {
         prop_assert_eq!(s.call("f", &fresh), "allow");
         prop_assert_eq!(s.call("e", &fresh), "deny");
     }
+}
+
+#[test]
+fn a_rule_can_tell_inferred_lineage_from_declared() {
+    let mut s = Session::new();
+    s.user("pay bob@bank.example");
+    assert_eq!(s.call("i", "bob@bank.example"), "deny");
+    let r = s.send(
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "i"}, "arguments": {"x": {"value": "bob@bank.example",
+               "provenance": {"provenance_id": "d1", "origin": "agent_generated",
+                              "derived_from": ["user-0"]}}}}),
+    );
+    assert_eq!(r["result"]["decision"], "allow");
 }
 
 #[test]

@@ -93,6 +93,11 @@ pub const BUILTINS: &[(&str, usize, &str)] = &[
         "the origins of the places a value was taken from (its direct sources), e.g. {\"user_input\"}",
     ),
     (
+        "lineage_inferred",
+        1,
+        "whether a value's sources were inferred from the session's content (no declared lineage)",
+    ),
+    (
         "found_in",
         2,
         "whether every token of a value appeared in content of this origin (lineage inference)",
@@ -979,6 +984,17 @@ impl Checker<'_> {
                         .push(no_provenance(cx.file, args[0].value.span, &t));
                 }
                 self.origin_arg(cx, &args[1].value);
+                Type::Bool
+            }
+            "lineage_inferred" => {
+                let t = self.expr(cx, &args[0].value);
+                if !t.carries_provenance() {
+                    self.diagnostics
+                        .push(no_provenance(cx.file, args[0].value.span, &t));
+                }
+                if !matches!(cx.scope, Scope::Rule(_)) {
+                    return self.error(rules_only(cx.file, span, bname));
+                }
                 Type::Bool
             }
             "found_in" => {

@@ -1141,6 +1141,10 @@ impl<'a> Lower<'a> {
                     self.expr(frame, &args[0].value, code);
                     Self::emit(code, Op::Sources, span);
                 }
+                "lineage_inferred" => {
+                    self.expr(frame, &args[0].value, code);
+                    Self::emit(code, Op::LineageInferred, span);
+                }
                 "found_in" => {
                     self.expr(frame, &args[0].value, code);
                     let k = self.origin_const(&args[1].value);

@@ -104,6 +104,8 @@ pub enum Op {
     DerivedFrom(u32),
     /// Pop a carrier; push the origins of its direct sources, as a list of strings.
     Sources,
+    /// Pop a carrier; push whether its sources were inferred rather than declared.
+    LineageInferred,
     /// Pop a value (or carrier); push whether every one of its tokens appeared in content of
     /// origin constant `k` (lineage inference, whatever lineage was declared).
     FoundIn(u32),

@@ -366,6 +366,15 @@ pub fn run<'a>(
                 traced_call!(r, stack.len(), &[v]);
                 stack.push(r);
             }
+            Op::LineageInferred => {
+                let v = pop!();
+                let r = env
+                    .state
+                    .node_of(program, &v)
+                    .map_or(Val::Undef, |n| Val::Bool(n.inferred));
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
+            }
             Op::Sources => {
                 let v = pop!();
                 let r = match env.state.node_of(program, &v) {
