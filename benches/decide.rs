@@ -2,7 +2,8 @@
 //! clone, provenance update, rules, combination, history commit). `handle`: envelope bytes in,
 //! response bytes out through `Guardian::handle` (strict JSON decode and encode included).
 //! `rego`: a Rego value per decision. `effects`: a call with a declared effect and its result,
-//! after H effect keys.
+//! after H effect keys. `inference`: the embedded default policy deciding a payment whose
+//! recipient came without lineage, after H tool outputs were indexed for lineage inference.
 //!
 //! Results and the machine they ran on: benches/RESULTS.md.
 
@@ -240,5 +241,73 @@ fn effects(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide, handle, rego, effects);
+/// A call whose destination argument has no declared lineage, decided by the embedded default
+/// policy (`taken_from` and `found_in` both infer its sources from the token index), after H
+/// tool outputs of distinct identifiers entered the session.
+fn inference(c: &mut Criterion) {
+    let policy = Policy::embedded_default();
+    let program = policy.program().clone();
+    let mut group = c.benchmark_group("inference");
+    let env = |n: u64, method: &str, payload: serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": n, "method": method, "params": {
+            "acs_version": "0.1.0",
+            "request_id": format!("00000000-0000-4000-8000-{n:012}"),
+            "timestamp": "2026-01-01T00:00:00Z",
+            "metadata": {"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001",
+                         "turn_id": "t1"},
+            "payload": payload}})
+    };
+    for &h in &[10u64, 1_000, 100_000] {
+        let mut events = vec![env(
+            0,
+            "steps/userMessage",
+            json!({"content": [{"type": "text",
+                "value": "send 100 to DE89370400440532013000 for the rent",
+                "provenance": {"provenance_id": "u0", "origin": "user_input"}}]}),
+        )];
+        for i in 1..=h {
+            events.push(env(
+                i,
+                "steps/toolCallResult",
+                json!({"tool": {"name": "list"}, "exit_status": "success", "outputs": [{
+                    "value": format!("account XX{i:020} of user{i}@corp.example"),
+                    "provenance": {"provenance_id": format!("o{i}"), "origin": "tool_output"}}]}),
+            ));
+        }
+        let mut state = state_after(&policy, &events);
+        let probe = env(
+            h + 1,
+            "steps/toolCallRequest",
+            json!({"tool": {"name": "send_money"}, "arguments": {
+                "recipient": {"value": "DE89370400440532013000",
+                              "provenance": {"origin": "agent_generated"}},
+                "amount": {"value": 100, "provenance": {"origin": "agent_generated"}}}}),
+        );
+        let step = Step::new(&probe);
+        assert_eq!(
+            decide_event(
+                &program,
+                step.hook,
+                &mut state.clone(),
+                &step.event(),
+                false
+            )
+            .unwrap()
+            .kind,
+            DecisionKind::Allow,
+            "the user's own recipient is allowed"
+        );
+        group.bench_with_input(BenchmarkId::from_parameter(h), &h, |b, _| {
+            b.iter(|| {
+                let ev = step.event();
+                let d =
+                    decide_event(&program, step.hook, black_box(&mut state), &ev, false).unwrap();
+                black_box(d.kind)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decide, handle, rego, effects, inference);
 criterion_main!(benches);
