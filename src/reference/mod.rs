@@ -832,6 +832,14 @@ impl<'c> Reference<'c> {
                         current: None,
                         vars: Vec::new(),
                     };
+                    // docs/language.md §10: a rule limited to some tools by a top-level
+                    // `tool.name == "X"` / `tool.name in {…}` conjunct (the first one) runs only
+                    // for those tools, as if that conjunct were tested first.
+                    if let Some(filter) = tool_filter(&mut cx, when) {
+                        if !matches!(truth(&mut cx, filter), Ok(Some(true))) {
+                            continue;
+                        }
+                    }
                     match truth(&mut cx, when) {
                         Ok(r) => r == Some(true),
                         Err(Fail::Type(why)) => {
@@ -1208,4 +1216,33 @@ fn merge(
         }
     }
     Ok(Ok(m))
+}
+
+/// The first top-level conjunct of a condition that limits it to named tools: `tool.name ==
+/// "X"` or `tool.name in C` with `C` a constant collection of strings.
+fn tool_filter<'e>(cx: &mut Cx<'_>, e: &'e Expr) -> Option<&'e Expr> {
+    match &e.kind {
+        ExprKind::Binary(BinaryOp::And, a, b) => tool_filter(cx, a).or_else(|| tool_filter(cx, b)),
+        ExprKind::Binary(op @ (BinaryOp::Eq | BinaryOp::In), lhs, rhs) => {
+            let is_tool_name = matches!(&lhs.kind, ExprKind::Member(base, f)
+                if f.name == "name" && matches!(&base.kind, ExprKind::Name(n) if n == "tool"));
+            let constant = !matches!(
+                rhs.kind,
+                ExprKind::Member(..) | ExprKind::Index(..) | ExprKind::Call(..)
+            );
+            if !is_tool_name || !constant {
+                return None;
+            }
+            match (op, eval::value(cx, rhs)) {
+                (BinaryOp::Eq, Ok(eval::V::Str(_))) => Some(e),
+                (BinaryOp::In, Ok(eval::V::List(items)))
+                    if !items.is_empty() && items.iter().all(|i| matches!(i, eval::V::Str(_))) =>
+                {
+                    Some(e)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
