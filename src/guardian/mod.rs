@@ -1364,9 +1364,7 @@ pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>
     state.ensure_slots(program);
     let changes = {
         let mut draft = Draft::new(state);
-        if draft.begin_event(program, ev, &mut budget).is_err() {
-            return;
-        }
+        draft.begin_event(program, ev);
         if draft.begin_effects(program, ev, &mut budget).is_err()
             || draft.record_history(program, ev, &mut budget).is_err()
         {
@@ -1384,11 +1382,10 @@ pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>
 /// Takes in the content of a step whose decision failed, with the labels it earns (as
 /// [`decide_event`] does on a failure), without running the rules.
 pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
-    let mut budget = Budget::new(program.budget);
     state.ensure_slots(program);
     let changes = {
         let mut draft = Draft::new(state);
-        let _ = draft.begin_event(program, ev, &mut budget);
+        draft.begin_event(program, ev);
         draft.into_taint_changes()
     };
     state.apply_taint(program, changes);
@@ -1422,7 +1419,8 @@ pub fn decide_event(
     state.ensure_slots(program);
     let (decision, changes) = {
         let mut draft = Draft::new(state);
-        draft.begin_event(program, ev, &mut budget)?;
+        // Taking the content in cannot fail: its labels have a budget of their own.
+        draft.begin_event(program, ev);
         let decided = decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget);
         match decided {
             // A refused Intent stays refused even though the step does not go ahead.
@@ -1477,85 +1475,81 @@ fn decide_in_draft(
             ));
         }
     }
-    {
-        let budget = &mut *budget;
-        draft.begin_effects(program, ev, budget)?;
-        let tool = ev
-            .payload
-            .get("tool")
-            .and_then(|t| t.get("name"))
-            .and_then(Value::as_str);
-        let mut fired = Vec::new();
-        let mut traces = Vec::new();
-        let rego_cache = vm::RegoCache::default();
-        let mut decision = {
-            let env = Env {
-                program,
-                payload: ev.payload,
-                metadata: ev.metadata,
-                state: draft,
-                rego_cache: Some(&rego_cache),
-            };
-            let mut ids = program.rules_for(hook.method, tool);
-            if let Some(method) = ev.wrapped_method {
-                ids.extend(program.rules_for(method, tool));
-                ids.sort_unstable();
-                ids.dedup();
-            }
-            for id in ids {
-                let rule = &program.rules[id as usize];
-                let mut obs = Vec::new();
-                let result = vm::run(&env, &rule.code, budget, explain.then_some(&mut obs))
-                    .map_err(|e| e.in_rule(&rule.qualified))?;
-                let truth = result
-                    .truth_checked("a rule's condition")
-                    .map_err(|message| VmError::Type {
-                        message,
-                        span: rule.code.spans.last().copied().unwrap_or_default(),
-                        rule: Some(rule.qualified.clone()),
-                    })?;
-                let mut fires = truth == Some(true);
-                match (fires, rule.rego_source) {
-                    (true, Some(source)) => {
-                        let messages = rego_messages(rule, env.rego(source, &[])?);
-                        fires = !messages.is_empty();
-                        fired.extend(messages.into_iter().map(|t| (id, Some(t))));
-                    }
-                    (true, None) => fired.push((id, None)),
-                    _ => {}
-                }
-                if explain {
-                    traces.push(RuleTrace {
-                        rule: format!("{}.{}", rule.module, rule.name),
-                        file: rule.file,
-                        span: rule.span,
-                        fired: fires,
-                        observations: obs,
-                        masked: Arc::default(),
-                    });
-                }
-            }
-            decide::combine_fired(program, hook, &fired, &env, budget)?
+    draft.begin_effects(program, ev, budget)?;
+    let tool = ev
+        .payload
+        .get("tool")
+        .and_then(|t| t.get("name"))
+        .and_then(Value::as_str);
+    let mut fired = Vec::new();
+    let mut traces = Vec::new();
+    let rego_cache = vm::RegoCache::default();
+    let mut decision = {
+        let env = Env {
+            program,
+            payload: ev.payload,
+            metadata: ev.metadata,
+            state: draft,
+            rego_cache: Some(&rego_cache),
         };
-        // An ask on a tool call is bound to the exact action (docs/effects.md).
-        if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
-            if let Some(action) = crate::state::Action::of(ev.payload, ev.metadata) {
-                let found = draft.find_approval(&action);
-                decision =
-                    decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms);
+        let mut ids = program.rules_for(hook.method, tool);
+        if let Some(method) = ev.wrapped_method {
+            ids.extend(program.rules_for(method, tool));
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        for id in ids {
+            let rule = &program.rules[id as usize];
+            let mut obs = Vec::new();
+            let result = vm::run(&env, &rule.code, budget, explain.then_some(&mut obs))
+                .map_err(|e| e.in_rule(&rule.qualified))?;
+            let truth = result
+                .truth_checked("a rule's condition")
+                .map_err(|message| VmError::Type {
+                    message,
+                    span: rule.code.spans.last().copied().unwrap_or_default(),
+                    rule: Some(rule.qualified.clone()),
+                })?;
+            let mut fires = truth == Some(true);
+            match (fires, rule.rego_source) {
+                (true, Some(source)) => {
+                    let messages = rego_messages(rule, env.rego(source, &[])?);
+                    fires = !messages.is_empty();
+                    fired.extend(messages.into_iter().map(|t| (id, Some(t))));
+                }
+                (true, None) => fired.push((id, None)),
+                _ => {}
+            }
+            if explain {
+                traces.push(RuleTrace {
+                    rule: format!("{}.{}", rule.module, rule.name),
+                    file: rule.file,
+                    span: rule.span,
+                    fired: fires,
+                    observations: obs,
+                    masked: Arc::default(),
+                });
             }
         }
-        if explain {
-            let secrets = explain::Secrets::of(program, draft, ev.payload);
-            explain::redact(&mut traces, &secrets);
-            decision.trace = traces;
+        decide::combine_fired(program, hook, &fired, &env, budget)?
+    };
+    // An ask on a tool call is bound to the exact action (docs/effects.md).
+    if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
+        if let Some(action) = crate::state::Action::of(ev.payload, ev.metadata) {
+            let found = draft.find_approval(&action);
+            decision = decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms);
         }
-        if decision.proceeds() {
-            draft.record_history(program, ev, budget)?;
-            decision.effect_outcome = draft.record_effects(program, ev);
-        }
-        Ok(decision)
     }
+    if explain {
+        let secrets = explain::Secrets::of(program, draft, ev.payload);
+        explain::redact(&mut traces, &secrets);
+        decision.trace = traces;
+    }
+    if decision.proceeds() {
+        draft.record_history(program, ev, budget)?;
+        decision.effect_outcome = draft.record_effects(program, ev);
+    }
+    Ok(decision)
 }
 
 /// The decisions a Rego deny set asks for: one per message. A message is a string (the

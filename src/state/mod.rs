@@ -49,9 +49,12 @@ pub struct Node {
     pub inferred: bool,
 }
 
-impl Node {
-    pub fn own_origin(&self) -> u8 {
-        self.own_origin
+/// What the inference index files for a token of `node`'s content.
+fn seen_in(node: &Node) -> infer::Seen {
+    infer::Seen {
+        origins: node.own_origin,
+        labels_any: node.labels,
+        labels_all: node.labels,
     }
 }
 
@@ -939,10 +942,7 @@ impl<'a> Draft<'a> {
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            return Some(
-                self.make_node(program, prov, &parents, 0, &mut Budget::new(1))
-                    .unwrap_or_else(|_| unknown_node(program, self.scalars.turn)),
-            );
+            return Some(self.make_node(program, prov, &parents, 0));
         };
         Some(
             self.node(id)
@@ -977,12 +977,7 @@ impl<'a> Draft<'a> {
 
     /// Applies the event's effect on turns, intent and the provenance graph, before rules run
     /// (so rules see the content this very event brings in).
-    pub fn begin_event(
-        &mut self,
-        program: &Program,
-        ev: &Event<'_>,
-        budget: &mut Budget,
-    ) -> Result<(), VmError> {
+    pub fn begin_event(&mut self, program: &Program, ev: &Event<'_>) {
         if let Some(t) = ev.time_ms {
             self.scalars.now_ms = self.scalars.now_ms.max(t);
         }
@@ -1009,7 +1004,7 @@ impl<'a> Draft<'a> {
                 _ => {}
             }
         }
-        self.insert_provenance(program, ev, budget)
+        self.insert_provenance(program, ev);
     }
 
     fn track_turn(&mut self, ev: &Event<'_>) {
@@ -1048,19 +1043,14 @@ impl<'a> Draft<'a> {
         self.scalars.turn_labels = 0;
     }
 
-    fn insert_provenance(
-        &mut self,
-        program: &Program,
-        ev: &Event<'_>,
-        budget: &mut Budget,
-    ) -> Result<(), VmError> {
+    fn insert_provenance(&mut self, program: &Program, ev: &Event<'_>) {
         let mut found: Vec<&Value> = Vec::new();
         collect_provenance(ev.payload, &mut found, 0);
         let step_id = uuid_bits(ev.request_id);
         if found.is_empty() {
             // A step with no content is known to carry nothing (compaction may name it).
             self.step = step_id.map(|id| (id, 0));
-            return Ok(());
+            return;
         }
         // Compaction: the summary inherits the labels of the steps it replaces.
         let inherited = if ev.method == "steps/postCompact" {
@@ -1098,14 +1088,13 @@ impl<'a> Draft<'a> {
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            let node = self.make_node(program, prov, &parents, inherited, budget)?;
+            let node = self.make_node(program, prov, &parents, inherited);
             self.new_nodes.push((Arc::from(id), node));
             self.entered(node.labels);
             step |= node.labels;
         }
         self.step = step_id.map(|id| (id, step));
         self.index_content(program, ev);
-        Ok(())
     }
 
     /// Files the tokens of the content this event brings in (not a call's own arguments: the
@@ -1127,11 +1116,7 @@ impl<'a> Draft<'a> {
             let Some(node) = self.node(id) else { continue };
             found.clear();
             infer::value_tokens(value, &mut found, 0);
-            let seen = infer::Seen {
-                origins: node.own_origin,
-                labels_any: node.labels,
-                labels_all: node.labels,
-            };
+            let seen = seen_in(&node);
             for t in found.drain(..) {
                 self.new_tokens.push((Arc::from(t.as_str()), seen));
             }
@@ -1140,16 +1125,10 @@ impl<'a> Draft<'a> {
         if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") {
             if let Some(raw) = ev.payload.pointer("/intent/raw").and_then(Value::as_str) {
                 let prov = serde_json::json!({"provenance_id": "", "origin": "user_input"});
-                if let Ok(node) = self.make_node(program, &prov, &[], 0, &mut Budget::new(1)) {
-                    let seen = infer::Seen {
-                        origins: node.own_origin,
-                        labels_any: node.labels,
-                        labels_all: node.labels,
-                    };
-                    infer::tokens(raw, &mut found);
-                    for t in found.drain(..) {
-                        self.new_tokens.push((Arc::from(t.as_str()), seen));
-                    }
+                let seen = seen_in(&self.make_node(program, &prov, &[], 0));
+                infer::tokens(raw, &mut found);
+                for t in found.drain(..) {
+                    self.new_tokens.push((Arc::from(t.as_str()), seen));
                 }
             }
         }
@@ -1201,19 +1180,11 @@ impl<'a> Draft<'a> {
         node
     }
 
-    fn make_node(
-        &self,
-        program: &Program,
-        prov: &Value,
-        parents: &[&str],
-        extra: u64,
-        budget: &mut Budget,
-    ) -> Result<Node, VmError> {
+    fn make_node(&self, program: &Program, prov: &Value, parents: &[&str], extra: u64) -> Node {
         let origin = prov.get("origin").and_then(Value::as_str).unwrap_or("");
         // Each node's own labels get a budget of their own: ingesting content costs what the
         // (size-capped) payload costs and never eats the rules' budget. A label condition that
         // still cannot finish leaves the node with the labels of unknown lineage.
-        let _ = budget;
         let own = own_labels(program, self, prov, &mut Budget::new(program.budget.max(1)))
             .unwrap_or(program.unknown_labels);
         let mut labels = own | extra;
@@ -1227,7 +1198,7 @@ impl<'a> Draft<'a> {
                     labels |= n.labels;
                     origins |= n.origins;
                     depth = depth.max(n.depth);
-                    source_origins |= n.own_origin();
+                    source_origins |= n.own_origin;
                     source_any |= n.labels;
                     source_all &= n.labels;
                 }
@@ -1258,7 +1229,7 @@ impl<'a> Draft<'a> {
                 source_all = labels;
             }
         }
-        Ok(Node {
+        Node {
             labels,
             origins,
             depth: depth.saturating_add(1),
@@ -1268,7 +1239,7 @@ impl<'a> Draft<'a> {
             source_origins,
             source_any,
             source_all,
-        })
+        }
     }
 
     fn entered(&mut self, labels: u64) {

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::value::{Kind, TypeError};
+use super::value::TypeError;
 use super::Val;
 use crate::compile::{Builtin, Const};
 
@@ -94,14 +94,10 @@ pub fn call<'a>(b: Builtin, args: &[Val<'a>]) -> Result<Val<'a>, TypeError> {
                 .map_or(Val::Undef, |j| Val::Str(Cow::Owned(j.to_string()))),
         },
         Builtin::TypeOf => match args[0].kind() {
-            Some(k) => Val::Str(Cow::Borrowed(kind_word(k))),
+            Some(k) => Val::Str(Cow::Borrowed(k.word())),
             None => Val::Undef,
         },
     })
-}
-
-fn kind_word(k: Kind) -> &'static str {
-    k.word()
 }
 
 /// The host of a URL, lower-cased, without port or credentials.
