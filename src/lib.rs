@@ -17,6 +17,7 @@ pub mod lsp;
 #[cfg(test)]
 mod reference;
 pub mod rego;
+pub mod roles;
 pub mod state;
 pub mod syntax;
 pub mod testing;

@@ -323,3 +323,52 @@ fn every_behaviour_example_runs_as_documented() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The role catalogue table in docs/language.md §5 lists exactly what `src/roles.rs` reads.
+#[test]
+fn the_role_catalogue_is_documented_as_it_is() {
+    let doc = doc();
+    let marker = "<!-- role catalogue: kept equal to src/roles.rs by a test -->";
+    let start = doc
+        .find(marker)
+        .expect("the role catalogue marker in docs/language.md");
+    let rows: Vec<&str> = doc[start..]
+        .lines()
+        .skip(3)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let words = |cell: &str| -> Vec<String> {
+        cell.split(',')
+            .map(|w| w.trim().trim_matches('`').to_string())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let mut documented = Vec::new();
+    let mut endings = Vec::new();
+    for row in &rows {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').collect();
+        let role = cells[0].trim().trim_matches('`').to_string();
+        documented.push((role.clone(), words(cells[1])));
+        for e in words(cells[2]) {
+            endings.push((e, role.clone()));
+        }
+    }
+    let actual: Vec<(String, Vec<String>)> = warden::roles::CATALOGUE
+        .iter()
+        .map(|(r, names)| (r.to_string(), names.iter().map(|n| n.to_string()).collect()))
+        .collect();
+    assert_eq!(
+        documented, actual,
+        "docs/language.md's role catalogue differs from src/roles.rs"
+    );
+    let mut actual_endings: Vec<(String, String)> = warden::roles::SUFFIXES
+        .iter()
+        .map(|(s, r)| (s.to_string(), r.to_string()))
+        .collect();
+    actual_endings.sort();
+    endings.sort();
+    assert_eq!(
+        endings, actual_endings,
+        "the documented name endings differ from src/roles.rs"
+    );
+}

@@ -93,6 +93,16 @@ pub const BUILTINS: &[(&str, usize, &str)] = &[
         "the origins of the places a value was taken from (its direct sources), e.g. {\"user_input\"}",
     ),
     (
+        "requested_by_user",
+        0,
+        "whether this content is the output of a call whose every destination and identifier argument was found in the user's request (the page at the URL the user typed, the file the user named)",
+    ),
+    (
+        "role",
+        1,
+        "the role of the named argument in this call's tool: destination, secret, amount, identifier, text or none (its `tool` declaration's, else the standard catalogue's)",
+    ),
+    (
         "lineage_inferred",
         1,
         "whether a value's sources were inferred from the session's content (no declared lineage)",
@@ -340,10 +350,22 @@ impl Checker<'_> {
                 Type::Json
             }
             ExprKind::Quantifier {
-                var, over, body, ..
+                key,
+                var,
+                over,
+                body,
+                ..
             } => {
                 let ot = self.expr(cx, over);
+                // A map's or `args`' elements are named; a list's are numbered.
+                let key_type = match &ot {
+                    Type::Object(..) => Type::String,
+                    Type::Json | Type::Error => Type::Json,
+                    _ => Type::Number,
+                };
                 let elem = match &ot {
+                    // The elements of a list argument are arguments: each has its own sources.
+                    Type::Arg => Type::Arg,
                     Type::Object(table, prefix) => match map_value_type(*table, prefix) {
                         Some(t) => t,
                         None => {
@@ -381,9 +403,19 @@ impl Checker<'_> {
                     (cx.file, var.span),
                     (Resolution::Variable(var.name.clone()), elem.clone()),
                 );
+                if let Some(k) = key {
+                    self.resolutions.insert(
+                        (cx.file, k.span),
+                        (Resolution::Variable(k.name.clone()), key_type.clone()),
+                    );
+                    cx.vars.push((k.name.clone(), key_type));
+                }
                 cx.vars.push((var.name.clone(), elem));
                 let bt = self.expr(cx, body);
                 cx.vars.pop();
+                if key.is_some() {
+                    cx.vars.pop();
+                }
                 if !bt.is_boolish() {
                     self.diagnostics.push(mismatch(
                         cx.file,
@@ -996,6 +1028,28 @@ impl Checker<'_> {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 Type::Bool
+            }
+            "requested_by_user" => {
+                if matches!(cx.scope, Scope::Const) {
+                    return self.error(rules_only(cx.file, span, bname));
+                }
+                Type::Bool
+            }
+            "role" => {
+                let t = self.expr(cx, &args[0].value);
+                if !t.is_stringish() {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        bname,
+                        "string",
+                        &t,
+                    ));
+                }
+                if !matches!(cx.scope, Scope::Rule(_)) {
+                    return self.error(rules_only(cx.file, span, bname));
+                }
+                Type::Enum(crate::roles::ROLES)
             }
             "found_in" => {
                 self.expr(cx, &args[0].value);

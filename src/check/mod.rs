@@ -1237,7 +1237,8 @@ impl<'a> Checker<'a> {
                 ast::StepKind::Call { args, output, .. } => {
                     for a in args {
                         values.push(&a.value);
-                        origins.extend(a.from.as_ref().map(|f| &f.origin));
+                        origins.extend(a.from.iter().map(|f| &f.origin));
+                        origins.extend(a.element_from.iter().flatten().map(|f| &f.origin));
                     }
                     outputs.extend(output.iter());
                 }

@@ -445,10 +445,15 @@ impl<'a> Checker<'a> {
                 .iter()
                 .find_map(|(_, v)| self.reads_event(unit, v, bound)),
             ExprKind::Quantifier {
-                var, over, body, ..
+                key,
+                var,
+                over,
+                body,
+                ..
             } => self.reads_event(unit, over, bound).or_else(|| {
                 let mut inner = bound.to_vec();
                 inner.push(var.name.clone());
+                inner.extend(key.iter().map(|k| k.name.clone()));
                 self.reads_event(unit, body, &inner)
             }),
             ExprKind::Bool(_)

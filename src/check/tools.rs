@@ -12,6 +12,30 @@ use crate::syntax::ast::{ArgType, BinaryOp, Expr, ExprKind, Item, ToolDecl};
 impl Checker<'_> {
     pub(super) fn check_tool_arguments(&mut self) {
         let loaded = self.loaded;
+        for unit in &loaded.units {
+            for item in &unit.module.items {
+                let Item::Tool(t) = item else { continue };
+                for role in t.params.iter().filter_map(|p| p.role.as_ref()) {
+                    if crate::roles::role_word(&role.name).is_none() {
+                        let mut d = Diagnostic::error(
+                            "check::unknown_role",
+                            unit.file,
+                            role.span,
+                            format!("`{}` is not an argument role", role.name),
+                        )
+                        .with_label("not a role");
+                        d = match did_you_mean(&role.name, crate::roles::ROLES.iter().copied()) {
+                            Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                            None => d.with_help(format!(
+                                "the roles are {}",
+                                crate::roles::ROLES.join(", ")
+                            )),
+                        };
+                        self.diagnostics.push(d);
+                    }
+                }
+            }
+        }
         let tools: HashMap<&str, &ToolDecl> = loaded
             .units
             .iter()

@@ -285,6 +285,7 @@ impl Checker<'_> {
                 for q in found {
                     let ExprKind::Quantifier {
                         kind,
+                        key,
                         var,
                         over,
                         body,
@@ -292,6 +293,9 @@ impl Checker<'_> {
                     else {
                         continue;
                     };
+                    if let Some(k) = key {
+                        self.check_shadow(file, k, "quantifier variable");
+                    }
                     self.check_shadow(file, var, "quantifier variable");
                     let op = match body.kind {
                         ExprKind::Binary(op @ (BinaryOp::Or | BinaryOp::And), ..) => op,
@@ -307,7 +311,11 @@ impl Checker<'_> {
                         QuantifierKind::All => "all",
                     };
                     let over_text = text.get(over.span.range()).unwrap_or("…");
-                    let head = format!("{word} {} in {over_text}:", var.name);
+                    let vars = match key {
+                        Some(k) => format!("{}, {}", k.name, var.name),
+                        None => var.name.clone(),
+                    };
+                    let head = format!("{word} {vars} in {over_text}:");
                     let body_text = text.get(body.span.range()).unwrap_or("…");
                     self.diagnostics.push(
                         Diagnostic::error(

@@ -339,6 +339,10 @@ impl<'a> Lower<'a> {
                                 name: Arc::from(p.name.name.as_str()),
                                 optional: p.optional,
                                 ty: p.ty.clone(),
+                                role: p
+                                    .role
+                                    .as_ref()
+                                    .and_then(|r| crate::roles::role_word(&r.name)),
                             })
                             .collect();
                         self.program.tools.insert(
@@ -902,15 +906,28 @@ impl<'a> Lower<'a> {
             ),
             ExprKind::Quantifier {
                 kind,
+                key,
                 var,
                 over,
                 body,
             } => {
                 self.expr(frame, over, code);
+                if self.type_of(frame, over) == Some(Type::Arg) {
+                    Self::emit(code, Op::Elements, over.span);
+                }
+                let key_slot = match key {
+                    Some(k) => {
+                        let slot = frame.next_var;
+                        frame.next_var += 1;
+                        frame.vars.push((k.name.clone(), slot));
+                        slot
+                    }
+                    None => u16::MAX,
+                };
                 let slot = frame.next_var;
                 frame.next_var += 1;
                 frame.vars.push((var.name.clone(), slot));
-                Self::emit(code, Op::IterStart(slot), e.span);
+                Self::emit(code, Op::IterStart(key_slot), e.span);
                 let next = Self::emit(code, Op::IterNext(slot, 0), e.span);
                 self.value(frame, body, code);
                 let step = Self::emit(code, Op::Return, e.span);
@@ -922,6 +939,9 @@ impl<'a> Lower<'a> {
                     QuantifierKind::All => Op::AllStep(next as u32, done),
                 };
                 frame.vars.pop();
+                if key.is_some() {
+                    frame.vars.pop();
+                }
             }
             ExprKind::History(h) => self.history(frame, h, e.span, code),
         }
@@ -1144,6 +1164,13 @@ impl<'a> Lower<'a> {
                 "lineage_inferred" => {
                     self.expr(frame, &args[0].value, code);
                     Self::emit(code, Op::LineageInferred, span);
+                }
+                "requested_by_user" => {
+                    Self::emit(code, Op::Requested, span);
+                }
+                "role" => {
+                    self.value(frame, &args[0].value, code);
+                    Self::emit(code, Op::Role, span);
                 }
                 "found_in" => {
                     self.expr(frame, &args[0].value, code);

@@ -146,9 +146,17 @@ pub enum Op {
     Present,
     /// Pop `n` values; push a list of them.
     MakeList(u16),
-    /// Pop a collection; begin iterating it into variable `v`.
+    /// Push whether the event's content is the output of a call the user requested
+    /// (`Draft::requested_now`).
+    Requested,
+    /// Pop an argument name; push its role in this call's tool (`Program::argument_role`).
+    Role,
+    /// Pop a list argument; push its elements, each an argument with its own provenance.
+    Elements,
+    /// Pop a collection; begin iterating it. Each element's name or position goes into variable
+    /// `k` (`u16::MAX`: no key variable).
     IterStart(u16),
-    /// Bind the next element to variable `v`, or jump to `exit` when done.
+    /// Bind the next element (and its key) to variable `v`, or jump to `exit` when done.
     IterNext(u16, u32),
     /// Pop the body's result. `any`: true → finish with true, jump to `done`; else loop.
     AnyStep(u32, u32),
@@ -378,6 +386,19 @@ pub struct ToolParamSpec {
     pub name: Arc<str>,
     pub optional: bool,
     pub ty: crate::syntax::ast::ArgType,
+    /// The declared role (`as ROLE`), a word of `roles::ROLES`.
+    pub role: Option<&'static str>,
+}
+
+impl Program {
+    /// The role of argument `arg` in a call of `tool`: its declaration's, else the standard
+    /// catalogue's (src/roles.rs).
+    pub fn argument_role(&self, tool: Option<&str>, arg: &str) -> &'static str {
+        tool.and_then(|t| self.tools.get(t))
+            .and_then(|spec| spec.params.iter().find(|p| &*p.name == arg))
+            .and_then(|p| p.role)
+            .unwrap_or_else(|| crate::roles::catalogue_role(arg))
+    }
 }
 
 /// A compiled `matches` pattern; two are equal when their source text is.

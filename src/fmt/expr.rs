@@ -230,12 +230,17 @@ fn flat_into(src: &str, e: &Expr, min: u8, tail: bool, s: &mut String) {
         }
         ExprKind::Quantifier {
             kind,
+            key,
             var,
             over,
             body,
         } => {
             s.push_str(quantifier_word(*kind));
             s.push(' ');
+            if let Some(k) = key {
+                s.push_str(&k.name);
+                s.push_str(", ");
+            }
             s.push_str(&var.name);
             s.push_str(" in ");
             flat_into(src, over, P_CMP_OPERAND, false, s);
@@ -311,12 +316,34 @@ pub(super) fn place_text(p: &Place) -> String {
 }
 
 pub(super) fn flat_call_arg(src: &str, a: &CallArg) -> String {
-    let mut s = format!("{}: {}", a.name.name, flat(src, &a.value, 0, true));
-    if let Some(p) = &a.from {
+    let mut s = format!("{}: {}", a.name.name, flat_arg_value(src, a));
+    if !a.from.is_empty() {
         s.push(' ');
-        s.push_str(&super::items::provenance(p));
+        s.push_str(&super::items::sources(&a.from));
     }
     s
+}
+
+/// A call argument's value; a list whose elements have sources keeps them (`["a" from user]`).
+fn flat_arg_value(src: &str, a: &CallArg) -> String {
+    match &a.value.kind {
+        ExprKind::List(items) if !a.element_from.is_empty() => {
+            let parts: Vec<String> = items
+                .iter()
+                .zip(&a.element_from)
+                .map(|(e, from)| {
+                    let mut s = flat(src, e, 0, true);
+                    if !from.is_empty() {
+                        s.push(' ');
+                        s.push_str(&super::items::sources(from));
+                    }
+                    s
+                })
+                .collect();
+            format!("[{}]", parts.join(", "))
+        }
+        _ => flat(src, &a.value, 0, true),
+    }
 }
 
 fn flat_el(src: &str, el: &El) -> String {
@@ -432,12 +459,17 @@ impl Printer<'_> {
             }
             ExprKind::Quantifier {
                 kind,
+                key,
                 var,
                 over,
                 body,
             } => {
                 self.out.push(quantifier_word(*kind));
                 self.out.push(" ");
+                if let Some(k) = key {
+                    self.out.push(&k.name);
+                    self.out.push(", ");
+                }
                 self.out.push(&var.name);
                 self.out.push(" in ");
                 self.expr(over, P_CMP_OPERAND, false, indent, 1);
@@ -532,13 +564,16 @@ impl Printer<'_> {
             El::CallArg(a) => {
                 self.out.push(&a.name.name);
                 self.out.push(": ");
-                match &a.from {
-                    Some(p) => {
-                        self.expr(&a.value, 0, true, indent, 0);
-                        self.out.push(" ");
-                        self.out.push(&super::items::provenance(p));
-                    }
-                    None => self.expr(&a.value, 0, true, indent, reserve),
+                if !a.element_from.is_empty() {
+                    self.out.push(&flat_arg_value(self.src, a));
+                } else if a.from.is_empty() {
+                    self.expr(&a.value, 0, true, indent, reserve);
+                } else {
+                    self.expr(&a.value, 0, true, indent, 0);
+                }
+                if !a.from.is_empty() {
+                    self.out.push(" ");
+                    self.out.push(&super::items::sources(&a.from));
                 }
             }
             El::Mod(m) => self.modification(m, indent),

@@ -21,6 +21,21 @@ fn path(p: &[Ident]) -> String {
         .join(".")
 }
 
+/// `from X`, or `from [X, Y]` for several sources; empty for none.
+pub(super) fn sources(specs: &[ProvenanceSpec]) -> String {
+    match specs {
+        [] => String::new(),
+        [one] => provenance(one),
+        many => {
+            let parts: Vec<String> = many
+                .iter()
+                .map(|p| provenance(p)["from ".len()..].to_string())
+                .collect();
+            format!("from [{}]", parts.join(", "))
+        }
+    }
+}
+
 pub(super) fn provenance(p: &ProvenanceSpec) -> String {
     let mut s = format!("from {}", p.origin.name);
     if let Some(src) = &p.source {
@@ -425,9 +440,7 @@ impl Printer<'_> {
             }
             StepKind::Call { tool, args, output } => {
                 self.out.push(&format!("call {}", tool.name));
-                let from = args.last().map_or(tool.span.end, |a| {
-                    a.from.as_ref().map_or(a.value.span.end, |p| p.span.end)
-                });
+                let from = args.last().map_or(tool.span.end, |a| a.end());
                 let close = self.find_close(from, b')');
                 let span = Span {
                     start: tool.span.end,

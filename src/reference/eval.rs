@@ -293,18 +293,26 @@ pub fn carrier(cx: &mut Cx<'_>, e: &Expr) -> R<V> {
         }
         ExprKind::Quantifier {
             kind,
+            key,
             var,
             over,
             body,
         } => {
-            let collection = carrier(cx, over)?;
-            let elements = match collection {
+            let mut collection = carrier(cx, over)?;
+            if cx.is_argument(over) {
+                collection = argument_elements(collection)?;
+            }
+            let elements: Vec<(V, V)> = match collection {
                 V::Undef => {
                     cx.view.touch(Touch::QuantifierOverAbsent);
                     return Ok(V::Undef);
                 }
-                V::List(items) => items,
-                V::Obj(members) => members.into_iter().map(|(_, v)| v).collect(),
+                V::List(items) => items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| (V::Num(i as f64), v))
+                    .collect(),
+                V::Obj(members) => members.into_iter().map(|(k, v)| (V::Str(k), v)).collect(),
                 other => {
                     return type_error(format!(
                         "`{}` ranges over a {}",
@@ -315,10 +323,16 @@ pub fn carrier(cx: &mut Cx<'_>, e: &Expr) -> R<V> {
             };
             let is_any = *kind == QuantifierKind::Any;
             let mut saw_undefined = false;
-            for element in elements {
+            for (name, element) in elements {
+                if let Some(k) = key {
+                    cx.vars.push((k.name.clone(), name));
+                }
                 cx.vars.push((var.name.clone(), element));
                 let r = truth(cx, body);
                 cx.vars.pop();
+                if key.is_some() {
+                    cx.vars.pop();
+                }
                 match r? {
                     // `any` stops at the first true body, `all` at the first false one.
                     Some(b) if b == is_any => return Ok(V::Bool(is_any)),
@@ -341,6 +355,47 @@ pub fn carrier(cx: &mut Cx<'_>, e: &Expr) -> R<V> {
             })
         }
     }
+}
+
+/// A list argument's elements, each `{value, provenance}` with its own record (the list's
+/// `provenance.elements[i]`) or else the list's.
+fn argument_elements(arg: V) -> R<V> {
+    let V::Obj(members) = &arg else {
+        return Ok(arg);
+    };
+    let field = |name: &str| members.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+    let (Some(value), Some(prov)) = (field("value"), field("provenance")) else {
+        return Ok(arg);
+    };
+    let items = match value {
+        V::Undef => return Ok(V::Undef),
+        V::List(items) => items,
+        // An argument holding one value ranges over that value.
+        _ => return Ok(V::List(vec![arg.clone()])),
+    };
+    let own = match prov {
+        V::Obj(p) => p.iter().find(|(k, _)| k == "elements").map(|(_, v)| v),
+        _ => None,
+    };
+    Ok(V::List(
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let p = match own {
+                    Some(V::List(records)) => match records.get(i) {
+                        Some(r @ V::Obj(_)) => r.clone(),
+                        _ => prov.clone(),
+                    },
+                    _ => prov.clone(),
+                };
+                V::Obj(vec![
+                    ("value".into(), item.clone()),
+                    ("provenance".into(), p),
+                ])
+            })
+            .collect(),
+    ))
 }
 
 fn quantifier_word(k: QuantifierKind) -> &'static str {

@@ -229,6 +229,13 @@ fn request_atom() -> BoxedStrategy<String> {
             "all t in args.tags.value: starts_with(t, \"a\")".into()
         )),
         select(TAGS).prop_map(|t| format!("contains(args.tags.value, {})", s(t))),
+        // The elements of a list argument, each an argument of its own.
+        select(TAGS)
+            .prop_map(|t| guarded("args.tags", format!("any t in args.tags: t == {}", s(t)))),
+        (small(), select(TAGS)).prop_map(|(n, t)| guarded(
+            "args.tags",
+            format!("any i, t in args.tags.value: i == {n} and t == {}", s(t))
+        )),
     ];
     let other = prop_oneof![
         select(STRS).prop_map(|x| format!("args.meta.value.k == {}", s(x))),
@@ -242,6 +249,8 @@ fn request_atom() -> BoxedStrategy<String> {
             .prop_map(|(a, l)| format!("args.{a} has {l}")),
         label().prop_map(|l| format!("any a in args: a has {l}")),
         label().prop_map(|l| format!("all a in args: a has {l}")),
+        (select(&["to", "amount", "x"][..]), label())
+            .prop_map(|(a, l)| format!("any k, a in args: (k == \"{a}\" and a has {l})")),
         select(ORIGINS).prop_map(|o| format!("derived_from(args.to, {o})")),
         small().prop_map(|n| format!("lineage_depth(args.to) > {n}")),
     ];

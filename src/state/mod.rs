@@ -242,7 +242,15 @@ pub struct Scalars {
     /// The latest event time seen, in Unix milliseconds.
     pub now_ms: i64,
     pub intent: Option<Arc<Intent>>,
+    /// The request ids (as 128 bits) of the latest calls the user requested (every
+    /// destination and identifier argument found in the user's request), newest last; what
+    /// `requested_by_user()` reads when their results come back. A ring: 16 calls in flight.
+    requested: [u128; REQUESTED_CALLS],
+    requested_next: usize,
 }
+
+/// How many requested calls are remembered until their results come back.
+pub const REQUESTED_CALLS: usize = 16;
 
 impl Default for Scalars {
     fn default() -> Self {
@@ -253,6 +261,8 @@ impl Default for Scalars {
             session_labels: 0,
             now_ms: 0,
             intent: None,
+            requested: [0; REQUESTED_CALLS],
+            requested_next: 0,
         }
     }
 }
@@ -401,6 +411,8 @@ pub struct Draft<'a> {
     pub intent_refused: Option<String>,
     /// Tokens this event's content adds to the inference index.
     new_tokens: Vec<(Arc<str>, infer::Seen)>,
+    /// This event is the result of a call the user requested (`requested_by_user()`).
+    requested_now: bool,
 }
 
 /// A draft's changes, detached from the state they were computed against.
@@ -632,6 +644,7 @@ impl<'a> Draft<'a> {
             request_changes: Vec::new(),
             intent_refused: None,
             new_tokens: Vec::new(),
+            requested_now: false,
         }
     }
 
@@ -909,7 +922,7 @@ impl<'a> Draft<'a> {
     /// The node behind a carrier value: a tool argument / output / message item with a
     /// `provenance`, or a Provenance object itself. Unknown ids get the unknown labels.
     pub fn node_of(&self, program: &Program, v: &Val<'_>) -> Option<Node> {
-        let Val::Json(json) = v else { return None };
+        let json = v.carrier_json()?;
         // A value the model wrote with no stated lineage (no provenance, or agent_generated
         // with no `derived_from`): infer where it was taken from.
         if let Some(value) = json.get("value") {
@@ -1004,7 +1017,61 @@ impl<'a> Draft<'a> {
                 _ => {}
             }
         }
+        match ev.method {
+            "steps/toolCallRequest" => self.note_requested(program, ev),
+            "steps/toolCallResult" => {
+                self.requested_now = ev
+                    .payload
+                    .get("request_id_ref")
+                    .and_then(Value::as_str)
+                    .and_then(uuid_bits)
+                    .is_some_and(|id| id != 0 && self.scalars.requested.contains(&id));
+            }
+            _ => {}
+        }
         self.insert_provenance(program, ev);
+    }
+
+    /// Whether the event being decided is the result of a call the user requested.
+    pub fn requested_now(&self) -> bool {
+        self.requested_now
+    }
+
+    /// Remembers a call as requested by the user when it has a destination or identifier
+    /// argument (its role, src/roles.rs) and every such argument's every token was found in
+    /// the user's request: the page at the URL the user typed, the file the user named. What
+    /// the platform declares is not enough: the text itself must be the user's.
+    fn note_requested(&mut self, program: &Program, ev: &Event<'_>) {
+        let Some(id) = uuid_bits(ev.request_id) else {
+            return;
+        };
+        let tool = ev.payload.pointer("/tool/name").and_then(Value::as_str);
+        let Some(args) = ev.payload.get("arguments").and_then(Value::as_object) else {
+            return;
+        };
+        let user = origin_bit("user_input");
+        let mut targets = 0;
+        for (name, arg) in args {
+            if !matches!(
+                program.argument_role(tool, name),
+                "destination" | "identifier"
+            ) {
+                continue;
+            }
+            let value = match arg {
+                Value::Object(m) if m.contains_key("value") => &m["value"],
+                other => other,
+            };
+            targets += 1;
+            if self.infer_node(program, value, 0).source_origins & user == 0 {
+                return;
+            }
+        }
+        if targets > 0 {
+            let s = &mut self.scalars;
+            s.requested[s.requested_next % REQUESTED_CALLS] = id;
+            s.requested_next = (s.requested_next + 1) % REQUESTED_CALLS;
+        }
     }
 
     fn track_turn(&mut self, ev: &Event<'_>) {
@@ -1352,6 +1419,13 @@ fn collect_provenance<'v>(v: &'v Value, out: &mut Vec<&'v Value>, depth: usize) 
                 && m.get("origin").is_some_and(Value::is_string)
             {
                 out.push(v);
+                // A list argument's elements may have records of their own (Warden's
+                // `elements` extension): they are lineage nodes too.
+                if let Some(Value::Array(records)) = m.get("elements") {
+                    for r in records {
+                        collect_provenance(r, out, depth + 1);
+                    }
+                }
                 return;
             }
             for child in m.values() {

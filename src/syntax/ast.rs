@@ -56,6 +56,8 @@ pub struct ToolParam {
     /// Written `NAME?`: the call may leave it out.
     pub optional: bool,
     pub ty: ArgType,
+    /// `as ROLE`: the argument's role, overriding the catalogue's (src/roles.rs).
+    pub role: Option<Ident>,
     pub span: Span,
 }
 
@@ -467,6 +469,9 @@ pub enum ExprKind {
     Object(Vec<(StringLit, Expr)>),
     Quantifier {
         kind: QuantifierKind,
+        /// `any name, a in args`: the name (of a map or `args`) or index (of a list) of
+        /// each element.
+        key: Option<Ident>,
         var: Ident,
         over: Box<Expr>,
         body: Box<Expr>,
@@ -621,7 +626,18 @@ pub struct ProvenanceSpec {
 pub struct CallArg {
     pub name: Ident,
     pub value: Expr,
-    pub from: Option<ProvenanceSpec>,
+    /// `from SPEC` or `from [SPEC, …]`: where the argument was taken from (empty: not said).
+    pub from: Vec<ProvenanceSpec>,
+    /// `[x from SPEC, y]`: each element's own sources, when the list was written so
+    /// (`value` is then the list of the elements).
+    pub element_from: Vec<Vec<ProvenanceSpec>>,
+}
+
+impl CallArg {
+    /// Where the argument's text ends (after its `from` clause, if any).
+    pub fn end(&self) -> u32 {
+        self.from.last().map_or(self.value.span.end, |p| p.span.end)
+    }
 }
 
 /// The content a step produces: `-> untrusted "text"`.

@@ -400,9 +400,11 @@ impl Builder<'_> {
                     let pname = self.ident(parts.next()?);
                     let mut optional = false;
                     let mut ty = ArgType::Any;
+                    let mut role = None;
                     for q in parts {
                         match q.as_rule() {
                             Rule::optional_flag => optional = true,
+                            Rule::arg_role => role = q.into_inner().next().map(|r| self.ident(r)),
                             _ => ty = self.arg_type(q)?,
                         }
                     }
@@ -410,6 +412,7 @@ impl Builder<'_> {
                         name: pname,
                         optional,
                         ty,
+                        role,
                         span: pspan,
                     });
                 }
@@ -1074,12 +1077,21 @@ impl Builder<'_> {
                     Some("all") => QuantifierKind::All,
                     _ => QuantifierKind::Any,
                 };
-                let var = self.ident(parts.next().expect("quantifier variable"));
-                let over = self.expr(parts.next().expect("quantifier range"), depth + 1);
+                let first = self.ident(parts.next().expect("quantifier variable"));
+                let mut next = parts.next().expect("quantifier range");
+                let (key, var) = if next.as_rule() == Rule::ident {
+                    let var = self.ident(next);
+                    next = parts.next().expect("quantifier range");
+                    (Some(first), var)
+                } else {
+                    (None, first)
+                };
+                let over = self.expr(next, depth + 1);
                 let body = self.expr(parts.next().expect("quantifier body"), depth + 1);
                 Expr {
                     kind: ExprKind::Quantifier {
                         kind,
+                        key,
                         var,
                         over: Box::new(over),
                         body: Box::new(body),
@@ -1208,6 +1220,11 @@ impl Builder<'_> {
         self.provenance_spec(inner)
     }
 
+    /// Every source of a `from` clause (`from X` or `from [X, Y]`).
+    fn provenance_clauses(&mut self, pair: Pair<Rule>) -> Vec<ProvenanceSpec> {
+        pair.into_inner().map(|p| self.provenance_spec(p)).collect()
+    }
+
     /// `-> origin value => expectation` (the parts after the arrow).
     fn output<'i>(&mut self, parts: impl Iterator<Item = Pair<'i, Rule>>) -> Option<Output> {
         let mut origin = None;
@@ -1290,9 +1307,41 @@ impl Builder<'_> {
                         Rule::call_arg => {
                             let mut a = p.into_inner();
                             let name = self.ident(a.next()?);
-                            let value = self.expr(a.next()?, 0);
-                            let from = a.next().map(|f| self.provenance_clause(f));
-                            args.push(CallArg { name, value, from });
+                            let v = a.next()?;
+                            let mut element_from = Vec::new();
+                            let value = if v.as_rule() == Rule::arg_elements {
+                                let span = self.span(&v);
+                                let mut items = Vec::new();
+                                for el in v.into_inner() {
+                                    let mut parts = el.into_inner();
+                                    items.push(self.expr(parts.next()?, 0));
+                                    element_from.push(
+                                        parts
+                                            .next()
+                                            .map(|f| self.provenance_clauses(f))
+                                            .unwrap_or_default(),
+                                    );
+                                }
+                                Expr {
+                                    kind: ExprKind::List(items),
+                                    span,
+                                }
+                            } else {
+                                self.expr(v, 0)
+                            };
+                            if element_from.iter().all(Vec::is_empty) {
+                                element_from.clear();
+                            }
+                            let from = a
+                                .next()
+                                .map(|f| self.provenance_clauses(f))
+                                .unwrap_or_default();
+                            args.push(CallArg {
+                                name,
+                                value,
+                                from,
+                                element_from,
+                            });
                         }
                         Rule::expectation => expect = Some(self.expectation(p)),
                         Rule::call_output => output = self.output(p.into_inner()),

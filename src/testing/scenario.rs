@@ -804,6 +804,55 @@ impl<'s> Run<'s> {
         Ok(Value::Object(prov))
     }
 
+    /// The provenance of a call argument (or a list argument's element) with the sources its
+    /// `from` clause names: none (taken from the user's latest message), one, or several
+    /// (`from [user, tool_output "crm"]`: derived from the latest content of each).
+    fn argument_provenance(
+        &mut self,
+        s: &mut Session,
+        from: &[ProvenanceSpec],
+        salt: &str,
+    ) -> Result<Value, String> {
+        match from {
+            [] => self.provenance(s, None, None, None, salt),
+            [f] if f.origin.name == "agent_generated" && f.source.is_none() => {
+                let parent = s
+                    .latest(|c| c.origin == "agent_generated")
+                    .map(|c| c.id.clone());
+                let mut p = self.provenance(s, Some("agent_generated"), None, None, salt)?;
+                if let (Some(parent), Some(o)) = (parent, p.as_object_mut()) {
+                    o.insert("derived_from".into(), json!([parent]));
+                }
+                Ok(p)
+            }
+            [f] => self.provenance(s, None, Some(f), None, salt),
+            many => {
+                let mut parents = Vec::new();
+                for f in many {
+                    let p = self.provenance(s, None, Some(f), None, salt)?;
+                    match p.get("derived_from").and_then(Value::as_array) {
+                        Some(d) => parents.extend(d.iter().cloned()),
+                        None => {
+                            return Err(format!(
+                                "`from [..]` names {}{}, but no such content came earlier in \
+                                 this test to take the value from",
+                                f.origin.name,
+                                f.source
+                                    .as_ref()
+                                    .map(|x| format!(" \"{}\"", x.value))
+                                    .unwrap_or_default()
+                            ))
+                        }
+                    }
+                }
+                let id = format!("{}-{salt}", self.fresh_id(s));
+                Ok(
+                    json!({"provenance_id": id, "origin": "agent_generated", "derived_from": parents}),
+                )
+            }
+        }
+    }
+
     /// Remembers the content a step brought in (only once the step went ahead).
     fn remember(s: &mut Session, prov: &Value) {
         let id = prov
@@ -935,26 +984,30 @@ impl<'s> Run<'s> {
                 let mut arguments = Map::new();
                 for (i, a) in args.iter().enumerate() {
                     let value = self.consts.json(&a.value)?;
-                    let prov = match &a.from {
-                        Some(f) if f.origin.name == "agent_generated" && f.source.is_none() => {
-                            let parent = s
-                                .latest(|c| c.origin == "agent_generated")
-                                .map(|c| c.id.clone());
-                            let mut p = self.provenance(
-                                s,
-                                Some("agent_generated"),
-                                None,
-                                None,
-                                &format!("arg{i}"),
-                            )?;
-                            if let (Some(parent), Some(o)) = (parent, p.as_object_mut()) {
-                                o.insert("derived_from".into(), json!([parent]));
+                    let mut prov = self.argument_provenance(s, &a.from, &format!("arg{i}"))?;
+                    if !a.element_from.is_empty() {
+                        let mut records = Vec::new();
+                        let mut parents = Vec::new();
+                        for (j, from) in a.element_from.iter().enumerate() {
+                            if from.is_empty() {
+                                records.push(Value::Null);
+                                continue;
                             }
-                            p
+                            let r = self.argument_provenance(s, from, &format!("arg{i}.{j}"))?;
+                            if let Some(p) = r.get("derived_from").and_then(Value::as_array) {
+                                parents.extend(p.iter().cloned());
+                            }
+                            records.push(r);
                         }
-                        Some(f) => self.provenance(s, None, Some(f), None, &format!("arg{i}"))?,
-                        None => self.provenance(s, None, None, None, &format!("arg{i}"))?,
-                    };
+                        if let Some(o) = prov.as_object_mut() {
+                            // Unless said otherwise, the list was taken from its elements' sources.
+                            if a.from.is_empty() && !parents.is_empty() {
+                                o.insert("origin".into(), json!("agent_generated"));
+                                o.insert("derived_from".into(), Value::Array(parents));
+                            }
+                            o.insert("elements".into(), Value::Array(records));
+                        }
+                    }
                     arguments.insert(
                         a.name.name.clone(),
                         json!({"value": value, "provenance": prov}),

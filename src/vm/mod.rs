@@ -130,6 +130,9 @@ impl Budget {
 
 struct Iter<'a> {
     items: Vec<Val<'a>>,
+    /// Each item's name or position, and the variable it goes into (when the quantifier
+    /// names one).
+    keys: Option<(Vec<Val<'a>>, u16)>,
     pos: usize,
     saw_undef: bool,
     /// The collection, kept for the explain trace (only when tracing).
@@ -351,10 +354,7 @@ pub fn run<'a>(
                     Some(Const::Str(s)) => crate::state::origin_bit(s),
                     _ => return Err(VmError::Malformed(pc)),
                 };
-                let json = match &v {
-                    Val::Json(j) => Some(j.get("value").unwrap_or(j)),
-                    _ => None,
-                };
+                let json = v.carrier_json().map(|j| j.get("value").unwrap_or(j));
                 let owned = if json.is_none() { v.to_json() } else { None };
                 let r = match json.or(owned.as_ref()) {
                     Some(value) => {
@@ -578,7 +578,32 @@ pub fn run<'a>(
                 let items = stack.split_off(stack.len() - n);
                 stack.push(Val::List(Rc::new(items)));
             }
-            Op::IterStart(_) => {
+            Op::Requested => {
+                let r = Val::Bool(env.state.requested_now());
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
+            }
+            Op::Role => {
+                let name = pop!();
+                let r = match &name {
+                    Val::Str(arg) => {
+                        let tool = env.payload.pointer("/tool/name").and_then(Value::as_str);
+                        Val::Str(Cow::Borrowed(program.argument_role(tool, arg)))
+                    }
+                    Val::Undef => Val::Undef,
+                    other => typed!(Err(format!(
+                        "role(…) needs an argument name (a string), not {}",
+                        other.what()
+                    ))),
+                };
+                traced_call!(r, stack.len(), &[name]);
+                stack.push(r);
+            }
+            Op::Elements => {
+                let v = pop!();
+                stack.push(typed!(v.argument_elements()));
+            }
+            Op::IterStart(key_slot) => {
                 let v = pop!();
                 // An absent collection makes the quantifier undefined: it is iterated as empty
                 // with the undefined flag already set.
@@ -586,8 +611,10 @@ pub fn run<'a>(
                     Some(items) => (items, false),
                     None => (Vec::new(), true),
                 };
+                let keys = (key_slot != u16::MAX).then(|| (v.element_keys(), key_slot));
                 iters.push(Iter {
                     items,
+                    keys,
                     pos: 0,
                     saw_undef: absent,
                     of: tracer.is_some().then_some(v),
@@ -599,6 +626,11 @@ pub fn run<'a>(
                 };
                 if it.pos < it.items.len() {
                     let item = it.items[it.pos].clone();
+                    if let Some((keys, k)) = &it.keys {
+                        if let Some(slot) = vars.get_mut(*k as usize) {
+                            *slot = keys.get(it.pos).cloned().unwrap_or(Val::Undef);
+                        }
+                    }
                     it.pos += 1;
                     if let Some(slot) = vars.get_mut(var as usize) {
                         *slot = item;

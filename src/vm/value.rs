@@ -265,7 +265,81 @@ impl<'a> Val<'a> {
             Val::Json(Value::Object(m)) if m.contains_key("value") => {
                 m.get("value").map_or(Val::Undef, Val::from_json)
             }
+            Val::Owned(v) => match &*v {
+                Value::Object(m) if m.contains_key("value") => {
+                    m.get("value").cloned().map_or(Val::Undef, Val::owned)
+                }
+                _ => Val::Owned(v),
+            },
             other => other,
+        }
+    }
+
+    /// The JSON object of a carrier (an event's or one built for a list argument's element).
+    pub fn carrier_json(&self) -> Option<&Value> {
+        match self {
+            Val::Json(j) => Some(j),
+            Val::Owned(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The elements of a list argument `{value: [..], provenance}`, each an argument of its own:
+    /// `{value: item, provenance: P}`, where P is the item's own record when the platform sends
+    /// one (`provenance.elements[i]`, Warden's extension) and the list's otherwise, so each
+    /// element's sources are found (or inferred) for it alone. An argument holding one value
+    /// (not a list) is a list of itself; anything that is not an argument is returned as it is.
+    pub fn argument_elements(self) -> Result<Val<'a>, TypeError> {
+        let Some(Value::Object(m)) = self.carrier_json() else {
+            return Ok(self);
+        };
+        let (Some(value), Some(prov)) = (m.get("value"), m.get("provenance")) else {
+            return Ok(self);
+        };
+        let items = match value {
+            Value::Null => return Ok(Val::Undef),
+            Value::Array(items) => items,
+            // An argument holding one value ranges over that value.
+            _ => return Ok(Val::List(Rc::new(vec![self]))),
+        };
+        let own = prov.get("elements").and_then(Value::as_array);
+        let elements = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let p = own
+                    .and_then(|o| o.get(i))
+                    .filter(|p| p.is_object())
+                    .unwrap_or(prov);
+                let mut carrier = serde_json::Map::with_capacity(2);
+                carrier.insert("value".into(), item.clone());
+                carrier.insert("provenance".into(), p.clone());
+                Val::Owned(Rc::new(Value::Object(carrier)))
+            })
+            .collect();
+        Ok(Val::List(Rc::new(elements)))
+    }
+
+    /// The names (of an object) or positions (of a list) of what `elements` returns, in the
+    /// same order.
+    pub fn element_keys(&self) -> Vec<Val<'a>> {
+        let object_keys = |m: &serde_json::Map<String, Value>| -> Vec<Val<'a>> {
+            m.keys().map(|k| Val::Str(Cow::Owned(k.clone()))).collect()
+        };
+        let positions = |n: usize| (0..n).map(|i| Val::Num(i as f64)).collect();
+        match self {
+            Val::Json(Value::Object(m)) => object_keys(m),
+            Val::Owned(v) if v.is_object() => v.as_object().map(object_keys).unwrap_or_default(),
+            Val::Json(Value::Array(a)) => positions(a.len()),
+            Val::Owned(v) => positions(v.as_array().map_or(0, Vec::len)),
+            Val::Const(Const::Json(v)) => match &**v {
+                Value::Object(m) => object_keys(m),
+                Value::Array(a) => positions(a.len()),
+                _ => Vec::new(),
+            },
+            Val::Const(Const::List(items) | Const::StrSet(_, items)) => positions(items.len()),
+            Val::List(items) => positions(items.len()),
+            _ => Vec::new(),
         }
     }
 
