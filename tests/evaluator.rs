@@ -98,6 +98,22 @@ default allow
 }
 
 #[test]
+fn an_argument_whose_value_is_null_is_not_present() {
+    let mut s = Session::new(
+        r#"
+rule given on toolCallRequest when present(args.cc) => deny "given"
+rule not_given on toolCallRequest when not present(args.cc) => deny "not_given"
+default allow
+"#,
+    );
+    let prov = json!({"provenance_id": "p1", "origin": "agent_generated"});
+    let (_, codes) = s.call("t", json!({"cc": {"value": null, "provenance": prov}}));
+    assert_eq!(codes, vec!["not_given"]);
+    let (_, codes) = s.call("t", json!({"cc": {"value": [], "provenance": prov}}));
+    assert_eq!(codes, vec!["given"]);
+}
+
+#[test]
 fn an_exhausted_budget_is_a_decision_failure_never_an_allow() {
     let policy = r#"
 rule quadratic on toolCallRequest when any a in args: any b in args: (a == b and false) => deny "never"

@@ -93,6 +93,11 @@ pub const BUILTINS: &[(&str, usize, &str)] = &[
         "the origins of the places a value was taken from (its direct sources), e.g. {\"user_input\"}",
     ),
     (
+        "links",
+        1,
+        "the web and e-mail addresses written in a text value, each an argument whose sources are inferred from its own text",
+    ),
+    (
         "requested_by_user",
         0,
         "whether this content is the output of a call whose every destination and identifier argument was found in the user's request (the page at the URL the user typed, the file the user named)",
@@ -1028,6 +1033,22 @@ impl Checker<'_> {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 Type::Bool
+            }
+            "links" => {
+                let t = self.expr(cx, &args[0].value);
+                if !(t.is_stringish() || t.is_dynamic() || matches!(t, Type::List(_))) {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        bname,
+                        "string",
+                        &t,
+                    ));
+                }
+                if !matches!(cx.scope, Scope::Rule(_)) {
+                    return self.error(rules_only(cx.file, span, bname));
+                }
+                Type::List(Box::new(Type::Arg))
             }
             "requested_by_user" => {
                 if matches!(cx.scope, Scope::Const) {

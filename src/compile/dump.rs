@@ -121,6 +121,7 @@ fn op_text(program: &Program, op: &Op) -> String {
         Op::Elements => "elements".to_string(),
         Op::Role => "role".to_string(),
         Op::Requested => "requested_by_user".to_string(),
+        Op::Links => "links".to_string(),
         Op::AnyStep(l, d) => format!("any_step   loop @{l} done @{d}"),
         Op::AllStep(l, d) => format!("all_step   loop @{l} done @{d}"),
         Op::IterEnd(any) => format!("iter_end   {}", if *any { "any" } else { "all" }),

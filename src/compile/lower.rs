@@ -1168,6 +1168,10 @@ impl<'a> Lower<'a> {
                 "requested_by_user" => {
                     Self::emit(code, Op::Requested, span);
                 }
+                "links" => {
+                    self.expr(frame, &args[0].value, code);
+                    Self::emit(code, Op::Links, span);
+                }
                 "role" => {
                     self.value(frame, &args[0].value, code);
                     Self::emit(code, Op::Role, span);
@@ -1208,7 +1212,8 @@ impl<'a> Lower<'a> {
                     Self::emit(code, Op::EffectState(id), span);
                 }
                 "present" => {
-                    self.expr(frame, &args[0].value, code);
+                    // An argument is present when its value is (`{value: null}` is not).
+                    self.value(frame, &args[0].value, code);
                     Self::emit(code, Op::Present, span);
                 }
                 other => {

@@ -146,6 +146,9 @@ pub enum Op {
     Present,
     /// Pop `n` values; push a list of them.
     MakeList(u16),
+    /// Pop a text (or an argument holding one); push the web and e-mail addresses written in
+    /// it, each an argument with the text's provenance (`infer::links`).
+    Links,
     /// Push whether the event's content is the output of a call the user requested
     /// (`Draft::requested_now`).
     Requested,

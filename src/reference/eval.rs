@@ -52,6 +52,14 @@ impl V {
     /// The member `key` of an object; undefined for anything else.
     pub fn get(&self, key: &str) -> V {
         match self {
+            // A carrier sent without provenance reads as model output without lineage.
+            V::Obj(members)
+                if key == "provenance"
+                    && members.iter().any(|(k, _)| k == "value")
+                    && !members.iter().any(|(k, _)| k == "provenance") =>
+            {
+                V::Obj(vec![("origin".into(), V::Str("agent_generated".into()))])
+            }
             V::Obj(members) => members
                 .iter()
                 .find(|(k, _)| k == key)
@@ -364,9 +372,10 @@ fn argument_elements(arg: V) -> R<V> {
         return Ok(arg);
     };
     let field = |name: &str| members.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-    let (Some(value), Some(prov)) = (field("value"), field("provenance")) else {
+    let Some(value) = field("value") else {
         return Ok(arg);
     };
+    let prov = field("provenance");
     let items = match value {
         V::Undef => return Ok(V::Undef),
         V::List(items) => items,
@@ -374,7 +383,7 @@ fn argument_elements(arg: V) -> R<V> {
         _ => return Ok(V::List(vec![arg.clone()])),
     };
     let own = match prov {
-        V::Obj(p) => p.iter().find(|(k, _)| k == "elements").map(|(_, v)| v),
+        Some(V::Obj(p)) => p.iter().find(|(k, _)| k == "elements").map(|(_, v)| v),
         _ => None,
     };
     Ok(V::List(
@@ -384,15 +393,14 @@ fn argument_elements(arg: V) -> R<V> {
             .map(|(i, item)| {
                 let p = match own {
                     Some(V::List(records)) => match records.get(i) {
-                        Some(r @ V::Obj(_)) => r.clone(),
-                        _ => prov.clone(),
+                        Some(r @ V::Obj(_)) => Some(r.clone()),
+                        _ => prov.cloned(),
                     },
-                    _ => prov.clone(),
+                    _ => prov.cloned(),
                 };
-                V::Obj(vec![
-                    ("value".into(), item.clone()),
-                    ("provenance".into(), p),
-                ])
+                let mut carrier = vec![("value".into(), item.clone())];
+                carrier.extend(p.map(|p| ("provenance".into(), p)));
+                V::Obj(carrier)
             })
             .collect(),
     ))
@@ -599,7 +607,7 @@ fn call(cx: &mut Cx<'_>, callee: &Expr, args: &[Arg]) -> R<V> {
             };
             Ok(V::Bool(node.origins.contains(&origin)))
         }
-        "present" => Ok(V::Bool(!carrier(cx, arg(0))?.is_undef())),
+        "present" => Ok(V::Bool(!value(cx, arg(0))?.is_undef())),
         "len" => match value(cx, arg(0))? {
             V::Undef => Ok(V::Undef),
             V::Str(s) => Ok(V::Num(s.chars().count() as f64)),

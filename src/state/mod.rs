@@ -923,8 +923,6 @@ impl<'a> Draft<'a> {
     /// `provenance`, or a Provenance object itself. Unknown ids get the unknown labels.
     pub fn node_of(&self, program: &Program, v: &Val<'_>) -> Option<Node> {
         let json = v.carrier_json()?;
-        // A value the model wrote with no stated lineage (no provenance, or agent_generated
-        // with no `derived_from`): infer where it was taken from.
         if let Some(value) = json.get("value") {
             let prov = json.get("provenance");
             let declared = prov

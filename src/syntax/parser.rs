@@ -332,6 +332,7 @@ impl Builder<'_> {
             Rule::list_type => Some(ArgType::List(Box::new(
                 self.arg_type(inner.into_inner().next()?)?,
             ))),
+            Rule::any_type => Some(ArgType::Any),
             _ => {
                 let id = self.ident(inner);
                 Some(match ArgType::from_name(&id.name) {

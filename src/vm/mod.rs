@@ -139,6 +139,19 @@ struct Iter<'a> {
     of: Option<Val<'a>>,
 }
 
+/// A provenance question (`has`, `taken_from(…)`, …) about a bare string, number or bool
+/// has no answer: it is a type error (the decision fails closed), never an unfired rule.
+fn has_provenance(v: &Val<'_>, what: &str) -> Result<(), value::TypeError> {
+    match v {
+        Val::Str(_) | Val::Num(_) | Val::Bool(_) => Err(format!(
+            "{what} asks where a value came from, but {} carries no provenance: pass a tool \
+             argument or content (`{{value, provenance}}`), not a bare value",
+            v.what()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Runs `code` and returns its result value.
 pub fn run<'a>(
     env: &Env<'a>,
@@ -324,6 +337,7 @@ pub fn run<'a>(
             }
             Op::Has(bit) => {
                 let v = pop!();
+                typed!(has_provenance(&v, "`has`"));
                 let r = env
                     .state
                     .labels_of(program, &v)
@@ -336,6 +350,7 @@ pub fn run<'a>(
             }
             Op::DerivedFrom(k) => {
                 let v = pop!();
+                typed!(has_provenance(&v, "derived_from(…)"));
                 let origin = match program.consts.get(k as usize) {
                     Some(Const::Str(s)) => s,
                     _ => return Err(VmError::Malformed(pc)),
@@ -368,6 +383,7 @@ pub fn run<'a>(
             }
             Op::LineageInferred => {
                 let v = pop!();
+                typed!(has_provenance(&v, "lineage_inferred(…)"));
                 let r = env
                     .state
                     .node_of(program, &v)
@@ -377,6 +393,7 @@ pub fn run<'a>(
             }
             Op::Sources => {
                 let v = pop!();
+                typed!(has_provenance(&v, "sources(…)"));
                 let r = match env.state.node_of(program, &v) {
                     Some(n) => Val::owned(Value::Array(
                         crate::acs::fields::ORIGINS
@@ -393,6 +410,7 @@ pub fn run<'a>(
             }
             Op::TakenFromOrigin(k, all) => {
                 let v = pop!();
+                typed!(has_provenance(&v, "taken_from(…)"));
                 let origin = match program.consts.get(k as usize) {
                     Some(Const::Str(s)) => crate::state::origin_bit(s),
                     _ => return Err(VmError::Malformed(pc)),
@@ -410,6 +428,7 @@ pub fn run<'a>(
             }
             Op::TakenFromLabel(bit, all) => {
                 let v = pop!();
+                typed!(has_provenance(&v, "taken_from(…)"));
                 let r = env.state.node_of(program, &v).map(|n| {
                     let set = if all { n.source_all } else { n.source_any };
                     set & (1u64 << bit) != 0
@@ -420,6 +439,7 @@ pub fn run<'a>(
             }
             Op::LineageDepth => {
                 let v = pop!();
+                typed!(has_provenance(&v, "lineage_depth(…)"));
                 let r = env.state.node_of(program, &v).map(|n| n.depth as f64);
                 let r = r.map_or(Val::Undef, Val::Num);
                 traced_call!(r, stack.len(), &[v]);
@@ -577,6 +597,12 @@ pub fn run<'a>(
                 }
                 let items = stack.split_off(stack.len() - n);
                 stack.push(Val::List(Rc::new(items)));
+            }
+            Op::Links => {
+                let v = pop!();
+                let r = typed!(v.links());
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
             }
             Op::Requested => {
                 let r = Val::Bool(env.state.requested_now());

@@ -182,6 +182,12 @@ impl<'a> Val<'a> {
     pub fn member(&self, key: &str) -> Result<Val<'a>, TypeError> {
         match self {
             Val::Undef => Ok(Val::Undef),
+            Val::Json(Value::Object(m)) if implicit_provenance(m, key) => {
+                Ok(Val::Json(&IMPLICIT_PROVENANCE))
+            }
+            Val::Owned(v) if v.as_object().is_some_and(|m| implicit_provenance(m, key)) => {
+                Ok(Val::Json(&IMPLICIT_PROVENANCE))
+            }
             Val::Json(Value::Object(m)) => Ok(m.get(key).map_or(Val::Undef, Val::from_json)),
             Val::Const(c) => {
                 let c: &'a Const = c;
@@ -293,16 +299,19 @@ impl<'a> Val<'a> {
         let Some(Value::Object(m)) = self.carrier_json() else {
             return Ok(self);
         };
-        let (Some(value), Some(prov)) = (m.get("value"), m.get("provenance")) else {
+        let Some(value) = m.get("value") else {
             return Ok(self);
         };
+        let prov = m.get("provenance");
         let items = match value {
             Value::Null => return Ok(Val::Undef),
             Value::Array(items) => items,
             // An argument holding one value ranges over that value.
             _ => return Ok(Val::List(Rc::new(vec![self]))),
         };
-        let own = prov.get("elements").and_then(Value::as_array);
+        let own = prov
+            .and_then(|p| p.get("elements"))
+            .and_then(Value::as_array);
         let elements = items
             .iter()
             .enumerate()
@@ -310,14 +319,54 @@ impl<'a> Val<'a> {
                 let p = own
                     .and_then(|o| o.get(i))
                     .filter(|p| p.is_object())
-                    .unwrap_or(prov);
+                    .or(prov);
                 let mut carrier = serde_json::Map::with_capacity(2);
                 carrier.insert("value".into(), item.clone());
-                carrier.insert("provenance".into(), p.clone());
+                if let Some(p) = p {
+                    carrier.insert("provenance".into(), p.clone());
+                }
                 Val::Owned(Rc::new(Value::Object(carrier)))
             })
             .collect();
         Ok(Val::List(Rc::new(elements)))
+    }
+
+    /// `links(x)`: the web and e-mail addresses written in a text (or in the strings of a
+    /// list), each `{value: link}`: an argument with no lineage of its own (the text's record
+    /// says where the text came from, not each address in it), so where each was taken from is
+    /// inferred from its own text.
+    pub fn links(&self) -> Result<Val<'a>, TypeError> {
+        let value = match self.carrier_json() {
+            Some(Value::Object(m)) if m.contains_key("value") => {
+                m.get("value").cloned().unwrap_or(Value::Null)
+            }
+            _ => match self.to_json() {
+                Some(v) => v,
+                None => return Ok(Val::Undef),
+            },
+        };
+        let mut texts = Vec::new();
+        match &value {
+            Value::Null => return Ok(Val::Undef),
+            Value::String(s) => texts.push(s.as_str()),
+            Value::Array(items) => texts.extend(items.iter().filter_map(Value::as_str)),
+            other => {
+                return Err(format!(
+                    "links(…) reads a text, not {}",
+                    Val::from_json(other).what()
+                ))
+            }
+        }
+        let found = texts
+            .into_iter()
+            .flat_map(crate::state::infer::links)
+            .map(|link| {
+                let mut carrier = serde_json::Map::with_capacity(1);
+                carrier.insert("value".into(), Value::String(link));
+                Val::Owned(Rc::new(Value::Object(carrier)))
+            })
+            .collect();
+        Ok(Val::List(Rc::new(found)))
     }
 
     /// The names (of an object) or positions (of a list) of what `elements` returns, in the
@@ -415,6 +464,16 @@ impl<'a> Val<'a> {
             text
         }
     }
+}
+
+/// What `x.provenance` reads for a carrier sent without one (`{value}` alone): model output
+/// with no stated lineage (docs/language.md §4, rule 6), so that `x.provenance.origin` is
+/// defined and a rule over it cannot go unfired.
+static IMPLICIT_PROVENANCE: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| serde_json::json!({"origin": "agent_generated"}));
+
+fn implicit_provenance(m: &serde_json::Map<String, Value>, key: &str) -> bool {
+    key == "provenance" && m.contains_key("value") && !m.contains_key("provenance")
 }
 
 fn not_collection(v: &Val<'_>) -> TypeError {
