@@ -372,3 +372,62 @@ fn the_role_catalogue_is_documented_as_it_is() {
         "the documented name endings differ from src/roles.rs"
     );
 }
+
+/// Every ```ward block of the guides (docs/guides/*.md) loads, and their tests pass.
+#[test]
+fn every_guide_example_runs_as_documented() {
+    let guides = root().join("docs/guides");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&guides)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no guides in docs/guides");
+    let dir = std::env::temp_dir().join(format!("warden-guide-examples-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut problems = Vec::new();
+    let mut with_tests = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let stem = file.file_stem().unwrap().to_string_lossy().to_string();
+        for b in blocks(&text).iter().filter(|b| b.fails.is_none()) {
+            let path = dir.join(format!("{stem}_{}.ward", b.line));
+            std::fs::write(&path, &b.text).unwrap();
+            if let Err(e) = warden::guardian::Policy::load(&path) {
+                let codes: Vec<String> = e
+                    .items
+                    .iter()
+                    .map(|d| format!("{}: {}", d.code, d.message))
+                    .collect();
+                problems.push(format!(
+                    "{}:{}: does not load: {}",
+                    file.display(),
+                    b.line,
+                    codes.join("; ")
+                ));
+                continue;
+            }
+            if b.text.contains("test \"") {
+                with_tests += 1;
+            } else {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    assert!(with_tests > 0, "the guides state no behaviour as tests");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("test")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "a guide's examples do not hold:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
