@@ -15,6 +15,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
+use serde_json::json;
 use warden::guardian::{Guardian, Policy};
 
 struct Counting;
@@ -71,6 +72,48 @@ fn memory(h: u64) -> (f64, usize, f64, f64) {
     (bytes, nodes, bytes / nodes.max(1) as f64, bytes / h as f64)
 }
 
+/// The inference index's share of a session's heap: `n` tool outputs of five distinct
+/// identifier tokens each, against `n` outputs with no token at all; bytes per indexed token.
+fn inference_memory(n: u64) -> (usize, f64) {
+    let run = |with_tokens: bool| -> (isize, usize) {
+        let guardian = Guardian::new(Policy::embedded_default());
+        let lines: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                let value = if with_tokens {
+                    format!("user{i}@corp.example XX{i:020} file{i}.pdf https://site{i}.example/p id{i}x")
+                } else {
+                    "ok".to_string()
+                };
+                serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": i, "method": "steps/toolCallResult",
+                    "params": {"acs_version": "0.1.0",
+                        "request_id": format!("00000000-0000-4000-8000-{i:012}"),
+                        "timestamp": "2026-01-01T00:00:00Z",
+                        "metadata": {"agent_id": "a", "session_id": history::SESSION, "turn_id": "t1"},
+                        "payload": {"tool": {"name": "list"}, "exit_status": "success",
+                            "outputs": [{"value": value, "provenance": {
+                                "provenance_id": format!("o{i}"), "origin": "tool_output"}}]}}}))
+                .unwrap()
+            })
+            .collect();
+        let before = LIVE.load(Ordering::Relaxed);
+        for l in &lines {
+            guardian.handle(l);
+        }
+        let after = LIVE.load(Ordering::Relaxed);
+        let tokens = guardian
+            .snapshot(history::SESSION)
+            .unwrap()
+            .indexed_tokens();
+        (after - before, tokens)
+    };
+    let (with, tokens) = run(true);
+    let (without, _) = run(false);
+    (
+        tokens,
+        (with as f64 - without as f64) / tokens.max(1) as f64,
+    )
+}
+
 fn replay_seconds(h: u64) -> f64 {
     let path = std::env::temp_dir().join(format!("warden-scaling-{h}.jsonl"));
     {
@@ -101,6 +144,16 @@ fn main() {
     // `cargo bench` passes `--bench`; a plain `cargo test --benches` passes nothing and should
     // not spend minutes here.
     if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    println!("| tool outputs | indexed tokens | bytes / indexed token |");
+    println!("|---|---|---|");
+    for n in [10_000u64, 40_000] {
+        let (tokens, per) = inference_memory(n);
+        println!("| {n} | {tokens} | {per:.0} |");
+    }
+    println!();
+    if std::env::var_os("WARDEN_SCALING_INFERENCE_ONLY").is_some() {
         return;
     }
     println!("| H | live heap | nodes | bytes / node | bytes / event |");

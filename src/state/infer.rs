@@ -32,6 +32,17 @@ impl Seen {
     }
 }
 
+/// The index key of a token: a 64-bit SipHash under keys drawn once per process, so a
+/// collision (two tokens read as one) has probability about 2⁻⁶⁴ per pair and cannot be
+/// aimed at from outside. The index is rebuilt from the journal on restore, so keys need not
+/// survive a restart.
+pub fn token_key(token: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static KEYS: std::sync::LazyLock<std::collections::hash_map::RandomState> =
+        std::sync::LazyLock::new(std::collections::hash_map::RandomState::new);
+    KEYS.hash_one(token)
+}
+
 /// Tokens indexed per session at most; past it, inference answers "unknown".
 pub const MAX_TOKENS: usize = 262_144;
 

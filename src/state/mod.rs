@@ -274,7 +274,10 @@ pub struct SessionState {
     pub scalars: Scalars,
     /// Lineage inference (`infer.rs`): each token of the content that entered the session,
     /// with where it appeared.
-    tokens: imbl::HashMap<Arc<str>, infer::Seen>,
+    /// Keyed by the token's 64-bit hash (`infer::token_key`), not its text, in a flat map
+    /// shared copy-on-write (a snapshot shares it; the next commit copies it only if a snapshot
+    /// is still alive): the index is most of a long session's memory.
+    tokens: Arc<HashMap<u64, infer::Seen>>,
     /// The token index went over its cap: inference answers "unknown" from then on.
     tokens_full: bool,
     turn_ids: imbl::HashMap<Arc<str>, u64>,
@@ -411,7 +414,7 @@ pub struct Draft<'a> {
     /// Why this event's Intent was refused (a capability Warden cannot read), if it was.
     pub intent_refused: Option<String>,
     /// Tokens this event's content adds to the inference index.
-    new_tokens: Vec<(Arc<str>, infer::Seen)>,
+    new_tokens: Vec<(u64, infer::Seen)>,
     /// This event is the result of a call the user requested (`requested_by_user()`).
     requested_now: bool,
     /// Inferred sources of the string values looked up in this decision. Valid while the
@@ -429,7 +432,7 @@ pub struct Changes {
     slot_updates: Vec<(u32, Option<String>)>,
     effect_changes: Vec<(Arc<str>, EffectEntry)>,
     request_changes: Vec<(Arc<str>, Option<Reservation>)>,
-    new_tokens: Vec<(Arc<str>, infer::Seen)>,
+    new_tokens: Vec<(u64, infer::Seen)>,
 }
 
 impl SessionState {
@@ -525,6 +528,11 @@ impl SessionState {
         self.view().turns_since(bit)
     }
 
+    /// How many distinct tokens the lineage-inference index holds (`infer.rs`).
+    pub fn indexed_tokens(&self) -> usize {
+        self.tokens.len()
+    }
+
     pub fn history_count(&self, program: &Program, slot: u32, key: Option<&str>) -> u64 {
         self.view().history_count(program, slot, key)
     }
@@ -550,23 +558,25 @@ impl SessionState {
         for (id, node) in changes.new_nodes {
             self.nodes.insert(id, node);
         }
-        for (token, seen) in changes.new_tokens {
-            if self.tokens_full {
-                break;
-            }
-            let merged = match self.tokens.get(&token) {
-                Some(old) => old.merge(seen),
-                None => {
-                    if self.tokens.len() >= infer::MAX_TOKENS {
-                        // Over the cap: fail closed from here on.
-                        self.tokens_full = true;
-                        self.tokens = imbl::HashMap::new();
-                        break;
+        if !changes.new_tokens.is_empty() && !self.tokens_full {
+            let tokens = Arc::make_mut(&mut self.tokens);
+            for (token, seen) in changes.new_tokens {
+                let merged = match tokens.get(&token) {
+                    Some(old) => old.merge(seen),
+                    None => {
+                        if tokens.len() >= infer::MAX_TOKENS {
+                            // Over the cap: fail closed from here on.
+                            self.tokens_full = true;
+                            break;
+                        }
+                        seen
                     }
-                    seen
-                }
-            };
-            self.tokens.insert(token, merged);
+                };
+                tokens.insert(token, merged);
+            }
+            if self.tokens_full {
+                self.tokens = Arc::default();
+            }
         }
         if let Some((id, labels)) = changes.step {
             self.step_labels.insert(id, labels);
@@ -1188,7 +1198,7 @@ impl<'a> Draft<'a> {
             infer::value_tokens(value, &mut found, 0);
             let seen = seen_in(&node);
             for t in found.drain(..) {
-                self.new_tokens.push((Arc::from(t.as_str()), seen));
+                self.new_tokens.push((infer::token_key(&t), seen));
             }
         }
         // The user's request, as the Intent states it.
@@ -1198,7 +1208,7 @@ impl<'a> Draft<'a> {
                 let seen = seen_in(&self.make_node(program, &prov, &[], 0));
                 infer::tokens(raw, &mut found);
                 for t in found.drain(..) {
-                    self.new_tokens.push((Arc::from(t.as_str()), seen));
+                    self.new_tokens.push((infer::token_key(&t), seen));
                 }
             }
         }
@@ -1250,12 +1260,13 @@ impl<'a> Draft<'a> {
         let mut acc: Option<infer::Seen> = None;
         let mut unknown = toks.is_empty() || self.base.tokens_full;
         for t in &toks {
+            let key = infer::token_key(t);
             let seen = self
                 .new_tokens
                 .iter()
-                .filter(|(k, _)| &**k == t.as_str())
+                .filter(|(k, _)| *k == key)
                 .map(|(_, s)| *s)
-                .chain(self.base.tokens.get(t.as_str()).copied())
+                .chain(self.base.tokens.get(&key).copied())
                 .reduce(infer::Seen::merge);
             match seen {
                 Some(s) => {
