@@ -6,18 +6,24 @@
 //! protocol, and `guardian` tying them into the embedding API.
 
 pub mod acs;
+#[cfg(feature = "cli")]
+pub mod adapters;
 pub mod check;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod compile;
 pub mod diagnostics;
 pub mod fmt;
 pub mod guardian;
+#[cfg(feature = "lsp")]
 pub mod lsp;
 /// The reference evaluator and the differential test against the VM (test builds only).
 #[cfg(test)]
 mod reference;
 pub mod rego;
 pub mod roles;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod state;
 pub mod syntax;
 pub mod testing;

@@ -34,12 +34,8 @@
 pub mod audit;
 pub mod decide;
 pub mod explain;
-pub mod hook;
 pub mod journal;
-pub mod operator;
 pub mod protocol;
-pub mod serve;
-pub mod store;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

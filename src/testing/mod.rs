@@ -8,6 +8,7 @@
 pub mod report;
 mod scenario;
 mod value;
+#[cfg(feature = "watch")]
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -671,6 +672,7 @@ pub fn run_once(args: &CliArgs) -> i32 {
 }
 
 /// `warden test`, with `--watch` handled.
+#[cfg(feature = "watch")]
 pub fn run_cli(args: &CliArgs) -> i32 {
     if !args.watch {
         return run_once(args);
