@@ -74,10 +74,9 @@
 //! | `lsp` | `lsp`: `warden lsp` | lsp-server, lsp-types |
 //! | `watch` | `--watch` for `warden test` and `warden serve` | notify |
 //! | `fancy` | diagnostics rendered with the source line in view (otherwise one line each) | miette |
-//! | `cli` | the `warden` binary and its commands; platform adapters (`adapters`); implies all the above | clap |
+//! | `cli` | the `warden` binary and its commands; implies all the above | clap |
 
 pub mod acs;
-#[cfg(feature = "cli")]
 pub mod adapters;
 pub mod check;
 #[cfg(feature = "cli")]
