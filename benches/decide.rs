@@ -262,7 +262,8 @@ fn inference(c: &mut Criterion) {
             0,
             "steps/userMessage",
             json!({"content": [{"type": "text",
-                "value": "send 100 to DE89370400440532013000 for the rent",
+                "value": format!("send 100 to DE89370400440532013000 for the rent, and mail {}",
+                    (1..=33).map(|i| format!("friend{i}@home.example")).collect::<Vec<_>>().join(", ")),
                 "provenance": {"provenance_id": "u0", "origin": "user_input"}}]}),
         )];
         for i in 1..=h {
@@ -305,6 +306,80 @@ fn inference(c: &mut Criterion) {
                 black_box(d.kind)
             })
         });
+        // The cost per argument: a mail to K addresses the user typed, sent without lineage,
+        // each checked on its own by the default (its sources inferred, twice: `taken_from` and
+        // `found_in`). The slope between K = 1 and K = 33 is what one more argument costs.
+        for &k in &[1usize, 33] {
+            let recipients: Vec<String> =
+                (1..=k).map(|i| format!("friend{i}@home.example")).collect();
+            let probe = env(
+                h + 2,
+                "steps/toolCallRequest",
+                json!({"tool": {"name": "send_email"}, "arguments": {
+                    "recipients": {"value": recipients, "provenance": {"origin": "agent_generated"}}}}),
+            );
+            let step = Step::new(&probe);
+            let kind = decide_event(
+                &program,
+                step.hook,
+                &mut state.clone(),
+                &step.event(),
+                false,
+            )
+            .unwrap()
+            .kind;
+            assert_eq!(
+                kind,
+                DecisionKind::Allow,
+                "addresses the user typed are allowed"
+            );
+            let args: serde_json::Map<String, serde_json::Value> = (1..=k)
+                .map(|i| {
+                    (
+                        format!("friend{i}_email"),
+                        json!({"value": format!("friend{i}@home.example"),
+                               "provenance": {"origin": "agent_generated"}}),
+                    )
+                })
+                .collect();
+            let probe_args = env(
+                h + 3,
+                "steps/toolCallRequest",
+                json!({"tool": {"name": "notify"}, "arguments": args}),
+            );
+            let step_args = Step::new(&probe_args);
+            let kind = decide_event(
+                &program,
+                step_args.hook,
+                &mut state.clone(),
+                &step_args.event(),
+                false,
+            )
+            .unwrap()
+            .kind;
+            assert_eq!(
+                kind,
+                DecisionKind::Allow,
+                "destinations the user typed are allowed"
+            );
+            group.bench_with_input(BenchmarkId::new(format!("arguments_{k}"), h), &h, |b, _| {
+                b.iter(|| {
+                    let ev = step_args.event();
+                    let d =
+                        decide_event(&program, step_args.hook, black_box(&mut state), &ev, false)
+                            .unwrap();
+                    black_box(d.kind)
+                })
+            });
+            group.bench_with_input(BenchmarkId::new(format!("elements_{k}"), h), &h, |b, _| {
+                b.iter(|| {
+                    let ev = step.event();
+                    let d = decide_event(&program, step.hook, black_box(&mut state), &ev, false)
+                        .unwrap();
+                    black_box(d.kind)
+                })
+            });
+        }
     }
     group.finish();
 }

@@ -100,16 +100,29 @@ pub const SUFFIXES: &[(&str, &str)] = &[
     ("_id", "identifier"),
 ];
 
+/// The catalogue's names, for a lookup per call that does not scan the lists.
+static BY_NAME: std::sync::LazyLock<std::collections::HashMap<&'static str, &'static str>> =
+    std::sync::LazyLock::new(|| {
+        CATALOGUE
+            .iter()
+            .flat_map(|(role, names)| names.iter().map(move |n| (*n, *role)))
+            .collect()
+    });
+
 /// The catalogue's role for an argument name; `none` when it names no role.
 pub fn catalogue_role(name: &str) -> &'static str {
-    let lower = name.to_ascii_lowercase();
-    for (role, names) in CATALOGUE {
-        if names.contains(&lower.as_str()) {
-            return role;
-        }
+    let lower;
+    let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        lower = name.to_ascii_lowercase();
+        lower.as_str()
+    } else {
+        name
+    };
+    if let Some(role) = BY_NAME.get(name) {
+        return role;
     }
     for (suffix, role) in SUFFIXES {
-        if lower.ends_with(suffix) {
+        if name.ends_with(suffix) {
             return role;
         }
     }

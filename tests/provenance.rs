@@ -1,12 +1,18 @@
 //! The incremental session state equals a from-scratch recomputation over the whole history,
 //! for random event streams: content of every origin with random (and dangling) lineage,
-//! turns, compactions, counted tool calls, and subagents whose summaries come back.
+//! turns, compactions, counted tool calls, and subagents whose summaries come back. That holds
+//! for each node's labels and for its direct sources (where it was taken from: their origins,
+//! and the union and intersection of their labels), and a Guardian restored from the journal
+//! holds the same graph.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use warden::guardian::{Guardian, Policy};
+use warden::guardian::journal::MemoryJournal;
+use warden::guardian::{Guardian, Options, Policy};
+use warden::state::origin_bit;
 
 const POLICY: &str = r#"
 label untrusted when origin in {tool_output, retrieved, a2a_inbound, external}
@@ -111,6 +117,33 @@ impl Model {
         l
     }
 
+    /// Where content `i` was taken from, from scratch: (origins, labels of some source,
+    /// labels of every source). Parents are the sources; a dangling parent is an external
+    /// source with the labels of unknown lineage; content with no parents is its own source,
+    /// except model output without lineage, whose sources are unknown.
+    fn sources(&self, i: usize) -> (u8, u64, u64) {
+        let (_, origin, _, parents, _, _) = &self.content[i];
+        if parents.is_empty() {
+            let l = self.labels(i);
+            return if origin == "agent_generated" {
+                (origin_bit("external"), l | UNTRUSTED, 0)
+            } else {
+                (origin_bit(origin), l, l)
+            };
+        }
+        let (mut origins, mut any, mut all) = (0u8, 0u64, u64::MAX);
+        for p in parents {
+            let (o, l) = match self.content[..i].iter().position(|c| &c.0 == p) {
+                Some(j) => (origin_bit(&self.content[j].1), self.labels(j)),
+                None => (origin_bit("external"), UNTRUSTED),
+            };
+            origins |= o;
+            any |= l;
+            all &= l;
+        }
+        (origins, any, all)
+    }
+
     fn turns_since(&self, bit: u64) -> f64 {
         (0..self.content.len())
             .filter(|&i| self.labels(i) & bit != 0)
@@ -168,7 +201,12 @@ proptest! {
     fn incremental_state_equals_recomputation(steps in prop::collection::vec(step(), 1..60)) {
         let policy = Policy::from_source("p.ward", POLICY).unwrap();
         let program = policy.program().clone();
-        let mut d = Driver { guardian: Guardian::new(policy), n: 0, turn: 1 };
+        let journal = Arc::new(MemoryJournal::default());
+        let mut d = Driver {
+            guardian: Guardian::with_journal(policy.clone(), Options::default(), journal.clone()),
+            n: 0,
+            turn: 1,
+        };
         let mut m = Model::default();
         let mut last_turn_seen = 0;
         for (k, s) in steps.iter().enumerate() {
@@ -244,8 +282,25 @@ proptest! {
         for (i, c) in m.content.iter().enumerate() {
             let node = state.nodes.get(c.0.as_str()).copied();
             prop_assert!(node.is_some(), "node {} missing", c.0);
+            let node = node.unwrap();
             let want = m.labels(i);
-            prop_assert_eq!(node.unwrap().labels, want, "labels of {}", c.0);
+            prop_assert_eq!(node.labels, want, "labels of {}", c.0);
+            let (origins, any, all) = m.sources(i);
+            prop_assert_eq!(node.source_origins, origins, "source origins of {}", c.0);
+            prop_assert_eq!(node.source_any, any, "labels of some source of {}", c.0);
+            prop_assert_eq!(node.source_all, all, "labels of every source of {}", c.0);
+        }
+        // A Guardian restored from the journal holds the same graph.
+        let restored = Guardian::new(policy);
+        let records = journal.records.lock().unwrap().clone();
+        restored.restore(records);
+        let again = restored.snapshot(SESSION).unwrap();
+        for c in &m.content {
+            prop_assert_eq!(
+                again.nodes.get(c.0.as_str()).copied(),
+                state.nodes.get(c.0.as_str()).copied(),
+                "restored node {}", c.0
+            );
         }
         for (bit, mask) in [(0u8, UNTRUSTED), (1, TRUSTED), (2, WEB)] {
             prop_assert_eq!(state.turns_since(bit), m.turns_since(mask), "turns_since bit {}", bit);

@@ -11,6 +11,7 @@ mod approvals;
 pub(crate) mod infer;
 mod slots;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -413,6 +414,9 @@ pub struct Draft<'a> {
     new_tokens: Vec<(Arc<str>, infer::Seen)>,
     /// This event is the result of a call the user requested (`requested_by_user()`).
     requested_now: bool,
+    /// Inferred sources of the string values looked up in this decision. Valid while the
+    /// token index does not change, which it does only before the rules run.
+    infer_cache: std::cell::RefCell<HashMap<Box<str>, Option<infer::Seen>>>,
 }
 
 /// A draft's changes, detached from the state they were computed against.
@@ -645,6 +649,7 @@ impl<'a> Draft<'a> {
             intent_refused: None,
             new_tokens: Vec::new(),
             requested_now: false,
+            infer_cache: Default::default(),
         }
     }
 
@@ -1197,12 +1202,49 @@ impl<'a> Draft<'a> {
                 }
             }
         }
+        // What was inferred before this content came in may be out of date.
+        self.infer_cache.get_mut().clear();
     }
 
     /// Where a value the model wrote without stated lineage was taken from, by matching its
     /// tokens against the content that entered the session (`infer.rs`). Unknown (an external
     /// source, the labels of unknown lineage) when any token was seen nowhere.
     pub fn infer_node(&self, program: &Program, value: &Value, labels_now: u64) -> Node {
+        let found = match value {
+            // A decision asks about one value several times (`taken_from`, `found_in`, …):
+            // strings are looked up once per decision.
+            Value::String(text) => {
+                let cached = self.infer_cache.borrow().get(text.as_str()).copied();
+                match cached {
+                    Some(found) => found,
+                    None => {
+                        let found = self.infer_sources(value);
+                        self.infer_cache
+                            .borrow_mut()
+                            .insert(Box::from(text.as_str()), found);
+                        found
+                    }
+                }
+            }
+            _ => self.infer_sources(value),
+        };
+        let mut node = unknown_node(program, self.scalars.turn);
+        node.inferred = true;
+        // What it carries for `has` stays the ACS rule's (everything that entered the context
+        // this turn, or its own node's): inference only says where it was taken from.
+        node.labels = labels_now;
+        node.own_origin = origin_bit("agent_generated");
+        if let Some(a) = found {
+            node.source_origins = a.origins;
+            node.source_any = a.labels_any;
+            node.source_all = a.labels_all;
+            node.origins = a.origins | origin_bit("agent_generated");
+        }
+        node
+    }
+
+    /// Where every token of `value` appeared (`None`: some token nowhere, or no token at all).
+    fn infer_sources(&self, value: &Value) -> Option<infer::Seen> {
         let mut toks = Vec::new();
         infer::value_tokens(value, &mut toks, 0);
         let mut acc: Option<infer::Seen> = None;
@@ -1230,19 +1272,7 @@ impl<'a> Draft<'a> {
                 None => unknown = true,
             }
         }
-        let mut node = unknown_node(program, self.scalars.turn);
-        node.inferred = true;
-        // What it carries for `has` stays the ACS rule's (everything that entered the context
-        // this turn, or its own node's): inference only says where it was taken from.
-        node.labels = labels_now;
-        node.own_origin = origin_bit("agent_generated");
-        if let Some(a) = acc.filter(|a| !unknown && a.origins != 0) {
-            node.source_origins = a.origins;
-            node.source_any = a.labels_any;
-            node.source_all = a.labels_all;
-            node.origins = a.origins | origin_bit("agent_generated");
-        }
-        node
+        acc.filter(|a| !unknown && a.origins != 0)
     }
 
     fn make_node(&self, program: &Program, prov: &Value, parents: &[&str], extra: u64) -> Node {

@@ -227,11 +227,25 @@ pub fn run<'a>(
                     Root::Metadata => Val::from_json(env.metadata),
                     Root::Var(i) => vars.get(i as usize).cloned().unwrap_or(Val::Undef),
                 };
-                for seg in &spec.segs {
-                    v = typed!(match seg {
-                        Seg::Key(k) => v.member(k),
-                        Seg::Index(i) => v.index(&Val::Num(*i as f64)),
-                    });
+                if let (Val::Owned(root), true) = (&v, spec.segs.len() > 1) {
+                    // A path into a value built at run time (a list argument's element): walk
+                    // it by reference and copy only what it ends at.
+                    let root = Rc::clone(root);
+                    let mut at = Val::from_json(&root);
+                    for seg in &spec.segs {
+                        at = typed!(match seg {
+                            Seg::Key(k) => at.member(k),
+                            Seg::Index(i) => at.index(&Val::Num(*i as f64)),
+                        });
+                    }
+                    v = at.detach();
+                } else {
+                    for seg in &spec.segs {
+                        v = typed!(match seg {
+                            Seg::Key(k) => v.member(k),
+                            Seg::Index(i) => v.index(&Val::Num(*i as f64)),
+                        });
+                    }
                 }
                 stack.push(v);
             }

@@ -88,6 +88,22 @@ impl<'a> Val<'a> {
         }
     }
 
+    /// The same value, owning what it borrowed (so it may outlive what it was read from).
+    pub fn detach<'b>(self) -> Val<'b> {
+        match self {
+            Val::Undef => Val::Undef,
+            Val::Bool(b) => Val::Bool(b),
+            Val::Num(n) => Val::Num(n),
+            Val::Str(s) => Val::Str(Cow::Owned(s.into_owned())),
+            Val::Json(v) => Val::owned(v.clone()),
+            Val::Const(c) => Val::owned(crate::compile::const_json(c)),
+            Val::List(items) => {
+                Val::List(Rc::new(items.iter().cloned().map(Val::detach).collect()))
+            }
+            Val::Owned(v) => Val::Owned(v),
+        }
+    }
+
     /// A value computed at run time.
     pub fn owned(v: Value) -> Val<'a> {
         match v {
