@@ -335,7 +335,9 @@ impl fmt::Display for Diagnostics {
 
 impl std::error::Error for Diagnostics {}
 
-/// Renders one diagnostic with its source context.
+/// Renders one diagnostic with its source context (feature `fancy`: through miette's
+/// graphical handler; without it, on one line: [`render_plain`]).
+#[cfg(feature = "fancy")]
 pub fn render(sources: &SourceMap, diagnostic: &Diagnostic, color: bool) -> String {
     let file = sources.get(diagnostic.file);
     let report = Report {
@@ -355,38 +357,57 @@ pub fn render(sources: &SourceMap, diagnostic: &Diagnostic, color: bool) -> Stri
     let mut out = String::new();
     if handler.render_report(&mut out, &report).is_err() {
         // Rendering into a String cannot fail in practice; keep the plain form as a fallback.
-        let (line, col) = file.line_col(diagnostic.span.start as usize);
-        out = format!(
-            "{}: {}:{}:{}: {}\n",
-            diagnostic.code, file.name, line, col, diagnostic.message
-        );
+        out = render_plain(sources, diagnostic);
     }
     out
 }
 
+/// Renders one diagnostic with its source context (feature `fancy`: through miette's
+/// graphical handler; without it, on one line: [`render_plain`]).
+#[cfg(not(feature = "fancy"))]
+pub fn render(sources: &SourceMap, diagnostic: &Diagnostic, _color: bool) -> String {
+    render_plain(sources, diagnostic)
+}
+
+/// One diagnostic on one line: `code: file:line:col: message`.
+pub fn render_plain(sources: &SourceMap, diagnostic: &Diagnostic) -> String {
+    let file = sources.get(diagnostic.file);
+    let (line, col) = file.line_col(diagnostic.span.start as usize);
+    format!(
+        "{}: {}:{}:{}: {}\n",
+        diagnostic.code, file.name, line, col, diagnostic.message
+    )
+}
+
 /// The adapter miette renders: one diagnostic over its whole file.
+#[cfg(feature = "fancy")]
 struct Report<'a> {
     file: &'a SourceFile,
     named: Named<'a>,
     diagnostic: &'a Diagnostic,
 }
 
+#[cfg(feature = "fancy")]
 impl fmt::Debug for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.diagnostic.message)
     }
 }
 
+#[cfg(feature = "fancy")]
 impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.diagnostic.message)
     }
 }
 
+#[cfg(feature = "fancy")]
 impl std::error::Error for Report<'_> {}
 
+#[cfg(feature = "fancy")]
 struct Named<'a>(&'a SourceFile);
 
+#[cfg(feature = "fancy")]
 impl miette::SourceCode for Named<'_> {
     fn read_span<'b>(
         &'b self,
@@ -410,6 +431,7 @@ impl miette::SourceCode for Named<'_> {
     }
 }
 
+#[cfg(feature = "fancy")]
 impl miette::Diagnostic for Report<'_> {
     fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
         Some(Box::new(self.diagnostic.code))

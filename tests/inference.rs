@@ -176,7 +176,7 @@ fn a_wrapped_mcp_call_gets_inferred_lineage() {
 /// inferred lineage too (a value copied from an earlier tool output is found there).
 #[test]
 fn core_agent_hooks_get_inferred_lineage() {
-    use warden::guardian::hook::{map_core_agent, new_uuid, HookSession};
+    use warden::adapters::core_agent::{map_core_agent, new_uuid, HookSession};
     let s = Session::new();
     let mut hook = HookSession {
         session_id: new_uuid(1),

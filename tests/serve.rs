@@ -384,7 +384,8 @@ fn a_whole_session_over_stdio() {
 
 #[test]
 fn audit_verify_reports_the_first_broken_link() {
-    use warden::guardian::{store::Store, Journal, Record};
+    use warden::guardian::{Journal, Record};
+    use warden::server::store::Store;
     let dir = tmp("tamper");
     let mut chain = warden::guardian::audit::Chain::default();
     let mut entries = Vec::new();
@@ -446,7 +447,7 @@ impl Http {
         let _ = s.write_all(body);
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
-        let (status, body) = warden::guardian::hook::parse_http_response(&out).unwrap();
+        let (status, body) = warden::adapters::core_agent::parse_http_response(&out).unwrap();
         (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
     }
 
@@ -690,7 +691,7 @@ fn watch_swaps_a_good_policy_and_keeps_the_last_good_one() {
     assert!(denied, "the new policy was swapped in");
     drop(srv);
     // The reload is in the chain.
-    let records = warden::guardian::store::read_dir(&dir.join("state")).unwrap();
+    let records = warden::server::store::read_dir(&dir.join("state")).unwrap();
     let chains = warden::guardian::journal::chains(&records);
     let entries = &chains[0].1;
     assert!(

@@ -164,7 +164,7 @@ fn raw(addr: &str, head: &[u8], body: &[u8]) -> (u16, Value) {
     let _ = s.write_all(body);
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
-    let (status, body) = warden::guardian::hook::parse_http_response(&out).unwrap();
+    let (status, body) = warden::adapters::core_agent::parse_http_response(&out).unwrap();
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
@@ -445,7 +445,7 @@ fn an_operator_approves_and_resolves_on_a_running_http_server() {
         format!("{sid}\t{CHARGE_KEY}\treserved\n")
     );
     // Both operator actions are in the session's audit chain, which still verifies.
-    let records = warden::guardian::store::read_dir(&state).unwrap();
+    let records = warden::server::store::read_dir(&state).unwrap();
     let chains = warden::guardian::journal::chains(&records);
     let entries = &chains[0].1;
     warden::acs::crypto::verify_chain(entries).unwrap();

@@ -89,7 +89,7 @@ fn start(policy: &Path, state: &Path) -> Server {
 }
 
 fn heads(state: &Path) -> HashMap<String, (usize, String)> {
-    let records = warden::guardian::store::read_dir(state).unwrap();
+    let records = warden::server::store::read_dir(state).unwrap();
     warden::guardian::journal::chains(&records)
         .into_iter()
         .map(|(s, entries)| {

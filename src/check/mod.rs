@@ -6,12 +6,12 @@
 //! diagnostics, and a resolution table saying what every name in the source refers to.
 
 mod expr;
-pub mod load;
+pub(crate) mod load;
 mod pred;
 mod scope;
 mod tools;
 mod traps;
-pub mod types;
+pub(crate) mod types;
 
 use std::collections::HashMap;
 

@@ -1,5 +1,5 @@
 //! `warden serve`, `warden audit verify` and `warden hook`: thin layers over
-//! `guardian::{serve, store, hook}`.
+//! `server::{serve, store, operator}` and `adapters::core_agent`.
 
 use std::io::Read as _;
 use std::net::SocketAddr;
@@ -10,9 +10,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::Value;
 
-use crate::guardian::{
-    self, hook, operator, serve, store, Guardian, OnDecisionFailure, Options, Protocol,
-};
+use crate::adapters::core_agent as hook;
+use crate::guardian::{self, Guardian, OnDecisionFailure, Options, Protocol};
+use crate::server::{operator, serve, store};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {

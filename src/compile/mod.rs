@@ -4,7 +4,7 @@
 
 mod dump;
 mod lower;
-pub mod program;
+pub(crate) mod program;
 
 pub use dump::dump;
 pub(crate) use lower::bad_regex;

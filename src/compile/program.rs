@@ -125,7 +125,7 @@ pub enum Op {
     HistoryKeyed(u32),
     /// Pop `argc` values; push the builtin's result.
     Call(Builtin, u8),
-    /// Pop tool [operation] [resource]; push whether the intent permits them. Flags: bit 0
+    /// Pop tool \[operation\] \[resource\]; push whether the intent permits them. Flags: bit 0
     /// operation present, bit 1 resource present.
     IntentPermits(u8),
     /// Push whether an intent was declared; its raw text; its scope mode.

@@ -4,7 +4,7 @@
 //! values and the labels they carry. The format is documented in docs/explain.md.
 //!
 //! Values of content that carries a `redact` label, and values at `mask` paths, never appear:
-//! [`Secrets`] collects them from the event and [`redact`] replaces them (and anything that
+//! `Secrets` collects them from the event and `redact` replaces them (and anything that
 //! contains them) by `[redacted]` before a trace leaves the decision.
 
 use std::sync::Arc;

@@ -1,7 +1,10 @@
 //! The embedding API: load a [`Policy`], build a [`Guardian`], and hand it ACS request
 //! envelopes. This is what `warden replay` and `warden serve` are built on: the protocol
-//! (handshake, signatures, replay window, caps: [`Protocol`]), the audit chain ([`audit`]) and
-//! the journal ([`journal`], [`store`]) live here, so every front end shares them (docs/serve.md).
+//! (handshake, signatures, replay window, caps: [`Protocol`]), decisions ([`decide`]), explain
+//! traces ([`explain`]), the audit chain ([`audit`]) and the journal a Guardian writes before it
+//! answers ([`journal`]: the interface and an in-memory one) live here, so every front end
+//! shares them. Running a Guardian as a process (transports, the durable journal, the operator
+//! endpoint, reload) is the `server` module's, behind feature `server` (docs/serve.md).
 //!
 //! ```
 //! use warden::guardian::{Guardian, Policy};
@@ -34,12 +37,8 @@
 pub mod audit;
 pub mod decide;
 pub mod explain;
-pub mod hook;
 pub mod journal;
-pub mod operator;
 pub mod protocol;
-pub mod serve;
-pub mod store;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

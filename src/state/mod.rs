@@ -8,7 +8,7 @@
 //! call never counts as having happened.
 
 mod approvals;
-pub mod infer;
+pub(crate) mod infer;
 mod slots;
 
 use std::collections::HashMap;

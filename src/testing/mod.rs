@@ -1,13 +1,14 @@
 //! The policy test runner behind `warden test`: it owns finding test suites (each `.ward`
 //! file's own `test` blocks, and `foo_test.ward` run against `foo.ward`), turning each test's
-//! steps into ACS request envelopes sent to a fresh Guardian ([`scenario`]), replaying fixture
+//! steps into ACS request envelopes sent to a fresh Guardian (`scenario`), replaying fixture
 //! traces, applying mocks, checking expectations, collecting rule and condition coverage, and
 //! reporting in the pretty, JSON and JUnit formats ([`report`]), plus the `--watch` loop
-//! ([`watch`]). `docs/testing.md` is the user-facing description.
+//! (`watch`, feature `watch`). `docs/testing.md` is the user-facing description.
 
 pub mod report;
 mod scenario;
 mod value;
+#[cfg(feature = "watch")]
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -671,6 +672,7 @@ pub fn run_once(args: &CliArgs) -> i32 {
 }
 
 /// `warden test`, with `--watch` handled.
+#[cfg(feature = "watch")]
 pub fn run_cli(args: &CliArgs) -> i32 {
     if !args.watch {
         return run_once(args);

@@ -13,8 +13,8 @@ use crate::acs::envelope::{self, DecodeOptions, Modifications, Response};
 use crate::diagnostics::{Diagnostic, FileId, Span};
 use crate::guardian::{self, Guardian, Policy, RuleTrace};
 use crate::syntax::ast::{
-    DecisionKind, Expectation, Modification, Output, PlaceSegment, ProvenanceSpec, Step, StepKind,
-    Test,
+    CallArg, DecisionKind, Expectation, Expr, Hook, Ident, Modification, Output, PlaceSegment,
+    ProvenanceSpec, Step, StepKind, StringLit, Test,
 };
 
 /// Unix seconds of the first step's timestamp (2026-01-01T00:00:00Z); each envelope is one
@@ -900,6 +900,9 @@ impl<'s> Run<'s> {
         }
     }
 
+    /// Runs one step: each kind of step is its own function below, which builds the
+    /// envelope(s) the step sends and checks the answer against the step's expectation
+    /// (docs/testing.md, "Steps and what they send").
     fn step(&mut self, s: &mut Session, step: &Step) -> Result<(), String> {
         let span = step.span;
         let expect = step.expect.as_ref();
@@ -907,421 +910,578 @@ impl<'s> Run<'s> {
             self.ensure_session(s, span);
         }
         match &step.kind {
-            StepKind::With { .. } => {}
+            StepKind::With { .. } => Ok(()),
             StepKind::Session {
                 intent,
                 permits,
                 strict,
-            } => {
-                s.started = true;
-                let mut payload = Map::new();
-                if let Some(mock) = &self.intent_mock {
-                    payload.insert("intent".into(), mock.clone());
-                } else if intent.is_some() || permits.is_some() || *strict {
-                    let mut i = Map::new();
-                    if let Some(raw) = intent {
-                        i.insert("raw".into(), json!(raw.value));
-                    }
-                    if let Some(p) = permits {
-                        let parsed = self.consts.json(p)?;
-                        i.insert("parsed".into(), parsed);
-                        i.insert(
-                            "parser_provenance".into(),
-                            json!({"provenance_id": format!("p-intent-{}", s.turn_prefix), "origin": "user_input"}),
-                        );
-                    }
-                    if *strict {
-                        i.insert("scope_mode".into(), json!("strict"));
-                    }
-                    payload.insert("intent".into(), Value::Object(i));
-                }
-                let sent = self.send(s, "steps/sessionStart", Value::Object(payload));
-                self.check(span, expect, &sent);
-            }
-            StepKind::User(text) => {
-                let prov = self.provenance(s, Some("user_input"), None, None, "user")?;
-                let payload =
-                    json!({"content": [{"type": "text", "value": text.value, "provenance": prov}]});
-                let sent = self.send(s, "steps/userMessage", payload);
-                if sent.proceeds() {
-                    Self::remember(s, &prov);
-                }
-                self.check(span, expect, &sent);
-            }
+            } => self.session_start(s, span, expect, intent.as_ref(), permits.as_ref(), *strict),
+            StepKind::User(text) => self.user_message(s, span, expect, text),
             StepKind::Agent { text, from } => {
-                let prov = match from {
-                    Some(f) if f.origin.name == "agent_generated" && f.source.is_none() => {
-                        // `from agent_generated`: the model's own earlier output.
-                        let parent = s
-                            .latest(|c| c.origin == "agent_generated")
-                            .map(|c| c.id.clone());
-                        let mut p =
-                            self.provenance(s, Some("agent_generated"), None, None, "agent")?;
-                        if let (Some(parent), Some(o)) = (parent, p.as_object_mut()) {
-                            o.insert("derived_from".into(), json!([parent]));
-                        }
-                        p
-                    }
-                    Some(f) => self.provenance(s, None, Some(f), None, "agent")?,
-                    None => {
-                        let mut p =
-                            self.provenance(s, Some("agent_generated"), None, None, "agent")?;
-                        if let Some(o) = p.as_object_mut() {
-                            o.remove("source_id");
-                        }
-                        p
-                    }
-                };
-                let payload =
-                    json!({"content": [{"type": "text", "value": text.value, "provenance": prov}]});
-                let sent = self.send(s, "steps/agentResponse", payload);
-                if sent.proceeds() {
-                    Self::remember(s, &prov);
-                }
-                self.check(span, expect, &sent);
+                self.agent_response(s, span, expect, text, from.as_ref())
             }
             StepKind::Call { tool, args, output } => {
-                let mut arguments = Map::new();
-                for (i, a) in args.iter().enumerate() {
-                    let value = self.consts.json(&a.value)?;
-                    let mut prov = self.argument_provenance(s, &a.from, &format!("arg{i}"))?;
-                    if !a.element_from.is_empty() {
-                        let mut records = Vec::new();
-                        let mut parents = Vec::new();
-                        for (j, from) in a.element_from.iter().enumerate() {
-                            if from.is_empty() {
-                                records.push(Value::Null);
-                                continue;
-                            }
-                            let r = self.argument_provenance(s, from, &format!("arg{i}.{j}"))?;
-                            if let Some(p) = r.get("derived_from").and_then(Value::as_array) {
-                                parents.extend(p.iter().cloned());
-                            }
-                            records.push(r);
-                        }
-                        if let Some(o) = prov.as_object_mut() {
-                            // Unless said otherwise, the list was taken from its elements' sources.
-                            if a.from.is_empty() && !parents.is_empty() {
-                                o.insert("origin".into(), json!("agent_generated"));
-                                o.insert("derived_from".into(), Value::Array(parents));
-                            }
-                            o.insert("elements".into(), Value::Array(records));
-                        }
-                    }
-                    arguments.insert(
-                        a.name.name.clone(),
-                        json!({"value": value, "provenance": prov}),
-                    );
-                }
-                let payload = json!({"tool": {"name": tool.name}, "arguments": arguments});
-                let sent = self.send(s, "steps/toolCallRequest", payload);
-                s.last_call
-                    .insert(tool.name.clone(), sent.request_id.clone());
-                self.check(span, expect, &sent);
-                if let Some(out) = output {
-                    if sent.proceeds() {
-                        let origin = Self::output_origin(out, "tool_output")?;
-                        self.result(
-                            s,
-                            span,
-                            &tool.name,
-                            Some(&sent.request_id),
-                            "success",
-                            out,
-                            &origin,
-                        )?;
-                    } else if let Some(e) = &out.expect {
-                        let what = match &sent.answer {
-                            Answer::Decided(d) => d.kind.as_str().to_string(),
-                            Answer::Error(_) => "an error".to_string(),
-                        };
-                        self.checked_steps += 1;
-                        let exp = self.expectation_text(e);
-                        self.fail(
-                            span,
-                            format!("the call was answered {what}, so it never ran and its result was not sent"),
-                            Some(exp),
-                            Some("no result (the call did not run)".into()),
-                            Some(&sent),
-                        );
-                    }
-                }
+                self.tool_call(s, span, expect, tool, args, output.as_ref())
             }
             StepKind::Result {
                 tool,
                 status,
                 output,
-            } => {
-                let origin = Self::output_origin(output, "tool_output")?;
-                let req = s.last_call.get(&tool.name).cloned();
-                let status = status.clone().unwrap_or_else(|| "success".into());
-                let mut out = output.clone();
-                out.expect = expect.cloned().or(out.expect);
-                self.result(s, span, &tool.name, req.as_deref(), &status, &out, &origin)?;
-            }
+            } => self.tool_result(s, span, expect, tool, status.as_deref(), output),
             StepKind::Retrieve { query, output } => {
-                let origin = Self::output_origin(output, "retrieved")?;
-                let qprov = self.provenance(s, None, None, None, "query")?;
-                let value = self.consts.json(&output.value)?;
-                let rprov = self.provenance(s, Some(&origin), None, Some("knowledge"), "doc")?;
-                let payload = json!({
-                    "query": {"value": query.value, "provenance": qprov},
-                    "results": [{"value": value, "source_id": "knowledge", "provenance": rprov}],
-                });
-                let sent = self.send(s, "steps/knowledgeRetrieval", payload);
-                if sent.proceeds() {
-                    Self::remember(s, &rprov);
-                }
-                self.check(span, expect.or(output.expect.as_ref()), &sent);
+                self.knowledge_retrieval(s, span, expect, query, output)
             }
             StepKind::Memory {
-                write,
+                write: true,
                 key,
                 output,
                 from,
-            } => {
-                if *write {
-                    let value = match output {
-                        Some(o) => self.consts.json(&o.value)?,
-                        None => Value::String(String::new()),
-                    };
-                    let origin = match output.as_ref().and_then(|o| o.origin.as_ref()) {
-                        Some(_) => Some(Self::output_origin(
-                            output.as_ref().expect("some"),
-                            "tool_output",
-                        )?),
-                        None => None,
-                    };
-                    let prov = self.provenance(
-                        s,
-                        origin.as_deref(),
-                        from.as_ref(),
-                        Some(&key.value),
-                        "mem",
-                    )?;
-                    let payload = json!({
-                        "memory_id": key.value,
-                        "memory_store": {"name": "default"},
-                        "content": {"value": value, "provenance": prov},
-                    });
-                    let sent = self.send(s, "steps/memoryStore", payload);
-                    if sent.proceeds() {
-                        Self::remember(s, &prov);
-                        s.memory.insert(key.value.clone(), (value, prov));
-                    }
-                    self.check(span, expect, &sent);
-                } else {
-                    let stored = s.memory.get(&key.value).cloned();
-                    let (value, prov) = match (output, stored) {
-                        (Some(o), Some((_, prov))) if o.origin.is_none() && from.is_none() => {
-                            (self.consts.json(&o.value)?, prov)
-                        }
-                        (Some(o), _) => {
-                            let origin = Self::output_origin(o, "retrieved")?;
-                            let value = self.consts.json(&o.value)?;
-                            (
-                                value,
-                                self.provenance(
-                                    s,
-                                    Some(&origin),
-                                    from.as_ref(),
-                                    Some(&key.value),
-                                    "mem",
-                                )?,
-                            )
-                        }
-                        (None, Some((v, prov))) if from.is_none() => (v, prov),
-                        (None, stored) => (
-                            stored.map_or(Value::String(String::new()), |(v, _)| v),
-                            self.provenance(
-                                s,
-                                Some("retrieved"),
-                                from.as_ref(),
-                                Some(&key.value),
-                                "mem",
-                            )?,
-                        ),
-                    };
-                    let payload = json!({
-                        "query": {"value": key.value},
-                        "memory_store": {"name": "default"},
-                        "results": [{"memory_id": key.value, "value": value, "provenance": prov}],
-                    });
-                    let sent = self.send(s, "steps/memoryContextRetrieval", payload);
-                    if sent.proceeds() {
-                        Self::remember(s, &prov);
-                    }
-                    self.check(span, expect, &sent);
-                }
-            }
-            StepKind::Compact => {
-                let entries = s.committed.clone();
-                let mut origins: Vec<&str> = Vec::new();
-                for c in &s.content {
-                    if !origins.contains(&c.origin.as_str()) {
-                        origins.push(c.origin.as_str());
-                    }
-                }
-                let origins: Vec<String> = origins.iter().map(|o| o.to_string()).collect();
-                let pre = json!({
-                    "entries_to_compact": entries,
-                    "pre_compact_provenance_summary": {"origins_seen": origins, "entry_count": entries.len()},
-                });
-                let sent = self.send(s, "steps/preCompact", pre);
-                if !sent.proceeds() {
-                    self.check(span, expect, &sent);
-                    return Ok(());
-                }
-                let prov = json!({"provenance_id": format!("{}-summary", self.fresh_id(s)), "origin": "agent_generated"});
-                let seed = format!("{}{}", s.id, self.seq);
-                let post = json!({
-                    "summary": {"value": format!("a summary of {} entries", entries.len()), "provenance": prov},
-                    "entries_compacted": entries,
-                    "pre_compact_chain_hash": sha256_hex(&format!("{seed}pre")),
-                    "post_compact_chain_hash": sha256_hex(&format!("{seed}post")),
-                });
-                let sent = self.send(s, "steps/postCompact", post);
-                if sent.proceeds() {
-                    Self::remember(s, &prov);
-                }
-                self.check(span, expect, &sent);
-            }
-            StepKind::Turn => {
-                let end = self.send(
-                    s,
-                    "steps/turnEnd",
-                    json!({"turn_id": s.turn_id(), "outcome": "completed"}),
-                );
-                if let Answer::Error(_) = end.answer {
-                    self.check(span, expect, &end);
-                    return Ok(());
-                }
-                s.turn += 1;
-                let mut payload = json!({"turn_id": s.turn_id(), "triggered_by": "user_message"});
-                if let Some(p) = &s.parent_turn {
-                    payload["parent_turn_id"] = json!(p);
-                }
-                let sent = self.send(s, "steps/turnStart", payload);
-                self.check(span, expect, &sent);
-            }
+            } => self.memory_store(s, span, expect, key, output.as_ref(), from.as_ref()),
+            StepKind::Memory {
+                write: false,
+                key,
+                output,
+                from,
+            } => self.memory_retrieval(s, span, expect, key, output.as_ref(), from.as_ref()),
+            StepKind::Compact => self.compact(s, span, expect),
+            StepKind::Turn => self.next_turn(s, span, expect),
             StepKind::Skill {
                 op,
                 skill_id,
                 digest,
-            } => {
-                let digest = match digest {
-                    Some(d) => match d.value.split_once(':') {
-                        Some((alg, v)) => json!({"algorithm": alg, "value": v}),
-                        None => json!({"algorithm": "sha256", "value": d.value}),
-                    },
-                    None => json!({"algorithm": "sha256", "value": sha256_hex(&skill_id.value)}),
-                };
-                let (method, payload) = match op.as_str() {
-                    "register" => (
-                        "steps/skillRegister",
-                        json!({"skill_id": skill_id.value, "definition": {"digest": digest}, "declared_capabilities": []}),
-                    ),
-                    "load" => (
-                        "steps/skillLoad",
-                        json!({"skill_id": skill_id.value, "digest": digest, "load_path": [{"skill_id": skill_id.value}]}),
-                    ),
-                    _ => ("steps/skillUnload", json!({"skill_id": skill_id.value})),
-                };
-                let sent = self.send(s, method, payload);
-                self.check(span, expect, &sent);
+            } => self.skill(s, span, expect, op, skill_id, digest.as_ref()),
+            StepKind::Subagent { name, steps } => self.subagent(s, span, expect, name, steps),
+            StepKind::Send { hook, payload } => self.send_raw(s, span, expect, hook, payload),
+            StepKind::Approve { approver } => self.approve(s, span, approver.as_ref()),
+            StepKind::Expect { .. } => {
+                Err("`expect \"request-id\"` steps belong in a fixture test: `test \"…\" from \"trace.jsonl\" { … }`".into())
             }
-            StepKind::Subagent { name, steps } => {
-                let child_id =
-                    uuid_from(&format!("{}::subagent::{}::{}", s.id, name.value, self.seq));
-                let start = json!({
-                    "subagent_session_id": child_id,
-                    "parent_session_id": s.id,
-                    "parent_step_id": s.committed.last().cloned().unwrap_or_default(),
-                });
-                let sent = self.send(s, "steps/subagentStart", start);
-                if !sent.proceeds() {
-                    self.check(span, expect, &sent);
-                    return Ok(());
-                }
-                let mut child = Session::new(
-                    child_id.clone(),
-                    format!("{}-t", name.value),
-                    Some(s.turn_id()),
+        }
+    }
+
+    /// `session [intent "…"] [permits …] [strict]`: `steps/sessionStart` with the Intent (or
+    /// the mocked one).
+    fn session_start(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        intent: Option<&StringLit>,
+        permits: Option<&Expr>,
+        strict: bool,
+    ) -> Result<(), String> {
+        s.started = true;
+        let mut payload = Map::new();
+        if let Some(mock) = &self.intent_mock {
+            payload.insert("intent".into(), mock.clone());
+        } else if intent.is_some() || permits.is_some() || strict {
+            let mut i = Map::new();
+            if let Some(raw) = intent {
+                i.insert("raw".into(), json!(raw.value));
+            }
+            if let Some(p) = permits {
+                let parsed = self.consts.json(p)?;
+                i.insert("parsed".into(), parsed);
+                i.insert(
+                    "parser_provenance".into(),
+                    json!({"provenance_id": format!("p-intent-{}", s.turn_prefix), "origin": "user_input"}),
                 );
-                child.started = true;
-                self.run_steps(&mut child, steps)?;
-                // The summary is derived from what the subagent read that the parent cannot
-                // vouch for: unknown lineage in the parent's session, so never clean.
-                let read: Vec<String> = child
-                    .content
-                    .iter()
-                    .filter(|c| UNTRUSTED_ORIGINS.contains(&c.origin.as_str()))
-                    .map(|c| c.id.clone())
-                    .collect();
-                let mut prov = json!({"provenance_id": format!("{}-subagent", self.fresh_id(s)), "origin": "agent_generated"});
-                if !read.is_empty() {
-                    prov["derived_from"] = json!(read);
-                }
-                let stop = json!({
-                    "subagent_session_id": child_id,
-                    "summary": {"value": format!("{} finished", name.value), "provenance": prov},
-                    "subagent_step_count": child.steps,
-                });
-                let stopped = self.send(s, "steps/subagentStop", stop);
-                if stopped.proceeds() {
-                    Self::remember(s, &prov);
-                }
-                // The expectation is about starting the subagent.
-                let _ = stopped;
-                self.check(span, expect, &sent);
             }
-            StepKind::Send { hook, payload } => {
-                let Some(spec) = crate::acs::fields::hook(&hook.name) else {
-                    return Err(format!("unknown hook `{}`", hook.name));
-                };
-                let payload = self.consts.json(payload)?;
-                let sent = self.send(s, spec.method, payload.clone());
-                if sent.proceeds() {
-                    let mut found = Vec::new();
-                    collect_provenance(&payload, &mut found);
-                    for p in found {
-                        Self::remember(s, &p);
-                    }
-                    if spec.method == "steps/sessionStart" {
-                        s.started = true;
-                    }
-                }
-                self.check(span, expect, &sent);
+            if strict {
+                i.insert("scope_mode".into(), json!("strict"));
             }
-            StepKind::Approve { approver } => {
-                let Some(ask) = s.last_ask.take() else {
-                    return Err("`approve`: this session has no ask to approve yet".into());
-                };
-                let guardian = self.guardian.as_ref().expect("prepared");
-                let at_ms = (BASE_UNIX + self.seq as i64) * 1000;
-                let who = match approver {
-                    Some(a) => a.value.clone(),
-                    None => guardian
-                        .approvals(Some(at_ms))
-                        .into_iter()
-                        .find(|i| i.request_id == ask)
-                        .map(|i| i.approval.approver_id.clone())
-                        .unwrap_or_default(),
+            payload.insert("intent".into(), Value::Object(i));
+        }
+        let sent = self.send(s, "steps/sessionStart", Value::Object(payload));
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `user "…"`: `steps/userMessage`, the text with `user_input` provenance.
+    fn user_message(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        text: &StringLit,
+    ) -> Result<(), String> {
+        let prov = self.provenance(s, Some("user_input"), None, None, "user")?;
+        let payload =
+            json!({"content": [{"type": "text", "value": text.value, "provenance": prov}]});
+        let sent = self.send(s, "steps/userMessage", payload);
+        if sent.proceeds() {
+            Self::remember(s, &prov);
+        }
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `agent "…" [from …]`: `steps/agentResponse`.
+    fn agent_response(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        text: &StringLit,
+        from: Option<&ProvenanceSpec>,
+    ) -> Result<(), String> {
+        let prov = match from {
+            Some(f) if f.origin.name == "agent_generated" && f.source.is_none() => {
+                // `from agent_generated`: the model's own earlier output.
+                let parent = s
+                    .latest(|c| c.origin == "agent_generated")
+                    .map(|c| c.id.clone());
+                let mut p = self.provenance(s, Some("agent_generated"), None, None, "agent")?;
+                if let (Some(parent), Some(o)) = (parent, p.as_object_mut()) {
+                    o.insert("derived_from".into(), json!([parent]));
+                }
+                p
+            }
+            Some(f) => self.provenance(s, None, Some(f), None, "agent")?,
+            None => {
+                let mut p = self.provenance(s, Some("agent_generated"), None, None, "agent")?;
+                if let Some(o) = p.as_object_mut() {
+                    o.remove("source_id");
+                }
+                p
+            }
+        };
+        let payload =
+            json!({"content": [{"type": "text", "value": text.value, "provenance": prov}]});
+        let sent = self.send(s, "steps/agentResponse", payload);
+        if sent.proceeds() {
+            Self::remember(s, &prov);
+        }
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `call TOOL(args…) [-> output]`: `steps/toolCallRequest`, then, if the call goes ahead
+    /// and an output is given, its `steps/toolCallResult`.
+    fn tool_call(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        tool: &Ident,
+        args: &[CallArg],
+        output: Option<&Output>,
+    ) -> Result<(), String> {
+        let arguments = self.call_arguments(s, args)?;
+        let payload = json!({"tool": {"name": tool.name}, "arguments": arguments});
+        let sent = self.send(s, "steps/toolCallRequest", payload);
+        s.last_call
+            .insert(tool.name.clone(), sent.request_id.clone());
+        self.check(span, expect, &sent);
+        if let Some(out) = output {
+            if sent.proceeds() {
+                let origin = Self::output_origin(out, "tool_output")?;
+                self.result(
+                    s,
+                    span,
+                    &tool.name,
+                    Some(&sent.request_id),
+                    "success",
+                    out,
+                    &origin,
+                )?;
+            } else if let Some(e) = &out.expect {
+                let what = match &sent.answer {
+                    Answer::Decided(d) => d.kind.as_str().to_string(),
+                    Answer::Error(_) => "an error".to_string(),
                 };
                 self.checked_steps += 1;
-                if let Err(e) = guardian.approve(&ask, &who, Some(at_ms)) {
-                    self.fail(
-                        span,
-                        format!("the approval was refused: {e}"),
-                        None,
-                        None,
-                        None,
-                    );
+                let exp = self.expectation_text(e);
+                self.fail(
+                    span,
+                    format!(
+                        "the call was answered {what}, so it never ran and its result was not sent"
+                    ),
+                    Some(exp),
+                    Some("no result (the call did not run)".into()),
+                    Some(&sent),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A call's `arguments`: each `{value, provenance}`, with per-element provenance for a
+    /// list written `[x from SPEC, y]`.
+    fn call_arguments(
+        &mut self,
+        s: &mut Session,
+        args: &[CallArg],
+    ) -> Result<Map<String, Value>, String> {
+        let mut arguments = Map::new();
+        for (i, a) in args.iter().enumerate() {
+            let value = self.consts.json(&a.value)?;
+            let mut prov = self.argument_provenance(s, &a.from, &format!("arg{i}"))?;
+            if !a.element_from.is_empty() {
+                let mut records = Vec::new();
+                let mut parents = Vec::new();
+                for (j, from) in a.element_from.iter().enumerate() {
+                    if from.is_empty() {
+                        records.push(Value::Null);
+                        continue;
+                    }
+                    let r = self.argument_provenance(s, from, &format!("arg{i}.{j}"))?;
+                    if let Some(p) = r.get("derived_from").and_then(Value::as_array) {
+                        parents.extend(p.iter().cloned());
+                    }
+                    records.push(r);
+                }
+                if let Some(o) = prov.as_object_mut() {
+                    // Unless said otherwise, the list was taken from its elements' sources.
+                    if a.from.is_empty() && !parents.is_empty() {
+                        o.insert("origin".into(), json!("agent_generated"));
+                        o.insert("derived_from".into(), Value::Array(parents));
+                    }
+                    o.insert("elements".into(), Value::Array(records));
                 }
             }
-            StepKind::Expect { .. } => {
-                return Err("`expect \"request-id\"` steps belong in a fixture test: `test \"…\" from \"trace.jsonl\" { … }`".into());
+            arguments.insert(
+                a.name.name.clone(),
+                json!({"value": value, "provenance": prov}),
+            );
+        }
+        Ok(arguments)
+    }
+
+    /// `result TOOL [status] -> output`: `steps/toolCallResult` for the tool's last call.
+    fn tool_result(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        tool: &Ident,
+        status: Option<&str>,
+        output: &Output,
+    ) -> Result<(), String> {
+        let origin = Self::output_origin(output, "tool_output")?;
+        let req = s.last_call.get(&tool.name).cloned();
+        let status = status.unwrap_or("success");
+        let mut out = output.clone();
+        out.expect = expect.cloned().or(out.expect);
+        self.result(s, span, &tool.name, req.as_deref(), status, &out, &origin)
+    }
+
+    /// `retrieve "query" -> output`: `steps/knowledgeRetrieval`, one result.
+    fn knowledge_retrieval(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        query: &StringLit,
+        output: &Output,
+    ) -> Result<(), String> {
+        let origin = Self::output_origin(output, "retrieved")?;
+        let qprov = self.provenance(s, None, None, None, "query")?;
+        let value = self.consts.json(&output.value)?;
+        let rprov = self.provenance(s, Some(&origin), None, Some("knowledge"), "doc")?;
+        let payload = json!({
+            "query": {"value": query.value, "provenance": qprov},
+            "results": [{"value": value, "source_id": "knowledge", "provenance": rprov}],
+        });
+        let sent = self.send(s, "steps/knowledgeRetrieval", payload);
+        if sent.proceeds() {
+            Self::remember(s, &rprov);
+        }
+        self.check(span, expect.or(output.expect.as_ref()), &sent);
+        Ok(())
+    }
+
+    /// `memory write "key" [-> output] [from …]`: `steps/memoryStore`; the session remembers
+    /// the value for a later read.
+    fn memory_store(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        key: &StringLit,
+        output: Option<&Output>,
+        from: Option<&ProvenanceSpec>,
+    ) -> Result<(), String> {
+        let value = match output {
+            Some(o) => self.consts.json(&o.value)?,
+            None => Value::String(String::new()),
+        };
+        let origin = match output.and_then(|o| o.origin.as_ref()) {
+            Some(_) => Some(Self::output_origin(output.expect("some"), "tool_output")?),
+            None => None,
+        };
+        let prov = self.provenance(s, origin.as_deref(), from, Some(&key.value), "mem")?;
+        let payload = json!({
+            "memory_id": key.value,
+            "memory_store": {"name": "default"},
+            "content": {"value": value, "provenance": prov},
+        });
+        let sent = self.send(s, "steps/memoryStore", payload);
+        if sent.proceeds() {
+            Self::remember(s, &prov);
+            s.memory.insert(key.value.clone(), (value, prov));
+        }
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `memory read "key" [-> output] [from …]`: `steps/memoryContextRetrieval`, by default
+    /// of what was written under the key.
+    fn memory_retrieval(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        key: &StringLit,
+        output: Option<&Output>,
+        from: Option<&ProvenanceSpec>,
+    ) -> Result<(), String> {
+        let stored = s.memory.get(&key.value).cloned();
+        let (value, prov) = match (output, stored) {
+            (Some(o), Some((_, prov))) if o.origin.is_none() && from.is_none() => {
+                (self.consts.json(&o.value)?, prov)
             }
+            (Some(o), _) => {
+                let origin = Self::output_origin(o, "retrieved")?;
+                let value = self.consts.json(&o.value)?;
+                (
+                    value,
+                    self.provenance(s, Some(&origin), from, Some(&key.value), "mem")?,
+                )
+            }
+            (None, Some((v, prov))) if from.is_none() => (v, prov),
+            (None, stored) => (
+                stored.map_or(Value::String(String::new()), |(v, _)| v),
+                self.provenance(s, Some("retrieved"), from, Some(&key.value), "mem")?,
+            ),
+        };
+        let payload = json!({
+            "query": {"value": key.value},
+            "memory_store": {"name": "default"},
+            "results": [{"memory_id": key.value, "value": value, "provenance": prov}],
+        });
+        let sent = self.send(s, "steps/memoryContextRetrieval", payload);
+        if sent.proceeds() {
+            Self::remember(s, &prov);
+        }
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `compact`: `steps/preCompact` over the committed steps, then, if it goes ahead,
+    /// `steps/postCompact` with a summary.
+    fn compact(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+    ) -> Result<(), String> {
+        let entries = s.committed.clone();
+        let mut origins: Vec<&str> = Vec::new();
+        for c in &s.content {
+            if !origins.contains(&c.origin.as_str()) {
+                origins.push(c.origin.as_str());
+            }
+        }
+        let origins: Vec<String> = origins.iter().map(|o| o.to_string()).collect();
+        let pre = json!({
+            "entries_to_compact": entries,
+            "pre_compact_provenance_summary": {"origins_seen": origins, "entry_count": entries.len()},
+        });
+        let sent = self.send(s, "steps/preCompact", pre);
+        if !sent.proceeds() {
+            self.check(span, expect, &sent);
+            return Ok(());
+        }
+        let prov = json!({"provenance_id": format!("{}-summary", self.fresh_id(s)), "origin": "agent_generated"});
+        let seed = format!("{}{}", s.id, self.seq);
+        let post = json!({
+            "summary": {"value": format!("a summary of {} entries", entries.len()), "provenance": prov},
+            "entries_compacted": entries,
+            "pre_compact_chain_hash": sha256_hex(&format!("{seed}pre")),
+            "post_compact_chain_hash": sha256_hex(&format!("{seed}post")),
+        });
+        let sent = self.send(s, "steps/postCompact", post);
+        if sent.proceeds() {
+            Self::remember(s, &prov);
+        }
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `turn`: `steps/turnEnd` of the open turn, then `steps/turnStart` of the next.
+    fn next_turn(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+    ) -> Result<(), String> {
+        let end = self.send(
+            s,
+            "steps/turnEnd",
+            json!({"turn_id": s.turn_id(), "outcome": "completed"}),
+        );
+        if let Answer::Error(_) = end.answer {
+            self.check(span, expect, &end);
+            return Ok(());
+        }
+        s.turn += 1;
+        let mut payload = json!({"turn_id": s.turn_id(), "triggered_by": "user_message"});
+        if let Some(p) = &s.parent_turn {
+            payload["parent_turn_id"] = json!(p);
+        }
+        let sent = self.send(s, "steps/turnStart", payload);
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `skill register|load|unload "id" [digest "…"]`: `steps/skillRegister`, `steps/skillLoad`
+    /// or `steps/skillUnload`.
+    fn skill(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        op: &str,
+        skill_id: &StringLit,
+        digest: Option<&StringLit>,
+    ) -> Result<(), String> {
+        let digest = match digest {
+            Some(d) => match d.value.split_once(':') {
+                Some((alg, v)) => json!({"algorithm": alg, "value": v}),
+                None => json!({"algorithm": "sha256", "value": d.value}),
+            },
+            None => json!({"algorithm": "sha256", "value": sha256_hex(&skill_id.value)}),
+        };
+        let (method, payload) = match op {
+            "register" => (
+                "steps/skillRegister",
+                json!({"skill_id": skill_id.value, "definition": {"digest": digest}, "declared_capabilities": []}),
+            ),
+            "load" => (
+                "steps/skillLoad",
+                json!({"skill_id": skill_id.value, "digest": digest, "load_path": [{"skill_id": skill_id.value}]}),
+            ),
+            _ => ("steps/skillUnload", json!({"skill_id": skill_id.value})),
+        };
+        let sent = self.send(s, method, payload);
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `subagent "name" { steps }`: `steps/subagentStart`, the child's steps in its own
+    /// session, then `steps/subagentStop` with a summary derived from what the child read.
+    fn subagent(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        name: &StringLit,
+        steps: &[Step],
+    ) -> Result<(), String> {
+        let child_id = uuid_from(&format!("{}::subagent::{}::{}", s.id, name.value, self.seq));
+        let start = json!({
+            "subagent_session_id": child_id,
+            "parent_session_id": s.id,
+            "parent_step_id": s.committed.last().cloned().unwrap_or_default(),
+        });
+        let sent = self.send(s, "steps/subagentStart", start);
+        if !sent.proceeds() {
+            self.check(span, expect, &sent);
+            return Ok(());
+        }
+        let mut child = Session::new(
+            child_id.clone(),
+            format!("{}-t", name.value),
+            Some(s.turn_id()),
+        );
+        child.started = true;
+        self.run_steps(&mut child, steps)?;
+        // The summary is derived from what the subagent read that the parent cannot
+        // vouch for: unknown lineage in the parent's session, so never clean.
+        let read: Vec<String> = child
+            .content
+            .iter()
+            .filter(|c| UNTRUSTED_ORIGINS.contains(&c.origin.as_str()))
+            .map(|c| c.id.clone())
+            .collect();
+        let mut prov = json!({"provenance_id": format!("{}-subagent", self.fresh_id(s)), "origin": "agent_generated"});
+        if !read.is_empty() {
+            prov["derived_from"] = json!(read);
+        }
+        let stop = json!({
+            "subagent_session_id": child_id,
+            "summary": {"value": format!("{} finished", name.value), "provenance": prov},
+            "subagent_step_count": child.steps,
+        });
+        let stopped = self.send(s, "steps/subagentStop", stop);
+        if stopped.proceeds() {
+            Self::remember(s, &prov);
+        }
+        // The expectation is about starting the subagent.
+        let _ = stopped;
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `send HOOK { payload }`: the payload as written, on the hook's method.
+    fn send_raw(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        expect: Option<&Expectation>,
+        hook: &Hook,
+        payload: &Expr,
+    ) -> Result<(), String> {
+        let Some(spec) = crate::acs::fields::hook(&hook.name) else {
+            return Err(format!("unknown hook `{}`", hook.name));
+        };
+        let payload = self.consts.json(payload)?;
+        let sent = self.send(s, spec.method, payload.clone());
+        if sent.proceeds() {
+            let mut found = Vec::new();
+            collect_provenance(&payload, &mut found);
+            for p in found {
+                Self::remember(s, &p);
+            }
+            if spec.method == "steps/sessionStart" {
+                s.started = true;
+            }
+        }
+        self.check(span, expect, &sent);
+        Ok(())
+    }
+
+    /// `approve [as "ID"]`: grants the session's latest ask through the Guardian (no envelope).
+    fn approve(
+        &mut self,
+        s: &mut Session,
+        span: Span,
+        approver: Option<&StringLit>,
+    ) -> Result<(), String> {
+        let Some(ask) = s.last_ask.take() else {
+            return Err("`approve`: this session has no ask to approve yet".into());
+        };
+        let guardian = self.guardian.as_ref().expect("prepared");
+        let at_ms = (BASE_UNIX + self.seq as i64) * 1000;
+        let who = match approver {
+            Some(a) => a.value.clone(),
+            None => guardian
+                .approvals(Some(at_ms))
+                .into_iter()
+                .find(|i| i.request_id == ask)
+                .map(|i| i.approval.approver_id.clone())
+                .unwrap_or_default(),
+        };
+        self.checked_steps += 1;
+        if let Err(e) = guardian.approve(&ask, &who, Some(at_ms)) {
+            self.fail(
+                span,
+                format!("the approval was refused: {e}"),
+                None,
+                None,
+                None,
+            );
         }
         Ok(())
     }

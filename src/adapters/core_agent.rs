@@ -47,7 +47,8 @@ pub fn new_uuid(salt: u64) -> String {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let h = super::sha256_hex(format!("{t}:{}:{salt}", std::process::id()).as_bytes());
+        let h =
+            crate::guardian::sha256_hex(format!("{t}:{}:{salt}", std::process::id()).as_bytes());
         for (i, byte) in b.iter_mut().enumerate() {
             *byte = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap_or(0);
         }
@@ -66,8 +67,8 @@ pub fn new_uuid(salt: u64) -> String {
 }
 
 fn now_rfc3339_ms() -> String {
-    let ms = super::protocol::now_ms();
-    let base = super::now_rfc3339_at(ms.div_euclid(1000));
+    let ms = crate::guardian::protocol::now_ms();
+    let base = crate::guardian::now_rfc3339_at(ms.div_euclid(1000));
     // "YYYY-MM-DDTHH:MM:SSZ" → with milliseconds.
     format!("{}.{:03}Z", &base[..base.len() - 1], ms.rem_euclid(1000))
 }

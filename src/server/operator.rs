@@ -22,7 +22,7 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::{ApprovalInfo, ApproveError, Guardian};
+use crate::guardian::{ApprovalInfo, ApproveError, Guardian};
 use crate::state::{EffectStatus, Extension, GrantError};
 
 /// The operator's bearer token, kept as its SHA-256: comparing two digests in constant time

@@ -7,7 +7,10 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io::{self, BufRead, Read, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(feature = "watch")]
+use std::path::PathBuf;
+#[cfg(feature = "watch")]
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +20,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, StatusCode};
 
 use super::store::Store;
-use super::{Guardian, Journal, Options, Policy};
+use crate::guardian::{Guardian, Journal, Options, Policy};
 
 /// Loads the policy (`None`: the embedded default).
 pub fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
@@ -170,9 +173,10 @@ pub fn run_stdio(g: &Guardian, input: impl Read, mut output: impl Write) -> io::
         let (body, framed) = match frame {
             Frame::Line(b) => (g.handle(&b), false),
             Frame::Framed(b) => (g.handle(&b), true),
-            Frame::TooLarge { len, framed } => {
-                (super::too_large_response(len, max).to_vec(), framed)
-            }
+            Frame::TooLarge { len, framed } => (
+                crate::guardian::too_large_response(len, max).to_vec(),
+                framed,
+            ),
             Frame::BadHeader(why) => (
                 crate::acs::envelope::Response::error(
                     crate::acs::envelope::Id::Null,
@@ -230,7 +234,7 @@ async fn handle_http(
     if let Some(len) = declared.filter(|l| *l > max) {
         return Ok(json_response(
             StatusCode::PAYLOAD_TOO_LARGE,
-            super::too_large_response(len, max).to_vec(),
+            crate::guardian::too_large_response(len, max).to_vec(),
         ));
     }
     let body = match Limited::new(req.into_body(), max).collect().await {
@@ -238,7 +242,7 @@ async fn handle_http(
         Err(_) => {
             return Ok(json_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                super::too_large_response(max + 1, max).to_vec(),
+                crate::guardian::too_large_response(max + 1, max).to_vec(),
             ))
         }
     };
@@ -335,6 +339,7 @@ pub fn reload(g: &Guardian, path: &Path) -> Reload {
 
 /// Watches the policy's folder and reloads (debounced by `quiet`) on every change to a
 /// `.ward` file. The returned watcher must be kept alive.
+#[cfg(feature = "watch")]
 pub fn watch(
     g: Arc<Guardian>,
     path: PathBuf,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 
-use super::journal::{Journal, Record};
+use crate::guardian::journal::{Journal, Record};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");

@@ -1,0 +1,16 @@
+//! The Guardian as a process (feature `server`): what `warden serve` runs around the
+//! embedding API of [`crate::guardian`]. Nothing here decides anything; it moves envelopes in
+//! and out and keeps what must outlive the process.
+//!
+//! - [`serve`]: the transports (JSON-RPC over stdio, HTTP/1.1 on hyper + tokio), building a
+//!   Guardian over a state folder, and policy reload (`--watch` also needs feature `watch`);
+//! - [`store`]: the durable journal behind `--state DIR` (redb), from which sessions and their
+//!   audit chains are restored;
+//! - [`operator`]: the operator endpoint (effect keys and approvals on a running server).
+
+// Error responses are the rare path, built once per refused request: no need to box them.
+#![allow(clippy::result_large_err)]
+
+pub mod operator;
+pub mod serve;
+pub mod store;
