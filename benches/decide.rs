@@ -306,6 +306,19 @@ fn inference(c: &mut Criterion) {
                 black_box(d.kind)
             })
         });
+        // Inference alone, for one argument value: its tokens looked up in the index (a fresh
+        // draft each time, so nothing is cached).
+        let value = json!("friend7@home.example");
+        group.bench_with_input(BenchmarkId::new("infer_one", h), &h, |b, _| {
+            b.iter(|| {
+                let draft = state.view();
+                black_box(
+                    draft
+                        .infer_node(&program, black_box(&value), 0)
+                        .source_origins,
+                )
+            })
+        });
         // The cost per argument: a mail to K addresses the user typed, sent without lineage,
         // each checked on its own by the default (its sources inferred, twice: `taken_from` and
         // `found_in`). The slope between K = 1 and K = 33 is what one more argument costs.
