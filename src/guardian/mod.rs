@@ -36,6 +36,7 @@
 
 pub mod audit;
 pub mod decide;
+pub mod engine;
 pub mod explain;
 pub mod journal;
 pub mod protocol;
@@ -48,6 +49,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::Value;
 
 pub use decide::Decision;
+pub use engine::{decide_event, reapply_event, taint_event, BAD_ARGUMENTS, BAD_INTENT};
 pub use journal::{Journal, MemoryJournal, Record};
 pub use protocol::{Caps, Negotiated, Protocol};
 
@@ -61,10 +63,10 @@ use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, SourceMap, Span};
 use crate::state::{
-    Approval, ApprovalNote, ApprovalStatus, Draft, Event, Extension, GrantError, SessionState,
+    Approval, ApprovalNote, ApprovalStatus, Event, Extension, GrantError, SessionState,
 };
 use crate::syntax::ast::DecisionKind;
-use crate::vm::{self, Budget, Env, Observation, VmError};
+use crate::vm::{Observation, VmError};
 
 /// A checked and compiled policy.
 #[derive(Debug, Clone)]
@@ -1356,237 +1358,12 @@ pub fn sign_response(key: &[u8], key_id: &str, response: &mut Response) {
     }
 }
 
-/// Re-applies a step that went ahead to a state: the same draft changes and history
-/// counters [`decide_event`] applies, without running the rules (they only decide).
-pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
-    let mut budget = Budget::new(program.budget);
-    state.ensure_slots(program);
-    let changes = {
-        let mut draft = Draft::new(state);
-        draft.begin_event(program, ev);
-        if draft.begin_effects(program, ev, &mut budget).is_err()
-            || draft.record_history(program, ev, &mut budget).is_err()
-        {
-            // As live: the content stays, with its labels.
-            let changes = draft.into_taint_changes();
-            state.apply_taint(program, changes);
-            return;
-        }
-        draft.record_effects(program, ev);
-        draft.into_changes()
-    };
-    state.apply(program, changes);
-}
-
-/// Takes in the content of a step whose decision failed, with the labels it earns (as
-/// [`decide_event`] does on a failure), without running the rules.
-pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
-    state.ensure_slots(program);
-    let changes = {
-        let mut draft = Draft::new(state);
-        draft.begin_event(program, ev);
-        draft.into_taint_changes()
-    };
-    state.apply_taint(program, changes);
-}
-
 /// A wrapped MCP tool call's method.
 const MCP_TOOLS_CALL: &str = "protocols/MCP/tools/call";
-
-/// The reason code of a call that does not match its tool's declaration.
-pub const BAD_ARGUMENTS: &str = "warden.bad_arguments";
-
-/// The reason code of a refused Intent: a capability Warden cannot read grants nothing.
-pub const BAD_INTENT: &str = "warden.bad_intent";
 
 /// Methods the Guardian answers: every hook, plus ping and the handshake.
 pub fn is_known_method(m: &str) -> bool {
     fields::hook(m).is_some() || m == "system/ping" || m == "handshake/hello"
-}
-
-/// Decides one event against a session state, and keeps the event's effect on the state only
-/// if the step goes ahead (allow or modify). Returns the decision (with its explain trace when
-/// `explain`).
-pub fn decide_event(
-    program: &Program,
-    hook: &'static fields::HookSpec,
-    state: &mut SessionState,
-    ev: &Event<'_>,
-    explain: bool,
-) -> Result<Decision, VmError> {
-    let mut budget = Budget::new(program.budget);
-    state.ensure_slots(program);
-    let (decision, changes) = {
-        let mut draft = Draft::new(state);
-        // Taking the content in cannot fail: its labels have a budget of their own.
-        draft.begin_event(program, ev);
-        let decided = decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget);
-        match decided {
-            // A refused Intent stays refused even though the step does not go ahead.
-            Ok(decision) if !decision.proceeds() && draft.intent_refused.is_some() => {
-                let changes = draft.into_taint_changes();
-                state.apply_taint(program, changes);
-                return Ok(decision);
-            }
-            Ok(decision) => (decision, draft.into_changes()),
-            Err(e) => {
-                // The step's content enters with its labels whatever happened (fail closed).
-                let changes = draft.into_taint_changes();
-                state.apply_taint(program, changes);
-                return Err(e);
-            }
-        }
-    };
-    if decision.proceeds() {
-        state.apply(program, changes);
-    }
-    if let Some(note) = &decision.approval {
-        state.apply_approval(note);
-    }
-    Ok(decision)
-}
-
-/// The rules and their combination, on a draft that has taken the event's content in; for a
-/// step that goes ahead, the history counters and effect keys it moves.
-fn decide_in_draft(
-    program: &Program,
-    hook: &'static fields::HookSpec,
-    draft: &mut Draft<'_>,
-    ev: &Event<'_>,
-    explain: bool,
-    budget: &mut Budget,
-) -> Result<Decision, VmError> {
-    // A call of a declared tool must match its declaration (docs/language.md §5).
-    if hook.method == "steps/toolCallRequest" {
-        let tool = ev.payload.pointer("/tool/name").and_then(Value::as_str);
-        if let Some((name, spec)) = tool.and_then(|t| program.tools.get_key_value(t)) {
-            if let Err(why) = spec.check_call(name, ev.payload.get("arguments")) {
-                return Ok(Decision::simple(DecisionKind::Deny, BAD_ARGUMENTS, why));
-            }
-        }
-    }
-    if let Some(why) = &draft.intent_refused {
-        if hook.allows(fields::DecisionKind::Deny) {
-            return Ok(Decision::simple(
-                DecisionKind::Deny,
-                BAD_INTENT,
-                format!("the session's intent was refused: {why}"),
-            ));
-        }
-    }
-    draft.begin_effects(program, ev, budget)?;
-    let tool = ev
-        .payload
-        .get("tool")
-        .and_then(|t| t.get("name"))
-        .and_then(Value::as_str);
-    let mut fired = Vec::new();
-    let mut traces = Vec::new();
-    let rego_cache = vm::RegoCache::default();
-    let mut decision = {
-        let env = Env {
-            program,
-            payload: ev.payload,
-            metadata: ev.metadata,
-            state: draft,
-            rego_cache: Some(&rego_cache),
-        };
-        let mut ids = program.rules_for(hook.method, tool);
-        if let Some(method) = ev.wrapped_method {
-            ids.extend(program.rules_for(method, tool));
-            ids.sort_unstable();
-            ids.dedup();
-        }
-        for id in ids {
-            let rule = &program.rules[id as usize];
-            let mut obs = Vec::new();
-            let result = vm::run(&env, &rule.code, budget, explain.then_some(&mut obs))
-                .map_err(|e| e.in_rule(&rule.qualified))?;
-            let truth = result
-                .truth_checked("a rule's condition")
-                .map_err(|message| VmError::Type {
-                    message,
-                    span: rule.code.spans.last().copied().unwrap_or_default(),
-                    rule: Some(rule.qualified.clone()),
-                })?;
-            let mut fires = truth == Some(true);
-            match (fires, rule.rego_source) {
-                (true, Some(source)) => {
-                    let messages = rego_messages(rule, env.rego(source, &[])?);
-                    fires = !messages.is_empty();
-                    fired.extend(messages.into_iter().map(|t| (id, Some(t))));
-                }
-                (true, None) => fired.push((id, None)),
-                _ => {}
-            }
-            if explain {
-                traces.push(RuleTrace {
-                    rule: format!("{}.{}", rule.module, rule.name),
-                    file: rule.file,
-                    span: rule.span,
-                    fired: fires,
-                    observations: obs,
-                    masked: Arc::default(),
-                });
-            }
-        }
-        decide::combine_fired(program, hook, &fired, &env, budget)?
-    };
-    // An ask on a tool call is bound to the exact action (docs/effects.md).
-    if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
-        if let Some(action) = crate::state::Action::of(ev.payload, ev.metadata) {
-            let found = draft.find_approval(&action);
-            decision = decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms);
-        }
-    }
-    if explain {
-        let secrets = explain::Secrets::of(program, draft, ev.payload);
-        explain::redact(&mut traces, &secrets);
-        decision.trace = traces;
-    }
-    if decision.proceeds() {
-        draft.record_history(program, ev, budget)?;
-        decision.effect_outcome = draft.record_effects(program, ev);
-    }
-    Ok(decision)
-}
-
-/// The decisions a Rego deny set asks for: one per message. A message is a string (the
-/// reasoning; the reason code is the rule's name) or an object whose `code` / `reason_code`
-/// and `msg` / `message` / `reason` members give both.
-fn rego_messages(
-    rule: &compile::CompiledRule,
-    set: Option<Value>,
-) -> Vec<compile::DecisionTemplate> {
-    let items = match set {
-        Some(Value::Array(items)) => items,
-        Some(Value::Bool(false)) | Some(Value::Null) | None => Vec::new(),
-        Some(other) => vec![other],
-    };
-    items
-        .into_iter()
-        .map(|m| {
-            let mut t = rule.decision.clone();
-            let text =
-                |v: Option<&Value>| v.and_then(Value::as_str).map(std::sync::Arc::<str>::from);
-            match &m {
-                Value::String(s) => t.reasoning = Some(s.as_str().into()),
-                Value::Object(o) => {
-                    if let Some(code) = text(o.get("code").or_else(|| o.get("reason_code"))) {
-                        t.code = Some(code);
-                    }
-                    t.reasoning = text(
-                        o.get("msg")
-                            .or_else(|| o.get("message"))
-                            .or_else(|| o.get("reason")),
-                    )
-                    .or_else(|| Some(m.to_string().into()));
-                }
-                other => t.reasoning = Some(other.to_string().into()),
-            }
-            t
-        })
-        .collect()
 }
 
 /// The toolCallRequest view of a wrapped MCP `tools/call`: `params.name` is the tool, each of

@@ -1,0 +1,296 @@
+//! One step of a session: the single sequence that deciding an event, replaying a journal and
+//! restoring a session all run, so the three cannot drift apart.
+//!
+//! The sequence, on a draft over the session state:
+//! 1. take the event's content in (`Draft::begin_event`: turns, Intent, provenance nodes and
+//!    their labels, the inference index) — this cannot fail;
+//! 2. when deciding: the call's tool declaration, a refused Intent, then the effect keys
+//!    (`begin_effects`) and the rules and their combination; when re-applying a step that went
+//!    ahead, only the effect keys;
+//! 3. for a step that goes ahead: the history counters and effect states it moves;
+//! 4. commit the draft's changes — all of them when the step goes ahead, only the taint (the
+//!    content with its labels) when it does not or the decision failed: a failure never drops
+//!    taint.
+//!
+//! Owns: that sequence, the rule loop and the reason codes it answers with on its own
+//! (`warden.bad_arguments`, `warden.bad_intent`). Must not know: transports, the journal's
+//! storage, envelopes (the caller hands it a decoded [`Event`]).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{decide, explain, Decision, RuleTrace};
+use crate::acs::fields;
+use crate::compile::{self, Program};
+use crate::state::{Draft, Event, SessionState};
+use crate::syntax::ast::DecisionKind;
+use crate::vm::{self, Budget, Env, VmError};
+
+/// The reason code of a call that does not match its tool's declaration.
+pub const BAD_ARGUMENTS: &str = "warden.bad_arguments";
+
+/// The reason code of a refused Intent: a capability Warden cannot read grants nothing.
+pub const BAD_INTENT: &str = "warden.bad_intent";
+
+/// What a step is run for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Decide it with the rules (and keep an explain trace when asked).
+    Decide { explain: bool },
+    /// Re-apply a step that went ahead (a journal, a restore): the rules only decide, so they
+    /// do not run.
+    Reapply,
+    /// Take in the content of a step whose decision failed, with its labels: nothing else.
+    Taint,
+}
+
+/// Decides one event against a session state, and keeps the event's effect on the state only
+/// if the step goes ahead (allow or modify). Returns the decision (with its explain trace when
+/// `explain`).
+pub fn decide_event(
+    program: &Program,
+    hook: &'static fields::HookSpec,
+    state: &mut SessionState,
+    ev: &Event<'_>,
+    explain: bool,
+) -> Result<Decision, VmError> {
+    run_step(program, hook, state, ev, Mode::Decide { explain })
+        .map(|d| d.expect("a decided step has a decision"))
+}
+
+/// Re-applies a step that went ahead to a state: the same draft changes and history
+/// counters [`decide_event`] applies, without running the rules (they only decide).
+pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
+    if let Some(hook) = fields::hook(ev.method) {
+        let _ = run_step(program, hook, state, ev, Mode::Reapply);
+    }
+}
+
+/// Takes in the content of a step whose decision failed, with the labels it earns (as
+/// [`decide_event`] does on a failure), without running the rules.
+pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
+    if let Some(hook) = fields::hook(ev.method) {
+        let _ = run_step(program, hook, state, ev, Mode::Taint);
+    }
+}
+
+/// The sequence (module docs). `Ok(None)` when not deciding.
+fn run_step(
+    program: &Program,
+    hook: &'static fields::HookSpec,
+    state: &mut SessionState,
+    ev: &Event<'_>,
+    mode: Mode,
+) -> Result<Option<Decision>, VmError> {
+    let mut budget = Budget::new(program.budget);
+    state.ensure_slots(program);
+    let (decision, changes) = {
+        let mut draft = Draft::new(state);
+        // Taking the content in cannot fail: its labels have a budget of their own.
+        draft.begin_event(program, ev);
+        let decided = match mode {
+            Mode::Taint => Err(None),
+            Mode::Reapply => draft
+                .begin_effects(program, ev, &mut budget)
+                .map(|()| None)
+                .map_err(|_| None),
+            Mode::Decide { explain } => {
+                decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget)
+                    .map(Some)
+                    .map_err(Some)
+            }
+        };
+        let decided = decided.and_then(|decision| {
+            // A step that goes ahead moves its history counters and effect states.
+            if decision.as_ref().is_none_or(Decision::proceeds) {
+                draft
+                    .record_history(program, ev, &mut budget)
+                    .map_err(|e| Some(e).filter(|_| decision.is_some()))?;
+                let outcome = draft.record_effects(program, ev);
+                return Ok(decision.map(|mut d| {
+                    d.effect_outcome = outcome;
+                    d
+                }));
+            }
+            Ok(decision)
+        });
+        match decided {
+            // A refused Intent stays refused even though the step does not go ahead.
+            Ok(Some(decision)) if !decision.proceeds() && draft.intent_refused.is_some() => {
+                let changes = draft.into_taint_changes();
+                state.apply_taint(program, changes);
+                return Ok(Some(decision));
+            }
+            Ok(decision) => (decision, draft.into_changes()),
+            Err(e) => {
+                // The step's content enters with its labels whatever happened (fail closed).
+                let changes = draft.into_taint_changes();
+                state.apply_taint(program, changes);
+                return match e {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                };
+            }
+        }
+    };
+    if decision.as_ref().is_none_or(Decision::proceeds) {
+        state.apply(program, changes);
+    }
+    if let Some(note) = decision.as_ref().and_then(|d| d.approval.as_ref()) {
+        state.apply_approval(note);
+    }
+    Ok(decision)
+}
+
+/// Deciding a step: its tool declaration and a refused Intent first, then the effect keys and
+/// the rules.
+fn decide_in_draft(
+    program: &Program,
+    hook: &'static fields::HookSpec,
+    draft: &mut Draft<'_>,
+    ev: &Event<'_>,
+    explain: bool,
+    budget: &mut Budget,
+) -> Result<Decision, VmError> {
+    // A call of a declared tool must match its declaration (docs/language.md §5).
+    if hook.method == "steps/toolCallRequest" {
+        let tool = ev.payload.pointer("/tool/name").and_then(Value::as_str);
+        if let Some((name, spec)) = tool.and_then(|t| program.tools.get_key_value(t)) {
+            if let Err(why) = spec.check_call(name, ev.payload.get("arguments")) {
+                return Ok(Decision::simple(DecisionKind::Deny, BAD_ARGUMENTS, why));
+            }
+        }
+    }
+    if let Some(why) = &draft.intent_refused {
+        if hook.allows(fields::DecisionKind::Deny) {
+            return Ok(Decision::simple(
+                DecisionKind::Deny,
+                BAD_INTENT,
+                format!("the session's intent was refused: {why}"),
+            ));
+        }
+    }
+    draft.begin_effects(program, ev, budget)?;
+    decide_rules(program, hook, draft, ev, explain, budget)
+}
+
+/// The rules and their combination, on a draft that has taken the event's content in and
+/// begun its effect keys.
+fn decide_rules(
+    program: &Program,
+    hook: &'static fields::HookSpec,
+    draft: &mut Draft<'_>,
+    ev: &Event<'_>,
+    explain: bool,
+    budget: &mut Budget,
+) -> Result<Decision, VmError> {
+    let tool = ev
+        .payload
+        .get("tool")
+        .and_then(|t| t.get("name"))
+        .and_then(Value::as_str);
+    let mut fired = Vec::new();
+    let mut traces = Vec::new();
+    let rego_cache = vm::RegoCache::default();
+    let mut decision = {
+        let env = Env {
+            program,
+            payload: ev.payload,
+            metadata: ev.metadata,
+            state: draft,
+            rego_cache: Some(&rego_cache),
+        };
+        let mut ids = program.rules_for(hook.method, tool);
+        if let Some(method) = ev.wrapped_method {
+            ids.extend(program.rules_for(method, tool));
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        for id in ids {
+            let rule = &program.rules[id as usize];
+            let mut obs = Vec::new();
+            let result = vm::run(&env, &rule.code, budget, explain.then_some(&mut obs))
+                .map_err(|e| e.in_rule(&rule.qualified))?;
+            let truth = result
+                .truth_checked("a rule's condition")
+                .map_err(|message| VmError::Type {
+                    message,
+                    span: rule.code.spans.last().copied().unwrap_or_default(),
+                    rule: Some(rule.qualified.clone()),
+                })?;
+            let mut fires = truth == Some(true);
+            match (fires, rule.rego_source) {
+                (true, Some(source)) => {
+                    let messages = rego_messages(rule, env.rego(source, &[])?);
+                    fires = !messages.is_empty();
+                    fired.extend(messages.into_iter().map(|t| (id, Some(t))));
+                }
+                (true, None) => fired.push((id, None)),
+                _ => {}
+            }
+            if explain {
+                traces.push(RuleTrace {
+                    rule: format!("{}.{}", rule.module, rule.name),
+                    file: rule.file,
+                    span: rule.span,
+                    fired: fires,
+                    observations: obs,
+                    masked: Arc::default(),
+                });
+            }
+        }
+        decide::combine_fired(program, hook, &fired, &env, budget)?
+    };
+    // An ask on a tool call is bound to the exact action (docs/effects.md).
+    if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
+        if let Some(action) = crate::state::Action::of(ev.payload, ev.metadata) {
+            let found = draft.find_approval(&action);
+            decision = decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms);
+        }
+    }
+    if explain {
+        let secrets = explain::Secrets::of(program, draft, ev.payload);
+        explain::redact(&mut traces, &secrets);
+        decision.trace = traces;
+    }
+    Ok(decision)
+}
+
+/// The decisions a Rego deny set asks for: one per message. A message is a string (the
+/// reasoning; the reason code is the rule's name) or an object whose `code` / `reason_code`
+/// and `msg` / `message` / `reason` members give both.
+fn rego_messages(
+    rule: &compile::CompiledRule,
+    set: Option<Value>,
+) -> Vec<compile::DecisionTemplate> {
+    let items = match set {
+        Some(Value::Array(items)) => items,
+        Some(Value::Bool(false)) | Some(Value::Null) | None => Vec::new(),
+        Some(other) => vec![other],
+    };
+    items
+        .into_iter()
+        .map(|m| {
+            let mut t = rule.decision.clone();
+            let text =
+                |v: Option<&Value>| v.and_then(Value::as_str).map(std::sync::Arc::<str>::from);
+            match &m {
+                Value::String(s) => t.reasoning = Some(s.as_str().into()),
+                Value::Object(o) => {
+                    if let Some(code) = text(o.get("code").or_else(|| o.get("reason_code"))) {
+                        t.code = Some(code);
+                    }
+                    t.reasoning = text(
+                        o.get("msg")
+                            .or_else(|| o.get("message"))
+                            .or_else(|| o.get("reason")),
+                    )
+                    .or_else(|| Some(m.to_string().into()));
+                }
+                other => t.reasoning = Some(other.to_string().into()),
+            }
+            t
+        })
+        .collect()
+}
