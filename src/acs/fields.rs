@@ -1498,3 +1498,11 @@ impl PartialEq for HookSpec {
 }
 
 impl Eq for HookSpec {}
+
+/// The bit of an ACS origin in an origin set (0 for an unknown word).
+pub fn origin_bit(origin: &str) -> u8 {
+    ORIGINS
+        .iter()
+        .position(|o| *o == origin)
+        .map_or(0, |i| 1u8 << i)
+}

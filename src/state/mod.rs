@@ -25,29 +25,69 @@ pub use slots::Counter;
 use crate::compile::{Code, Program, WindowSpec};
 use crate::vm::{self, Budget, Env, Val, VmError};
 
-/// One provenance node: what is kept per `provenance_id` (never the content).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Node {
-    /// Label bits: its own ∪ its parents'.
-    pub labels: u64,
-    /// Origins anywhere in its lineage, as bits (see [`origin_bit`]).
-    pub origins: u8,
-    /// Longest `derived_from` chain behind it (1 for content with no parents).
-    pub depth: u16,
-    /// Turn it entered the context.
-    pub turn: u32,
-    /// Where it was *taken from*, apart from what it was computed from: the own origins of its
-    /// direct sources (the `derived_from` parents; itself when it has none), as bits.
-    pub source_origins: u8,
-    /// The union of its direct sources' labels (`taken_from(x, LABEL)`).
-    pub source_any: u64,
-    /// The intersection of its direct sources' labels (`taken_only_from(x, LABEL)`).
-    pub source_all: u64,
-    /// Its own origin, as a bit.
-    pub own_origin: u8,
-    /// Its sources were inferred by matching its value against the session's content, not
-    /// declared by the platform (`lineage_inferred(x)`).
-    pub inferred: bool,
+pub use crate::vm::Node;
+
+/// The VM reads the session through [`vm::Facts`]; a draft (the state as of the event being
+/// decided) answers.
+impl vm::Facts for Draft<'_> {
+    fn node_of(&self, program: &Program, v: &Val<'_>) -> Option<Node> {
+        Draft::node_of(self, program, v)
+    }
+    fn labels_of(&self, program: &Program, v: &Val<'_>) -> Option<u64> {
+        Draft::labels_of(self, program, v)
+    }
+    fn infer_node(&self, program: &Program, value: &Value, labels_now: u64) -> Node {
+        Draft::infer_node(self, program, value, labels_now)
+    }
+    fn turns_since(&self, bit: u8) -> f64 {
+        Draft::turns_since(self, bit)
+    }
+    fn history_count(&self, program: &Program, slot: u32, key: Option<&str>) -> u64 {
+        Draft::history_count(self, program, slot, key)
+    }
+    fn effect_state(&self, id: u32) -> Option<&'static str> {
+        Draft::effect_state(self, id)
+    }
+    fn requested_now(&self) -> bool {
+        self.requested_now
+    }
+    fn turn(&self) -> u64 {
+        self.scalars.turn
+    }
+    fn intent_declared(&self) -> bool {
+        self.intent().is_some()
+    }
+    fn intent_raw(&self) -> Option<Arc<str>> {
+        self.intent().and_then(|i| i.raw.clone())
+    }
+    fn intent_scope_mode(&self) -> Option<Arc<str>> {
+        self.intent().and_then(|i| i.scope_mode.clone())
+    }
+    fn intent_parsed(&self) -> Option<Value> {
+        let intent = self.intent()?;
+        Some(Value::Array(
+            intent
+                .capabilities
+                .iter()
+                .map(|c| {
+                    let mut m = serde_json::Map::new();
+                    for (k, v) in [
+                        ("tool", &c.tool),
+                        ("operation", &c.operation),
+                        ("resource", &c.resource),
+                    ] {
+                        if let Some(v) = v {
+                            m.insert(k.into(), Value::String(v.clone()));
+                        }
+                    }
+                    Value::Object(m)
+                })
+                .collect(),
+        ))
+    }
+    fn intent_permits(&self, tool: &str, operation: Option<&str>, resource: Option<&str>) -> bool {
+        Draft::intent_permits(self, tool, operation, resource)
+    }
 }
 
 /// What the inference index files for a token of `node`'s content.
@@ -75,13 +115,7 @@ fn unknown_node(program: &Program, turn: u64) -> Node {
     }
 }
 
-/// The bit of an ACS origin (0 for an unknown word).
-pub fn origin_bit(origin: &str) -> u8 {
-    crate::acs::fields::ORIGINS
-        .iter()
-        .position(|o| *o == origin)
-        .map_or(0, |i| 1u8 << i)
-}
+pub use crate::acs::fields::origin_bit;
 
 /// One IBAC capability: globs over tool, operation and resource (absent: any).
 #[derive(Debug, Clone, PartialEq, Eq)]

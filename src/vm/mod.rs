@@ -5,6 +5,8 @@
 //! closed. A rule fires only when its condition is `true`.
 
 mod builtins;
+mod facts;
+mod links;
 mod trace;
 mod value;
 
@@ -13,11 +15,11 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+pub use facts::{Facts, Node};
 pub use trace::{Observation, Operand, Probe};
 pub use value::{glob as glob_match, Kind, Val};
 
 use crate::compile::{Code, Const, Op, Program, Root, Seg};
-use crate::state::Draft;
 
 /// Why an evaluation stopped without a result. Every one is a decision failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +61,7 @@ pub struct Env<'a> {
     pub program: &'a Program,
     pub payload: &'a Value,
     pub metadata: &'a Value,
-    pub state: &'a Draft<'a>,
+    pub state: &'a dyn Facts,
     /// Rego results of this decision; `None` evaluates without caching.
     pub rego_cache: Option<&'a RegoCache>,
 }
@@ -79,7 +81,7 @@ impl Env<'_> {
         serde_json::json!({
             "payload": self.payload,
             "metadata": self.metadata,
-            "session": {"turn": self.state.scalars.turn},
+            "session": {"turn": self.state.turn()},
             "labels": {"arguments": labels},
         })
     }
@@ -372,7 +374,7 @@ pub fn run<'a>(
                 let r = env
                     .state
                     .node_of(program, &v)
-                    .map(|n| n.origins & crate::state::origin_bit(origin) != 0);
+                    .map(|n| n.origins & crate::acs::fields::origin_bit(origin) != 0);
                 let r = r.map_or(Val::Undef, Val::Bool);
                 traced_call!(r, stack.len(), &[v]);
                 stack.push(r);
@@ -380,7 +382,7 @@ pub fn run<'a>(
             Op::FoundIn(k) => {
                 let v = pop!();
                 let origin = match program.consts.get(k as usize) {
-                    Some(Const::Str(s)) => crate::state::origin_bit(s),
+                    Some(Const::Str(s)) => crate::acs::fields::origin_bit(s),
                     _ => return Err(VmError::Malformed(pc)),
                 };
                 let json = v.carrier_json().map(|j| j.get("value").unwrap_or(j));
@@ -426,7 +428,7 @@ pub fn run<'a>(
                 let v = pop!();
                 typed!(has_provenance(&v, "taken_from(…)"));
                 let origin = match program.consts.get(k as usize) {
-                    Some(Const::Str(s)) => crate::state::origin_bit(s),
+                    Some(Const::Str(s)) => crate::acs::fields::origin_bit(s),
                     _ => return Err(VmError::Malformed(pc)),
                 };
                 let r = env.state.node_of(program, &v).map(|n| {
@@ -542,38 +544,18 @@ pub fn run<'a>(
                 }
                 stack.push(r);
             }
-            Op::IntentDeclared => stack.push(Val::Bool(env.state.intent().is_some())),
-            Op::IntentRaw => stack.push(match env.state.intent().and_then(|i| i.raw.clone()) {
+            Op::IntentDeclared => stack.push(Val::Bool(env.state.intent_declared())),
+            Op::IntentRaw => stack.push(match env.state.intent_raw() {
                 Some(s) => Val::Str(Cow::Owned(s.to_string())),
                 None => Val::Undef,
             }),
-            Op::IntentScopeMode => stack.push(
-                match env.state.intent().and_then(|i| i.scope_mode.clone()) {
-                    Some(s) => Val::Str(Cow::Owned(s.to_string())),
-                    None => Val::Undef,
-                },
-            ),
-            Op::IntentParsed => stack.push(match env.state.intent() {
-                Some(i) => Val::owned(Value::Array(
-                    i.capabilities
-                        .iter()
-                        .map(|c| {
-                            let mut m = serde_json::Map::new();
-                            for (k, v) in [
-                                ("tool", &c.tool),
-                                ("operation", &c.operation),
-                                ("resource", &c.resource),
-                            ] {
-                                if let Some(v) = v {
-                                    m.insert(k.into(), Value::String(v.clone()));
-                                }
-                            }
-                            Value::Object(m)
-                        })
-                        .collect(),
-                )),
+            Op::IntentScopeMode => stack.push(match env.state.intent_scope_mode() {
+                Some(s) => Val::Str(Cow::Owned(s.to_string())),
                 None => Val::Undef,
             }),
+            Op::IntentParsed => {
+                stack.push(env.state.intent_parsed().map_or(Val::Undef, Val::owned))
+            }
             Op::Rego(id) => {
                 // Undefined in Rego is "no": `not rule` holds there, and here.
                 let v = env.rego(id, &[])?;

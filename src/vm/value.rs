@@ -375,7 +375,7 @@ impl<'a> Val<'a> {
         }
         let found = texts
             .into_iter()
-            .flat_map(crate::state::infer::links)
+            .flat_map(super::links::links)
             .map(|link| {
                 let mut carrier = serde_json::Map::with_capacity(1);
                 carrier.insert("value".into(), Value::String(link));
