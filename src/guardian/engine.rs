@@ -143,8 +143,8 @@ fn run_step(
     Ok(decision)
 }
 
-/// Deciding a step: its tool declaration and a refused Intent first, then the effect keys and
-/// the rules.
+/// Deciding a step: its tool declaration and a refused Intent first, then the effect keys,
+/// the rules and their combination.
 fn decide_in_draft(
     program: &Program,
     hook: &'static fields::HookSpec,
@@ -172,19 +172,6 @@ fn decide_in_draft(
         }
     }
     draft.begin_effects(program, ev, budget)?;
-    decide_rules(program, hook, draft, ev, explain, budget)
-}
-
-/// The rules and their combination, on a draft that has taken the event's content in and
-/// begun its effect keys.
-fn decide_rules(
-    program: &Program,
-    hook: &'static fields::HookSpec,
-    draft: &mut Draft<'_>,
-    ev: &Event<'_>,
-    explain: bool,
-    budget: &mut Budget,
-) -> Result<Decision, VmError> {
     let tool = ev
         .payload
         .get("tool")
