@@ -1,6 +1,6 @@
 //! Lowering checked AST to bytecode.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::program::*;
@@ -478,7 +478,7 @@ impl<'a> Lower<'a> {
                 ast::Modification::Redact {
                     place, replacement, ..
                 } => modifications.push(ModTemplate::Redact {
-                    pointer: pointer(frame.mode, place),
+                    pointer: place.pointer(),
                     replacement: replacement
                         .as_ref()
                         .map_or_else(|| "[REDACTED]".to_string(), |r| r.value.clone()),
@@ -1506,59 +1506,6 @@ fn is_current(e: &Expr) -> bool {
         ExprKind::Member(b, _) => is_current(b),
         _ => false,
     }
-}
-
-/// A JSON value as a constant: arrays of strings become hashed sets.
-fn json_const(v: &serde_json::Value) -> Const {
-    match v {
-        serde_json::Value::Bool(b) => Const::Bool(*b),
-        serde_json::Value::Number(n) => n
-            .as_f64()
-            .map_or(Const::Json(Arc::new(v.clone())), Const::Num),
-        serde_json::Value::String(s) => Const::Str(Arc::from(s.as_str())),
-        serde_json::Value::Array(items) => collection(items.iter().map(json_const).collect()),
-        other => Const::Json(Arc::new(other.clone())),
-    }
-}
-
-fn collection(items: Vec<Const>) -> Const {
-    if items.iter().all(|c| matches!(c, Const::Str(_))) {
-        let set: HashSet<Arc<str>> = items
-            .iter()
-            .filter_map(|c| match c {
-                Const::Str(s) => Some(s.clone()),
-                _ => None,
-            })
-            .collect();
-        Const::StrSet(Arc::new(set), Arc::new(items))
-    } else {
-        Const::List(Arc::new(items))
-    }
-}
-
-/// The JSON Pointer (relative to the payload) a modification place denotes.
-fn pointer(mode: Mode, place: &ast::Place) -> String {
-    let mut out = String::new();
-    for (i, seg) in place.segments.iter().enumerate() {
-        out.push('/');
-        match seg {
-            ast::PlaceSegment::Field(id) if i == 0 && id.name == "args" => {
-                out.push_str("arguments")
-            }
-            ast::PlaceSegment::Field(id) => {
-                out.push_str(&id.name.replace('~', "~0").replace('/', "~1"))
-            }
-            ast::PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
-        }
-    }
-    // `args.x` addresses the argument's value, not its provenance.
-    let is_arg =
-        matches!(place.segments.first(), Some(ast::PlaceSegment::Field(id)) if id.name == "args");
-    if is_arg && place.segments.len() == 2 {
-        out.push_str("/value");
-    }
-    let _ = mode;
-    out
 }
 
 /// An invalid `matches` pattern, reported on the pattern.

@@ -487,6 +487,35 @@ pub fn const_json(c: &Const) -> serde_json::Value {
     }
 }
 
+/// A JSON value as a constant: arrays of strings become hashed sets.
+pub fn json_const(v: &serde_json::Value) -> Const {
+    match v {
+        serde_json::Value::Bool(b) => Const::Bool(*b),
+        serde_json::Value::Number(n) => n
+            .as_f64()
+            .map_or(Const::Json(Arc::new(v.clone())), Const::Num),
+        serde_json::Value::String(s) => Const::Str(Arc::from(s.as_str())),
+        serde_json::Value::Array(items) => collection(items.iter().map(json_const).collect()),
+        other => Const::Json(Arc::new(other.clone())),
+    }
+}
+
+/// Constants as a collection: all strings make a hashed set.
+pub(crate) fn collection(items: Vec<Const>) -> Const {
+    if items.iter().all(|c| matches!(c, Const::Str(_))) {
+        let set: HashSet<Arc<str>> = items
+            .iter()
+            .filter_map(|c| match c {
+                Const::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect();
+        Const::StrSet(Arc::new(set), Arc::new(items))
+    } else {
+        Const::List(Arc::new(items))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

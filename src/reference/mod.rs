@@ -549,25 +549,6 @@ fn legal(hook: &HookSpec, kind: DecisionKind) -> bool {
     })
 }
 
-/// The JSON Pointer a modification place names; `args.x` is the argument's value.
-fn pointer(place: &ast::Place) -> String {
-    let mut out = String::new();
-    for (i, seg) in place.segments.iter().enumerate() {
-        out.push('/');
-        match seg {
-            PlaceSegment::Field(id) if i == 0 && id.name == "args" => out.push_str("arguments"),
-            PlaceSegment::Field(id) => out.push_str(&id.name.replace('~', "~0").replace('/', "~1")),
-            PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
-        }
-    }
-    let on_argument =
-        matches!(place.segments.first(), Some(PlaceSegment::Field(id)) if id.name == "args");
-    if on_argument && place.segments.len() == 2 {
-        out.push_str("/value");
-    }
-    out
-}
-
 impl<'c> Reference<'c> {
     /// A fresh session for a checked policy (which must have no errors).
     pub fn new(checked: &'c Checked) -> Result<Reference<'c>, String> {
@@ -1162,7 +1143,7 @@ fn merge(
                 ast::Modification::Redact {
                     place, replacement, ..
                 } => {
-                    let path = pointer(place);
+                    let path = place.pointer();
                     let with = replacement
                         .as_ref()
                         .map_or_else(|| "[REDACTED]".to_string(), |r| r.value.clone());

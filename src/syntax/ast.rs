@@ -402,6 +402,33 @@ pub struct Place {
     pub span: Span,
 }
 
+impl Place {
+    /// The JSON Pointer (relative to the payload) this place names: `args` is `arguments`, and
+    /// `args.x` is the argument's value (`/arguments/x/value`), not its provenance.
+    pub fn pointer(&self) -> String {
+        pointer_of(&self.segments)
+    }
+}
+
+/// [`Place::pointer`] of a place's segments.
+pub fn pointer_of(segments: &[PlaceSegment]) -> String {
+    let mut out = String::new();
+    for (i, seg) in segments.iter().enumerate() {
+        out.push('/');
+        match seg {
+            PlaceSegment::Field(id) if i == 0 && id.name == "args" => out.push_str("arguments"),
+            PlaceSegment::Field(id) => out.push_str(&id.name.replace('~', "~0").replace('/', "~1")),
+            PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
+        }
+    }
+    let on_argument =
+        matches!(segments.first(), Some(PlaceSegment::Field(id)) if id.name == "args");
+    if on_argument && segments.len() == 2 {
+        out.push_str("/value");
+    }
+    out
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlaceSegment {
     Field(Ident),

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::value::{json_const, json_kind, Constants};
+use super::value::{json_kind, Constants};
 use super::{Coverage, Failure, Suite, TestResult, TestStatus, TraceRule};
 use crate::acs::envelope::{self, DecodeOptions, Modifications, Response};
+use crate::compile::json_const;
 use crate::diagnostics::{Diagnostic, FileId, Span};
 use crate::guardian::{self, Guardian, Policy, RuleTrace};
 use crate::syntax::ast::{
@@ -145,24 +146,6 @@ pub(super) fn rfc3339(secs: i64) -> String {
         (rem % 3600) / 60,
         rem % 60
     )
-}
-
-/// The JSON Pointer a modification place denotes (as the compiler computes it).
-fn pointer(segments: &[PlaceSegment]) -> String {
-    let mut out = String::new();
-    for (i, seg) in segments.iter().enumerate() {
-        out.push('/');
-        match seg {
-            PlaceSegment::Field(id) if i == 0 && id.name == "args" => out.push_str("arguments"),
-            PlaceSegment::Field(id) => out.push_str(&id.name.replace('~', "~0").replace('/', "~1")),
-            PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
-        }
-    }
-    let is_arg = matches!(segments.first(), Some(PlaceSegment::Field(id)) if id.name == "args");
-    if is_arg && segments.len() == 2 {
-        out.push_str("/value");
-    }
-    out
 }
 
 fn describe_decided(d: &Decided) -> String {
@@ -650,7 +633,7 @@ impl<'s> Run<'s> {
                 Modification::Redact {
                     place, replacement, ..
                 } => {
-                    let p = pointer(&place.segments);
+                    let p = place.pointer();
                     match mods.redactions.iter().find(|r| r.path == p) {
                         None => return Some(format!("the modification does not redact {p}")),
                         Some(r) => {

@@ -2,11 +2,10 @@
 //! mock values) evaluated to JSON, with `let` constants of the policy folded in.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::compile::{num_json, Const};
+use crate::compile::num_json;
 use crate::syntax::ast::{BinaryOp, Expr, ExprKind, Item, UnaryOp};
 
 /// The `let` constants of a policy, by name, as unevaluated expressions.
@@ -96,31 +95,6 @@ impl<'a> Constants<'a> {
                     .into(),
             ),
         })
-    }
-}
-
-/// A JSON value as a compiler constant (for `with NAME as VALUE`).
-pub fn json_const(v: &Value) -> Const {
-    match v {
-        Value::Bool(b) => Const::Bool(*b),
-        Value::Number(n) => Const::Num(n.as_f64().unwrap_or(0.0)),
-        Value::String(s) => Const::Str(Arc::from(s.as_str())),
-        Value::Array(items) => {
-            let items: Vec<Const> = items.iter().map(json_const).collect();
-            if items.iter().all(|c| matches!(c, Const::Str(_))) {
-                let set = items
-                    .iter()
-                    .filter_map(|c| match c {
-                        Const::Str(s) => Some(s.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                Const::StrSet(Arc::new(set), Arc::new(items))
-            } else {
-                Const::List(Arc::new(items))
-            }
-        }
-        Value::Object(_) | Value::Null => Const::Json(Arc::new(v.clone())),
     }
 }
 
