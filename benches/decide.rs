@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::json;
-use warden::acs::{envelope, fields, ids};
+use warden::acs::{envelope, fields, ids, DecisionKind};
 use warden::guardian::{decide_event, Guardian, Policy};
 use warden::state::{EffectStatus, Event, SessionState};
-use warden::syntax::ast::DecisionKind;
 
 fn policy() -> Policy {
     Policy::load(concat!(

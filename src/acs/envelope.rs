@@ -357,40 +357,9 @@ pub enum ResultType {
     Final,
 }
 
-/// The five dispositions, lowercase on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    /// Let the step proceed.
-    Allow,
-    /// Block the step.
-    Deny,
-    /// Let it proceed with [`Modifications`].
-    Modify,
-    /// Route to an approver ([`AskDetails`]).
-    Ask,
-    /// Postpone ([`DeferDetails`]).
-    Defer,
-}
-
-impl Decision {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::Deny => "deny",
-            Decision::Modify => "modify",
-            Decision::Ask => "ask",
-            Decision::Defer => "defer",
-        }
-    }
-}
-
-impl fmt::Display for Decision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The five dispositions, lowercase on the wire: [`crate::acs::DecisionKind`] under its wire
+/// name.
+pub use crate::acs::decision::DecisionKind as Decision;
 
 /// `AcsResult`: a Guardian's decision on one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

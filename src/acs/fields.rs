@@ -71,28 +71,8 @@ pub enum Source {
     Notes,
 }
 
-/// A decision a Guardian may return.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecisionKind {
-    Allow,
-    Deny,
-    Modify,
-    Ask,
-    Defer,
-}
-
-impl DecisionKind {
-    /// The lowercase wire word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionKind::Allow => "allow",
-            DecisionKind::Deny => "deny",
-            DecisionKind::Modify => "modify",
-            DecisionKind::Ask => "ask",
-            DecisionKind::Defer => "defer",
-        }
-    }
-}
+/// The decisions a hook may return are [`crate::acs::DecisionKind`]s.
+pub use crate::acs::decision::DecisionKind;
 
 /// One hook (ACS method) a policy can attach to.
 #[derive(Debug)]

@@ -58,13 +58,13 @@ use crate::acs::crypto;
 use crate::acs::envelope::{self, DecodeOptions, Id, Request, Response, RpcError};
 use crate::acs::fields;
 use crate::acs::time;
+use crate::acs::DecisionKind;
 use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, SourceMap, Span};
 use crate::state::{
     Approval, ApprovalNote, ApprovalStatus, Draft, Event, Extension, GrantError, SessionState,
 };
-use crate::syntax::ast::DecisionKind;
 use crate::vm::{self, Budget, Env, Observation, VmError};
 
 /// A checked and compiled policy.
@@ -880,10 +880,12 @@ impl Guardian {
         let why = format!("the policy could not decide: {e}");
         match self.options.on_decision_failure {
             OnDecisionFailure::Error => Err(Response::error(id, RpcError::internal(why))),
-            OnDecisionFailure::Deny if hook.allows(fields::DecisionKind::Deny) => Ok(
-                Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why)
-                    .to_result(request_id),
-            ),
+            OnDecisionFailure::Deny if hook.allows(DecisionKind::Deny) => {
+                Ok(
+                    Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why)
+                        .to_result(request_id),
+                )
+            }
             // Hooks that cannot be denied are only recorded; say so loudly.
             OnDecisionFailure::Deny => {
                 Ok(
@@ -1468,7 +1470,7 @@ fn decide_in_draft(
         }
     }
     if let Some(why) = &draft.intent_refused {
-        if hook.allows(fields::DecisionKind::Deny) {
+        if hook.allows(DecisionKind::Deny) {
             return Ok(Decision::simple(
                 DecisionKind::Deny,
                 BAD_INTENT,

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 use super::gen::{self, GenEvent};
 use super::{Event, Mods, Outcome, Reference, Touch, Window, V};
-use crate::acs::{envelope, ids};
+use crate::acs::{envelope, ids, DecisionKind};
 use crate::check;
 use crate::compile::{Program, WindowSpec};
 use crate::guardian::{Guardian, Options, Policy};
@@ -129,10 +129,6 @@ fn pending(out: &Outcome) -> Option<&'static str> {
         }
     }
     None
-}
-
-fn decision_kind(word: &str) -> Option<crate::syntax::ast::DecisionKind> {
-    crate::syntax::ast::DecisionKind::parse(word)
 }
 
 /// A response's modifications, in the reference's terms.
@@ -372,7 +368,7 @@ fn run_case(case: &Case, stats: &RefCell<Stats>) -> Result<(), String> {
             *stats.borrow_mut().cut.entry(why.into()).or_default() += 1;
             return Ok(());
         }
-        let vm_kind = result["decision"].as_str().and_then(decision_kind);
+        let vm_kind = result["decision"].as_str().and_then(DecisionKind::parse);
         let vm_codes: Vec<String> = result
             .get("reason_codes")
             .and_then(Value::as_array)

@@ -9,12 +9,12 @@ use serde_json::{json, Map, Value};
 use super::value::{json_const, json_kind, Constants};
 use super::{Coverage, Failure, Suite, TestResult, TestStatus, TraceRule};
 use crate::acs::envelope::{self, DecodeOptions, Modifications, Response};
-use crate::acs::{crypto, fields, ids, time};
+use crate::acs::{crypto, fields, ids, time, DecisionKind};
 use crate::diagnostics::{Diagnostic, FileId, Span};
 use crate::guardian::{self, Guardian, Policy, RuleTrace};
 use crate::syntax::ast::{
-    CallArg, DecisionKind, Expectation, Expr, Hook, Ident, Modification, Output, PlaceSegment,
-    ProvenanceSpec, Step, StepKind, StringLit, Test,
+    CallArg, Expectation, Expr, Hook, Ident, Modification, Output, PlaceSegment, ProvenanceSpec,
+    Step, StepKind, StringLit, Test,
 };
 
 /// Unix seconds of the first step's timestamp (2026-01-01T00:00:00Z); each envelope is one
@@ -46,7 +46,7 @@ struct Sent {
 
 impl Sent {
     fn proceeds(&self) -> bool {
-        matches!(&self.answer, Answer::Decided(d) if matches!(d.kind, DecisionKind::Allow | DecisionKind::Modify))
+        matches!(&self.answer, Answer::Decided(d) if d.kind.proceeds())
     }
 }
 
@@ -1590,14 +1590,11 @@ fn answer(r: &Response) -> Answer {
         return Answer::Error(format!("{} {}", e.code, e.message));
     }
     match r.as_result() {
-        Some(res) => match DecisionKind::parse(res.decision.as_str()) {
-            Some(kind) => Answer::Decided(Decided {
-                kind,
-                codes: res.reason_codes.clone(),
-                mods: res.modifications.clone(),
-            }),
-            None => Answer::Error(format!("unknown decision {}", res.decision.as_str())),
-        },
+        Some(res) => Answer::Decided(Decided {
+            kind: res.decision,
+            codes: res.reason_codes.clone(),
+            mods: res.modifications.clone(),
+        }),
         None => Answer::Error("empty response".into()),
     }
 }
