@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::json;
-use warden::acs::fields;
+use warden::acs::{envelope, fields, ids, DecisionKind};
 use warden::guardian::{decide_event, Guardian, Policy};
 use warden::state::{EffectStatus, Event, SessionState};
-use warden::syntax::ast::DecisionKind;
 
 fn policy() -> Policy {
     Policy::load(concat!(
@@ -249,13 +248,15 @@ fn inference(c: &mut Criterion) {
     let program = policy.program().clone();
     let mut group = c.benchmark_group("inference");
     let env = |n: u64, method: &str, payload: serde_json::Value| {
-        json!({"jsonrpc": "2.0", "id": n, "method": method, "params": {
-            "acs_version": "0.1.0",
-            "request_id": format!("00000000-0000-4000-8000-{n:012}"),
-            "timestamp": "2026-01-01T00:00:00Z",
-            "metadata": {"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001",
-                         "turn_id": "t1"},
-            "payload": payload}})
+        envelope::request(
+            n,
+            method,
+            &ids::counter(0, n),
+            "2026-01-01T00:00:00Z",
+            json!({"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001",
+                   "turn_id": "t1"}),
+            payload,
+        )
     };
     for &h in &[10u64, 1_000, 100_000] {
         let mut events = vec![env(

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use serde_json::json;
+use warden::acs::{envelope, ids};
 use warden::guardian::{Guardian, Policy};
 
 struct Counting;
@@ -84,14 +85,16 @@ fn inference_memory(n: u64) -> (usize, f64) {
                 } else {
                     "ok".to_string()
                 };
-                serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": i, "method": "steps/toolCallResult",
-                    "params": {"acs_version": "0.1.0",
-                        "request_id": format!("00000000-0000-4000-8000-{i:012}"),
-                        "timestamp": "2026-01-01T00:00:00Z",
-                        "metadata": {"agent_id": "a", "session_id": history::SESSION, "turn_id": "t1"},
-                        "payload": {"tool": {"name": "list"}, "exit_status": "success",
-                            "outputs": [{"value": value, "provenance": {
-                                "provenance_id": format!("o{i}"), "origin": "tool_output"}}]}}}))
+                serde_json::to_vec(&envelope::request(
+                    i,
+                    "steps/toolCallResult",
+                    &ids::counter(0, i),
+                    "2026-01-01T00:00:00Z",
+                    json!({"agent_id": "a", "session_id": history::SESSION, "turn_id": "t1"}),
+                    json!({"tool": {"name": "list"}, "exit_status": "success",
+                        "outputs": [{"value": value, "provenance": {
+                            "provenance_id": format!("o{i}"), "origin": "tool_output"}}]}),
+                ))
                 .unwrap()
             })
             .collect();

@@ -34,10 +34,6 @@ fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr)
         .and_then(Value::as_str)
@@ -133,7 +129,11 @@ fn chain_verifies_and_reports_tampering() {
 
 fn vector_key(v: &Value) -> [u8; 32] {
     let key = crypto::session_key(&unhex(s(v, "/ikm_hex")), s(v, "/session_id"));
-    assert_eq!(hex(&key), s(v, "/session_key_hex"), "HKDF session key");
+    assert_eq!(
+        crypto::hex(&key),
+        s(v, "/session_key_hex"),
+        "HKDF session key"
+    );
     key
 }
 
@@ -224,7 +224,7 @@ fn response_signature_known_answer() {
 fn adapters_common_known_answer() {
     let v = kat_vectors();
     let key = crypto::session_key(s(&v, "/ikm_utf8").as_bytes(), s(&v, "/session_id"));
-    assert_eq!(hex(&key), s(&v, "/session_key_hex"));
+    assert_eq!(crypto::hex(&key), s(&v, "/session_key_hex"));
     let envelope = &v["unsigned_envelope"];
     let value = crypto::sign(&key, envelope);
     assert_eq!(value, s(&v, "/expected_signature/value"));

@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-use warden::acs::crypto;
+use warden::acs::{crypto, envelope, ids, time};
 use warden::guardian::{journal, ApproveError, Guardian, MemoryJournal, Options, Policy};
 use warden::state::{ApprovalStatus, Extension, GrantError};
 
@@ -63,22 +63,20 @@ impl Session {
     }
 
     fn request_id(n: u32) -> String {
-        format!("00000000-0000-4000-8000-{n:012}")
+        ids::counter(0, n.into())
     }
 
     fn send(&mut self, method: &str, payload: Value) -> Answer {
         self.n += 1;
-        let req = json!({
-            "jsonrpc": "2.0", "id": self.n, "method": method,
-            "params": {
-                "acs_version": "0.1.0",
-                "request_id": Self::request_id(self.n),
-                "timestamp": warden::guardian::now_rfc3339_at(self.now / 1000),
-                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": "t1",
-                             "user_context": {"user_id": "u1"}, "environment": "production"},
-                "payload": payload,
-            }
-        });
+        let req = envelope::request(
+            self.n,
+            method,
+            &Self::request_id(self.n),
+            &time::rfc3339(self.now / 1000),
+            json!({"agent_id": "a", "session_id": SESSION, "turn_id": "t1",
+                   "user_context": {"user_id": "u1"}, "environment": "production"}),
+            payload,
+        );
         let out: Value =
             serde_json::from_slice(&self.guardian.handle(&serde_json::to_vec(&req).unwrap()))
                 .unwrap();
@@ -388,10 +386,7 @@ fn the_cli_lists_and_grants_against_a_state_folder() {
     let pol = policy.to_str().unwrap();
     // Requests are near the wall clock: `warden serve` checks the skew window, and the grant
     // is made on the wall clock.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
+    let now = time::now_ms() / 1000;
     let serve = |lines: &[Value]| {
         let input: Vec<String> = lines.iter().map(Value::to_string).collect();
         let mut child = Command::new(bin)
@@ -423,18 +418,15 @@ fn the_cli_lists_and_grants_against_a_state_folder() {
             .collect::<Vec<_>>()
     };
     let req = |n: u32, amount: u32| {
-        json!({
-            "jsonrpc": "2.0", "id": n, "method": "steps/toolCallRequest",
-            "params": {
-                "acs_version": "0.1.0",
-                "request_id": Session::request_id(n),
-                "timestamp": warden::guardian::now_rfc3339_at(now),
-                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": "t1"},
-                "payload": {"tool": {"name": "refund"},
-                            "arguments": {"payment_id": {"value": "p1"},
-                                          "amount": {"value": amount}}},
-            }
-        })
+        envelope::request(
+            n,
+            "steps/toolCallRequest",
+            &Session::request_id(n),
+            &time::rfc3339(now),
+            json!({"agent_id": "a", "session_id": SESSION, "turn_id": "t1"}),
+            json!({"tool": {"name": "refund"},
+                   "arguments": {"payment_id": {"value": "p1"}, "amount": {"value": amount}}}),
+        )
     };
     let out = serve(&[req(1, 2000)]);
     assert_eq!(out[0]["result"]["decision"], "ask");

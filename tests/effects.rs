@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+use warden::acs::{envelope, ids, time};
 use warden::guardian::{Guardian, MemoryJournal, Options, Policy};
 use warden::state::EffectStatus;
 
@@ -49,7 +50,7 @@ impl Session {
     }
 
     fn request_id(n: u32) -> String {
-        format!("00000000-0000-4000-8000-{n:012}")
+        ids::counter(0, n.into())
     }
 
     fn send(&mut self, method: &str, payload: Value) -> (u32, Value) {
@@ -58,16 +59,14 @@ impl Session {
 
     fn send_in(&mut self, session: &str, method: &str, payload: Value) -> (u32, Value) {
         self.n += 1;
-        let req = json!({
-            "jsonrpc": "2.0", "id": self.n, "method": method,
-            "params": {
-                "acs_version": "0.1.0",
-                "request_id": Self::request_id(self.n),
-                "timestamp": "2026-12-01T10:00:00Z",
-                "metadata": {"agent_id": "a", "session_id": session, "turn_id": self.turn},
-                "payload": payload,
-            }
-        });
+        let req = envelope::request(
+            self.n,
+            method,
+            &Self::request_id(self.n),
+            "2026-12-01T10:00:00Z",
+            json!({"agent_id": "a", "session_id": session, "turn_id": self.turn}),
+            payload,
+        );
         let out: Value =
             serde_json::from_slice(&self.guardian.handle(&serde_json::to_vec(&req).unwrap()))
                 .unwrap();
@@ -282,23 +281,16 @@ fn the_cli_lists_and_resolves_against_a_state_folder() {
     let _ = std::fs::remove_dir_all(&dir);
     let policy = std::env::temp_dir().join(format!("warden-effects-{}.ward", std::process::id()));
     std::fs::write(&policy, POLICY).unwrap();
-    let ts = warden::guardian::now_rfc3339_at(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64,
-    );
+    let ts = time::now_rfc3339();
     let req = |n: u32, method: &str, payload: Value| {
-        json!({
-            "jsonrpc": "2.0", "id": n, "method": method,
-            "params": {
-                "acs_version": "0.1.0",
-                "request_id": Session::request_id(n),
-                "timestamp": ts,
-                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": "t1"},
-                "payload": payload,
-            }
-        })
+        envelope::request(
+            n,
+            method,
+            &Session::request_id(n),
+            &ts,
+            json!({"agent_id": "a", "session_id": SESSION, "turn_id": "t1"}),
+            payload,
+        )
         .to_string()
     };
     let input = [

@@ -6,6 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
+use warden::acs::{envelope, ids};
 use warden::guardian::{Guardian, OnDecisionFailure, Options, Policy};
 
 const SESSION: &str = "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f";
@@ -30,16 +31,14 @@ impl Session {
 
     fn send(&mut self, method: &str, payload: Value) -> Value {
         self.n += 1;
-        let req = json!({
-            "jsonrpc": "2.0", "id": self.n, "method": method,
-            "params": {
-                "acs_version": "0.1.0",
-                "request_id": format!("00000000-0000-4000-8000-{:012}", self.n),
-                "timestamp": "2026-12-01T10:00:00Z",
-                "metadata": {"agent_id": "a", "session_id": SESSION, "turn_id": "t1"},
-                "payload": payload,
-            }
-        });
+        let req = envelope::request(
+            self.n,
+            method,
+            &ids::counter(0, self.n.into()),
+            "2026-12-01T10:00:00Z",
+            json!({"agent_id": "a", "session_id": SESSION, "turn_id": "t1"}),
+            payload,
+        );
         let out: Value =
             serde_json::from_slice(&self.guardian.handle(&serde_json::to_vec(&req).unwrap()))
                 .unwrap();
@@ -310,11 +309,15 @@ default allow
         json!({"subagent_session_id": child, "intent_derivation": "inherit_full"}),
     );
     // Inside the child: it reads the web.
-    let req = json!({"jsonrpc": "2.0", "id": 99, "method": "steps/toolCallResult", "params": {
-        "acs_version": "0.1.0", "request_id": "00000000-0000-4000-8000-000000009999",
-        "timestamp": "2026-12-01T10:00:00Z", "metadata": {"agent_id": "sub", "session_id": child},
-        "payload": {"tool": {"name": "web"}, "exit_status": "success",
-                    "outputs": [{"value": "x", "provenance": {"provenance_id": "w9", "origin": "tool_output"}}]}}});
+    let req = envelope::request(
+        99,
+        "steps/toolCallResult",
+        "00000000-0000-4000-8000-000000009999",
+        "2026-12-01T10:00:00Z",
+        json!({"agent_id": "sub", "session_id": child}),
+        json!({"tool": {"name": "web"}, "exit_status": "success",
+               "outputs": [{"value": "x", "provenance": {"provenance_id": "w9", "origin": "tool_output"}}]}),
+    );
     s.guardian.handle(&serde_json::to_vec(&req).unwrap());
     assert_eq!(s.guardian.parent_of(child).as_deref(), Some(SESSION));
     s.send(

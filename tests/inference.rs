@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use warden::acs::{envelope, ids};
 use warden::guardian::{Guardian, Policy};
 
 const POLICY: &str = r#"
@@ -35,17 +36,15 @@ impl Session {
 
     fn send(&mut self, method: &str, payload: Value) -> Value {
         self.n += 1;
-        let req = json!({
-            "jsonrpc": "2.0", "id": self.n, "method": method,
-            "params": {
-                "acs_version": "0.1.0",
-                "request_id": format!("00000000-0000-4000-8000-{:012}", self.n),
-                "timestamp": "2026-01-01T00:00:00Z",
-                "metadata": {"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001",
-                             "turn_id": "t1"},
-                "payload": payload,
-            }
-        });
+        let req = envelope::request(
+            self.n,
+            method,
+            &ids::counter(0, self.n),
+            "2026-01-01T00:00:00Z",
+            json!({"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001",
+                   "turn_id": "t1"}),
+            payload,
+        );
         serde_json::from_slice(&self.guardian.handle(req.to_string().as_bytes())).unwrap()
     }
 
@@ -176,10 +175,10 @@ fn a_wrapped_mcp_call_gets_inferred_lineage() {
 /// inferred lineage too (a value copied from an earlier tool output is found there).
 #[test]
 fn core_agent_hooks_get_inferred_lineage() {
-    use warden::adapters::core_agent::{map_core_agent, new_uuid, HookSession};
+    use warden::adapters::core_agent::{map_core_agent, HookSession};
     let s = Session::new();
     let mut hook = HookSession {
-        session_id: new_uuid(1),
+        session_id: ids::random_v4(1),
         ..HookSession::default()
     };
     let mut last = Value::Null;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use warden::acs::{envelope, ids};
 use warden::guardian::journal::MemoryJournal;
 use warden::guardian::{Guardian, Options, Policy};
 use warden::state::origin_bit;
@@ -170,11 +171,15 @@ const SESSION: &str = "c0ffee00-0000-4000-8000-000000000001";
 impl Driver {
     fn send(&mut self, session: &str, method: &str, payload: Value) -> String {
         self.n += 1;
-        let rid = format!("00000000-0000-4000-8000-{:012}", self.n);
-        let req = json!({"jsonrpc": "2.0", "id": self.n, "method": method, "params": {
-            "acs_version": "0.1.0", "request_id": rid, "timestamp": "2026-12-01T00:00:00Z",
-            "metadata": {"agent_id": "a", "session_id": session, "turn_id": format!("t{}", self.turn)},
-            "payload": payload}});
+        let rid = ids::counter(0, self.n);
+        let req = envelope::request(
+            self.n,
+            method,
+            &rid,
+            "2026-12-01T00:00:00Z",
+            json!({"agent_id": "a", "session_id": session, "turn_id": format!("t{}", self.turn)}),
+            payload,
+        );
         let out: Value =
             serde_json::from_slice(&self.guardian.handle(&serde_json::to_vec(&req).unwrap()))
                 .unwrap();
@@ -256,7 +261,7 @@ proptest! {
                     m.calls.push((*is_a, m.turn));
                 }
                 Step::Subagent(o) => {
-                    let child = format!("c0ffee00-0000-4000-8000-{:012}", 100 + k);
+                    let child = ids::counter(0xc0ff_ee00, 100 + k as u64);
                     let rid = d.send(SESSION, "steps/subagentStart", json!({"subagent_session_id": child, "intent_derivation": "inherit_full"}));
                     m.steps.push(rid);
                     let inside = format!("in{k}");

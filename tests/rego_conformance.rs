@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
+use warden::acs::envelope;
 use warden::guardian::{Guardian, Policy};
 
 fn dir() -> PathBuf {
@@ -56,16 +57,14 @@ fn direct(file: &str, query: &str, input: &Value) -> Option<Value> {
 }
 
 fn envelope(payload: &Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "jsonrpc": "2.0", "id": 1, "method": "steps/toolCallRequest",
-        "params": {
-            "acs_version": "0.1.0",
-            "request_id": "6f1c1a62-8a55-4a8e-9b8a-3f6f0f0b9b01",
-            "timestamp": "2026-12-01T10:00:00Z",
-            "metadata": {"agent_id": "a", "session_id": "2b0a5c56-3d3f-4d4f-8c5e-9a3f8b2a1c00"},
-            "payload": payload,
-        }
-    }))
+    serde_json::to_vec(&envelope::request(
+        1,
+        "steps/toolCallRequest",
+        "6f1c1a62-8a55-4a8e-9b8a-3f6f0f0b9b01",
+        "2026-12-01T10:00:00Z",
+        json!({"agent_id": "a", "session_id": "2b0a5c56-3d3f-4d4f-8c5e-9a3f8b2a1c00"}),
+        payload.clone(),
+    ))
     .unwrap()
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use common::schema::{acs_dir, assert_valid_response, read_json};
 use serde_json::{json, Value};
-use warden::acs::crypto;
+use warden::acs::{crypto, envelope, ids, time};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -36,21 +36,6 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-fn uuid(n: u64) -> String {
-    format!("00000000-0000-4000-8000-{n:012x}")
-}
-
-fn now() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    let secs = ms / 1000;
-    // Reuse the library's formatter.
-    let base = warden::guardian::now_rfc3339_at(secs);
-    format!("{}.{:03}Z", &base[..base.len() - 1], ms % 1000)
-}
-
 static REQ: AtomicU64 = AtomicU64::new(1);
 
 fn envelope(method: &str, sid: &str, payload: Value, turn: Option<&str>) -> Value {
@@ -59,9 +44,14 @@ fn envelope(method: &str, sid: &str, payload: Value, turn: Option<&str>) -> Valu
     if let Some(t) = turn {
         metadata["turn_id"] = json!(t);
     }
-    json!({"jsonrpc": "2.0", "id": n, "method": method, "params": {
-        "acs_version": "0.1.0", "request_id": uuid(n + 0x1000_0000), "timestamp": now(),
-        "metadata": metadata, "payload": payload}})
+    envelope::request(
+        n,
+        method,
+        &ids::counter(0, n + 0x1000_0000),
+        &time::now_rfc3339_ms(),
+        metadata,
+        payload,
+    )
 }
 
 fn hello_payload() -> Value {
@@ -184,7 +174,7 @@ fn a_whole_session_over_stdio() {
         "--state",
         state.to_str().unwrap(),
     ]);
-    let sid = uuid(1);
+    let sid = ids::counter(0, 1);
     let turn = "t1";
 
     // Hook traffic before the handshake.
@@ -392,7 +382,7 @@ fn audit_verify_reports_the_first_broken_link() {
     for i in 0..3 {
         let mut e = serde_json::Map::new();
         e.insert("entry_id".into(), json!(format!("s/{i}")));
-        e.insert("step_id".into(), json!(uuid(i)));
+        e.insert("step_id".into(), json!(ids::counter(0, i)));
         e.insert("step_type".into(), json!("steps/userMessage"));
         entries.push(chain.append(e));
     }
@@ -477,7 +467,7 @@ fn a_whole_session_over_http() {
         "--key-file",
         dir.join("key").to_str().unwrap(),
     ]);
-    let sid = uuid(2);
+    let sid = ids::counter(0, 2);
     let (st, r) = srv.post(
         "/acs",
         &sign(
@@ -642,7 +632,7 @@ fn watch_swaps_a_good_policy_and_keeps_the_last_good_one() {
         "--state",
         dir.join("state").to_str().unwrap(),
     ]);
-    let sid = uuid(3);
+    let sid = ids::counter(0, 3);
     srv.post(
         "/acs",
         &envelope("handshake/hello", &sid, hello_payload(), None),

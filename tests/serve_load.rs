@@ -10,6 +10,7 @@ mod serve_common;
 use std::time::{Duration, Instant};
 
 use serve_common::*;
+use warden::acs::time;
 
 const SESSIONS: u64 = 1_000;
 const HOOKS: u64 = 100;
@@ -41,7 +42,7 @@ fn run(extra: &[&str]) -> Report {
         args.push(&state_s);
     }
     let srv = Server::start(&args);
-    let ts = now_rfc3339();
+    let ts = time::now_rfc3339_ms();
     let started = Instant::now();
     let handles: Vec<_> = (0..CONNS)
         .map(|c| {

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use serde_json::{json, Value};
-use serve_common::{now_rfc3339, tmp, uuid, WAIT};
+use serve_common::{tmp, WAIT};
+use warden::acs::{envelope, ids, time};
 
 const TOKEN: &str = "op-7f3a9c2e-b41d-4e8a-9d55-0c6f1e2a3b4c";
 
@@ -171,17 +172,21 @@ fn raw(addr: &str, head: &[u8], body: &[u8]) -> (u16, Value) {
 static REQ: AtomicU64 = AtomicU64::new(1);
 
 fn request_id() -> String {
-    uuid(0x0e7a_0000, REQ.fetch_add(1, Ordering::SeqCst))
+    ids::counter(0x0e7a_0000, REQ.fetch_add(1, Ordering::SeqCst))
 }
 
 /// An envelope with a fresh request id and a wall-clock timestamp (serve checks the skew).
 fn envelope(sid: &str, method: &str, payload: Value) -> (String, Value) {
     let rid = request_id();
     let n = REQ.load(Ordering::SeqCst);
-    let v = json!({"jsonrpc": "2.0", "id": n, "method": method, "params": {
-        "acs_version": "0.1.0", "request_id": rid, "timestamp": now_rfc3339(),
-        "metadata": {"agent_id": "agent", "session_id": sid, "turn_id": "t1"},
-        "payload": payload}});
+    let v = envelope::request(
+        n,
+        method,
+        &rid,
+        &time::now_rfc3339_ms(),
+        json!({"agent_id": "agent", "session_id": sid, "turn_id": "t1"}),
+        payload,
+    );
     (rid, v)
 }
 
@@ -246,7 +251,7 @@ fn an_operator_approves_and_resolves_on_a_running_http_server() {
     let dir = tmp("operator-http");
     let state = dir.join("state");
     let mut w = Warden::start(true, &dir, &["--state", state.to_str().unwrap()]);
-    let sid = uuid(0x0e7a_5e55, 1);
+    let sid = ids::counter(0x0e7a_5e55, 1);
 
     // The ask, as the operator sees it.
     let (ask_id, e) = envelope(&sid, "steps/toolCallRequest", refund(2000));
@@ -370,7 +375,7 @@ fn an_operator_approves_and_resolves_on_a_running_http_server() {
     let (st, r) = resolve(&sid, CHARGE_KEY, "maybe");
     assert_eq!(st, 400, "{r}");
     assert!(r["error"].as_str().unwrap().contains("`outcome`"), "{r}");
-    let (st, r) = resolve(&uuid(0x0e7a_5e55, 99), CHARGE_KEY, "failed");
+    let (st, r) = resolve(&ids::counter(0x0e7a_5e55, 99), CHARGE_KEY, "failed");
     assert_eq!(st, 404, "{r}");
     let (st, r) = resolve(&sid, r#"["charge",["p2",1]]"#, "failed");
     assert_eq!(st, 404, "{r}");
@@ -474,7 +479,7 @@ fn an_operator_approves_and_resolves_on_a_running_http_server() {
 fn only_the_token_opens_the_endpoint_and_only_on_its_own_listener() {
     let dir = tmp("operator-auth");
     let mut w = Warden::start(true, &dir, &[]);
-    let sid = uuid(0x0e7a_5e55, 2);
+    let sid = ids::counter(0x0e7a_5e55, 2);
     let ask_id = ask(&mut w, &sid, 3000);
     let grant = serde_json::to_vec(&json!({"request_id": ask_id, "approver": "finance"})).unwrap();
     for token in [
@@ -529,7 +534,7 @@ fn only_the_token_opens_the_endpoint_and_only_on_its_own_listener() {
 fn the_operator_endpoint_runs_beside_stdio() {
     let dir = tmp("operator-stdio");
     let mut w = Warden::start(false, &dir, &[]);
-    let sid = uuid(0x0e7a_5e55, 3);
+    let sid = ids::counter(0x0e7a_5e55, 3);
     let ask_id = ask(&mut w, &sid, 2000);
     let (st, r) = w.op(
         "POST",

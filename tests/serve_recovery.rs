@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use serve_common::*;
+use warden::acs::time;
 
 const SESSIONS: u64 = 48;
 const N: u64 = 40;
@@ -109,7 +110,7 @@ fn kill_9_mid_load_then_resume() {
     let dir = tmp("recovery");
     let policy = dir.join("p.ward");
     std::fs::write(&policy, POLICY).unwrap();
-    let ts = now_rfc3339();
+    let ts = time::now_rfc3339_ms();
     let zero = vec![0u64; SESSIONS as usize];
 
     // The uninterrupted run.

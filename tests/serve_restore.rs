@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use serve_common::{now_rfc3339, outcome, uuid, POLICY};
+use serve_common::{outcome, POLICY};
+use warden::acs::{envelope, ids, time};
 use warden::guardian::{Guardian, MemoryJournal, Options, Policy, Protocol, Record};
 
 fn req(n: u64, method: &str, sid: &str, turn: Option<&str>, payload: Value, ts: &str) -> Value {
@@ -17,14 +18,12 @@ fn req(n: u64, method: &str, sid: &str, turn: Option<&str>, payload: Value, ts: 
     if let Some(t) = turn {
         metadata["turn_id"] = json!(t);
     }
-    json!({"jsonrpc": "2.0", "id": n, "method": method, "params": {
-        "acs_version": "0.1.0", "request_id": uuid(7, n), "timestamp": ts,
-        "metadata": metadata, "payload": payload}})
+    envelope::request(n, method, &ids::counter(7, n), ts, metadata, payload)
 }
 
 fn stream(ts: &str) -> Vec<Value> {
-    let parent = uuid(1, 1);
-    let child = uuid(2, 2);
+    let parent = ids::counter(1, 1);
+    let child = ids::counter(2, 2);
     let hello = json!({"acs_versions_supported": ["0.1.0"],
         "methods_implemented": ["steps/sessionStart", "steps/turnStart", "steps/toolCallRequest",
             "steps/toolCallResult", "steps/subagentStart", "steps/subagentStop", "steps/turnEnd",
@@ -117,7 +116,7 @@ fn send(g: &Guardian, v: &Value) -> Value {
 
 #[test]
 fn restore_is_exact_at_every_cut() {
-    let ts = now_rfc3339();
+    let ts = time::now_rfc3339_ms();
     let reqs = stream(&ts);
     let j = Arc::new(MemoryJournal::default());
     let g = guardian(j.clone());
@@ -156,8 +155,8 @@ fn restore_is_exact_at_every_cut() {
 #[ignore = "timing: run with --release -- --ignored --nocapture"]
 fn restore_one_million_events() {
     const EVENTS: u64 = 1_000_000;
-    let ts = now_rfc3339();
-    let sid = uuid(9, 9);
+    let ts = time::now_rfc3339_ms();
+    let sid = ids::counter(9, 9);
     let j = Arc::new(MemoryJournal::default());
     let mut options = Options {
         protocol: Protocol::strict(),
@@ -209,7 +208,7 @@ fn restore_one_million_events() {
 /// a valid stream get a JSON-RPC answer.
 #[test]
 fn mangled_envelopes_never_panic() {
-    let ts = now_rfc3339();
+    let ts = time::now_rfc3339_ms();
     let mut options = Options {
         protocol: Protocol::strict(),
         ..Options::default()

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
+use warden::acs::{envelope, ids};
 
 pub const SESSION: &str = "5e55e55e-0000-4000-8000-00000000be7c";
 
@@ -18,18 +19,20 @@ pub enum Taint {
 
 /// One request envelope.
 pub fn envelope(n: u64, method: &str, turn: u64, payload: Value) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "id": n,
-        "method": method,
-        "params": {
-            "acs_version": "0.1.0",
-            "request_id": format!("00000000-0000-4000-8000-{:012x}", n),
-            "timestamp": format!("2026-12-01T{:02}:{:02}:{:02}Z", (n / 3600) % 24, (n / 60) % 60, n % 60),
-            "metadata": {"agent_id": "bench", "session_id": SESSION, "turn_id": format!("t{turn}")},
-            "payload": payload,
-        }
-    })
+    envelope::request(
+        n,
+        method,
+        &ids::counter(0, n),
+        // The clock wraps each day (2026-12-01, hour n / 3600 % 24).
+        &format!(
+            "2026-12-01T{:02}:{:02}:{:02}Z",
+            (n / 3600) % 24,
+            (n / 60) % 60,
+            n % 60
+        ),
+        json!({"agent_id": "bench", "session_id": SESSION, "turn_id": format!("t{turn}")}),
+        payload,
+    )
 }
 
 fn prov(id: u64, origin: &str, parents: &[u64]) -> Value {

@@ -1,5 +1,6 @@
-//! ACS baseline cryptography: per-session HMAC keys, envelope signatures, `request_hash`, and
-//! the audit-chain `entry_hash` rule.
+//! ACS baseline cryptography: per-session HMAC keys, envelope signatures, `request_hash`, the
+//! audit-chain `entry_hash` rule, and the SHA-256 and hex helpers everything else uses
+//! ([`sha256`], [`sha256_hex`], [`hex`], [`parse_hash`]).
 //!
 //! Everything hashed or MACed here is the RFC 8785 canonical form ([`crate::acs::jcs`]) of a
 //! JSON value, so callers should pass the envelope exactly as it was decoded (not a struct
@@ -132,7 +133,18 @@ pub fn verify(key: &[u8], envelope: &Value) -> Result<(), SignatureError> {
     m.verify_slice(&raw).map_err(|_| SignatureError::Mismatch)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// SHA-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Lowercase hex SHA-256 of `bytes` (a policy digest, a test's stand-in hash).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&sha256(bytes))
+}
+
+/// Lowercase hex of `bytes`, two digits each.
+pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

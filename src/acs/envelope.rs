@@ -23,6 +23,7 @@ use serde_json::{Map, Number, Value};
 use std::fmt;
 
 use crate::acs::json::{self, Limits};
+use crate::acs::time::is_rfc3339;
 
 /// The JSON-RPC version every envelope carries.
 pub const JSONRPC_VERSION: &str = "2.0";
@@ -54,6 +55,51 @@ pub const SIGNATURE_ALGORITHMS: [&str; 10] = [
     "ML-DSA-65+ECDSA-P256",
     "ML-DSA-65+RSA-PSS-SHA256",
 ];
+
+// ---------------------------------------------------------------------------------------------
+// Building requests
+
+/// A request envelope as JSON, the way a client (the test runner, the core-agent hook, a test)
+/// sends one: `{"jsonrpc": "2.0", id, method, "params": {"acs_version": "0.1.0", request_id,
+/// timestamp, metadata, payload}}`, members in that order. Optional `params` members (`nonce`,
+/// `signature`) are added to the result by the caller.
+///
+/// ```
+/// use serde_json::json;
+/// use warden::acs::envelope;
+///
+/// let req = envelope::request(
+///     1,
+///     "steps/userMessage",
+///     "00000000-0000-4000-8000-000000000001",
+///     "2026-01-01T00:00:00Z",
+///     json!({"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001"}),
+///     json!({"message": {"content": "hi"}}),
+/// );
+/// assert_eq!(req["params"]["acs_version"], envelope::ACS_VERSION);
+/// assert!(envelope::decode_request(req.to_string().as_bytes()).is_ok());
+/// ```
+pub fn request(
+    id: impl Into<Value>,
+    method: &str,
+    request_id: &str,
+    timestamp: &str,
+    metadata: Value,
+    payload: Value,
+) -> Value {
+    let mut params = Map::new();
+    params.insert("acs_version".into(), Value::from(ACS_VERSION));
+    params.insert("request_id".into(), Value::from(request_id));
+    params.insert("timestamp".into(), Value::from(timestamp));
+    params.insert("metadata".into(), metadata);
+    params.insert("payload".into(), payload);
+    let mut envelope = Map::new();
+    envelope.insert("jsonrpc".into(), Value::from(JSONRPC_VERSION));
+    envelope.insert("id".into(), id.into());
+    envelope.insert("method".into(), Value::from(method));
+    envelope.insert("params".into(), Value::Object(params));
+    Value::Object(envelope)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
@@ -311,40 +357,9 @@ pub enum ResultType {
     Final,
 }
 
-/// The five dispositions, lowercase on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    /// Let the step proceed.
-    Allow,
-    /// Block the step.
-    Deny,
-    /// Let it proceed with [`Modifications`].
-    Modify,
-    /// Route to an approver ([`AskDetails`]).
-    Ask,
-    /// Postpone ([`DeferDetails`]).
-    Defer,
-}
-
-impl Decision {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::Deny => "deny",
-            Decision::Modify => "modify",
-            Decision::Ask => "ask",
-            Decision::Defer => "defer",
-        }
-    }
-}
-
-impl fmt::Display for Decision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The five dispositions, lowercase on the wire: [`crate::acs::DecisionKind`] under its wire
+/// name.
+pub use crate::acs::decision::DecisionKind as Decision;
 
 /// `AcsResult`: a Guardian's decision on one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1130,107 +1145,6 @@ pub fn is_namespaced_method(method: &str) -> bool {
     })
 }
 
-fn days_in_month(year: i64, month: u32) -> u32 {
-    match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        _ => 28,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Parses an RFC 3339 `date-time` (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, `T`/`Z` in either
-/// case) into milliseconds since the Unix epoch. A leap second (`:60`) counts as the
-/// following second. Returns `None` for anything else.
-pub fn rfc3339_unix_ms(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    let num = |range: std::ops::Range<usize>| -> Option<u32> {
-        let part = b.get(range)?;
-        if part.iter().all(u8::is_ascii_digit) {
-            std::str::from_utf8(part).ok()?.parse().ok()
-        } else {
-            None
-        }
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    if !matches!(b[10], b'T' | b't') {
-        return None;
-    }
-    let year = i64::from(num(0..4)?);
-    let month = num(5..7)?;
-    let day = num(8..10)?;
-    let hour = num(11..13)?;
-    let minute = num(14..16)?;
-    let second = num(17..19)?;
-    if !(1..=12).contains(&month)
-        || day == 0
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let mut i = 19;
-    let mut millis = 0u32;
-    if b[i] == b'.' {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            if i - start < 3 {
-                millis = millis * 10 + u32::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        let n = i - start;
-        if n == 0 {
-            return None;
-        }
-        for _ in n..3 {
-            millis *= 10;
-        }
-    }
-    let offset_minutes: i64 = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let oh = num(i + 1..i + 3)?;
-            let om = num(i + 4..i + 6)?;
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let m = i64::from(oh * 60 + om);
-            if *sign == b'-' {
-                -m
-            } else {
-                m
-            }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second)
-        - offset_minutes * 60;
-    Some(secs * 1000 + i64::from(millis))
-}
-
-/// RFC 3339 `date-time` syntax (see [`rfc3339_unix_ms`]).
-pub fn is_rfc3339(s: &str) -> bool {
-    rfc3339_unix_ms(s).is_some()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Decoding
 
@@ -1503,31 +1417,6 @@ fn check_metadata(m: &Map<String, Value>) -> Result<(), FieldError> {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn rfc3339() {
-        assert_eq!(rfc3339_unix_ms("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(rfc3339_unix_ms("1970-01-01T01:00:00.5+01:00"), Some(500));
-        assert_eq!(
-            rfc3339_unix_ms("2026-09-19T10:00:00Z"),
-            Some(1_789_812_000_000)
-        );
-        assert!(is_rfc3339("2024-02-29t23:59:60.123456z"));
-        for bad in [
-            "2023-02-29T00:00:00Z",
-            "2026-09-19 10:00:00Z",
-            "2026-09-19T10:00:00",
-            "2026-09-19T10:00Z",
-            "2026-13-01T00:00:00Z",
-            "2026-09-19T24:00:00Z",
-            "2026-09-19T10:00:00.Z",
-            "2026-09-19T10:00:00+0100",
-            "2026-09-19T10:00:00+01:00x",
-            "yesterday",
-        ] {
-            assert!(!is_rfc3339(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn uuid_semver_method() {

@@ -18,6 +18,8 @@
 //!   `required: false`. The vendored (older, `a0c16bf`) hook schemas require it, but current
 //!   upstream made it optional in the base schemas (docs/acs.md#provenance).
 
+use serde_json::Value;
+
 /// The type of a payload field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ty {
@@ -69,28 +71,8 @@ pub enum Source {
     Notes,
 }
 
-/// A decision a Guardian may return.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecisionKind {
-    Allow,
-    Deny,
-    Modify,
-    Ask,
-    Defer,
-}
-
-impl DecisionKind {
-    /// The lowercase wire word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionKind::Allow => "allow",
-            DecisionKind::Deny => "deny",
-            DecisionKind::Modify => "modify",
-            DecisionKind::Ask => "ask",
-            DecisionKind::Defer => "defer",
-        }
-    }
-}
+/// The decisions a hook may return are [`crate::acs::DecisionKind`]s.
+pub use crate::acs::decision::DecisionKind;
 
 /// One hook (ACS method) a policy can attach to.
 #[derive(Debug)]
@@ -142,6 +124,50 @@ pub fn children<'a>(
 
 fn parent(path: &str) -> &str {
     path.rsplit_once('.').map_or("", |(p, _)| p)
+}
+
+/// How deep [`provenance_records`] looks into a payload.
+pub const PROVENANCE_WALK_DEPTH: usize = 64;
+
+/// Every Provenance record in a payload, in document order: each object with a string
+/// `provenance_id` and a string `origin` (the walk does not look inside one), then, when the
+/// record has Warden's `elements` extension (docs/language.md), the records of a list
+/// argument's elements, which are lineage nodes too. Nothing deeper than
+/// [`PROVENANCE_WALK_DEPTH`] is visited.
+pub fn provenance_records(payload: &Value) -> Vec<&Value> {
+    let mut out = Vec::new();
+    walk_provenance(payload, &mut out, 0);
+    out
+}
+
+fn walk_provenance<'v>(v: &'v Value, out: &mut Vec<&'v Value>, depth: usize) {
+    if depth > PROVENANCE_WALK_DEPTH {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            if m.get("provenance_id").is_some_and(Value::is_string)
+                && m.get("origin").is_some_and(Value::is_string)
+            {
+                out.push(v);
+                if let Some(Value::Array(records)) = m.get("elements") {
+                    for r in records {
+                        walk_provenance(r, out, depth + 1);
+                    }
+                }
+                return;
+            }
+            for child in m.values() {
+                walk_provenance(child, out, depth + 1);
+            }
+        }
+        Value::Array(a) => {
+            for child in a {
+                walk_provenance(child, out, depth + 1);
+            }
+        }
+        _ => {}
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

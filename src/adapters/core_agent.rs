@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::acs::crypto;
+use crate::acs::{crypto, envelope, ids, time};
 
 /// What the hook remembers between invocations.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -36,47 +36,10 @@ pub struct HookSession {
     pub seq: u64,
 }
 
-/// A random (v4) uuid from the OS, or from the clock and pid if `/dev/urandom` is missing.
-pub fn new_uuid(salt: u64) -> String {
-    let mut b = [0u8; 16];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok();
-    if !ok {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let h =
-            crate::guardian::sha256_hex(format!("{t}:{}:{salt}", std::process::id()).as_bytes());
-        for (i, byte) in b.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap_or(0);
-        }
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-fn now_rfc3339_ms() -> String {
-    let ms = crate::guardian::protocol::now_ms();
-    let base = crate::guardian::now_rfc3339_at(ms.div_euclid(1000));
-    // "YYYY-MM-DDTHH:MM:SSZ" → with milliseconds.
-    format!("{}.{:03}Z", &base[..base.len() - 1], ms.rem_euclid(1000))
-}
-
 impl HookSession {
     fn envelope(&mut self, method: &str, payload: Value, in_turn: bool) -> Value {
         self.seq += 1;
-        let request_id = new_uuid(self.seq);
+        let request_id = ids::random_v4(self.seq);
         let mut metadata = Map::new();
         metadata.insert("agent_id".into(), json!("core-agent"));
         metadata.insert("session_id".into(), json!(self.session_id));
@@ -86,24 +49,21 @@ impl HookSession {
                 metadata.insert("turn_id".into(), json!(t));
             }
         }
-        json!({
-            "jsonrpc": "2.0",
-            "id": self.seq,
-            "method": method,
-            "params": {
-                "acs_version": crate::acs::envelope::ACS_VERSION,
-                "request_id": request_id,
-                "timestamp": now_rfc3339_ms(),
-                "nonce": new_uuid(self.seq).replace('-', ""),
-                "metadata": metadata,
-                "payload": payload,
-            }
-        })
+        let mut request = envelope::request(
+            self.seq,
+            method,
+            &request_id,
+            &time::now_rfc3339_ms(),
+            Value::Object(metadata),
+            payload,
+        );
+        request["params"]["nonce"] = json!(ids::random_v4(self.seq).replace('-', ""));
+        request
     }
 
     fn open_turn(&mut self, out: &mut Vec<Value>, triggered_by: &str) {
         if self.turn_id.is_none() {
-            let t = new_uuid(self.seq + 1_000_000);
+            let t = ids::random_v4(self.seq + 1_000_000);
             self.turn_id = Some(t.clone());
             out.push(self.envelope(
                 "steps/turnStart",
@@ -170,7 +130,7 @@ pub fn map_core_agent(input: &Value, s: &mut HookSession) -> Result<Vec<Value>, 
             s.open_turn(&mut out, "agent_loop");
             let name = tool();
             let mut args = Map::new();
-            let prefix = new_uuid(s.seq + 2_000_000);
+            let prefix = ids::random_v4(s.seq + 2_000_000);
             let mut arg = |k: &str, v: &Value| {
                 args.insert(
                     k.to_string(),
@@ -208,7 +168,7 @@ pub fn map_core_agent(input: &Value, s: &mut HookSession) -> Result<Vec<Value>, 
                 "tool": {"name": name},
                 "exit_status": "success",
                 "outputs": [{"value": value, "provenance": {
-                    "provenance_id": new_uuid(s.seq + 3_000_000),
+                    "provenance_id": ids::random_v4(s.seq + 3_000_000),
                     "origin": "tool_output",
                     "source_id": name,
                 }}],
@@ -266,7 +226,7 @@ pub fn load_session(path: &Path) -> HookSession {
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_else(|| HookSession {
-            session_id: new_uuid(0),
+            session_id: ids::random_v4(0),
             ..HookSession::default()
         })
 }
@@ -358,7 +318,7 @@ mod tests {
     #[test]
     fn core_agent_events_map_onto_acs_steps() {
         let mut s = HookSession {
-            session_id: new_uuid(0),
+            session_id: ids::random_v4(0),
             ..HookSession::default()
         };
         let methods = |v: &[Value]| -> Vec<String> {

@@ -15,9 +15,10 @@ pub(crate) mod types;
 
 use std::collections::HashMap;
 
-use crate::acs::fields::{self, DecisionKind as AcsDecision, HookSpec};
+use crate::acs::fields::{self, HookSpec};
+use crate::acs::DecisionKind;
 use crate::diagnostics::{did_you_mean, Diagnostic, Diagnostics, FileId, Span};
-use crate::syntax::ast::{self, DecisionKind, Item};
+use crate::syntax::ast::{self, Item};
 
 pub use expr::{builtin, BUILTINS};
 pub use load::{collect_files, Loaded, Unit, DEFAULT_POLICY, STDLIB};
@@ -890,16 +891,9 @@ impl<'a> Checker<'a> {
             }
         }
         if let Some(h) = hook {
-            let wanted = match d.kind {
-                DecisionKind::Allow => AcsDecision::Allow,
-                DecisionKind::Deny => AcsDecision::Deny,
-                DecisionKind::Modify => AcsDecision::Modify,
-                DecisionKind::Ask => AcsDecision::Ask,
-                DecisionKind::Defer => AcsDecision::Defer,
-            };
             // A catch-all default may say deny: it applies as allow where deny is impossible.
             let recorded_default = is_default && d.kind == DecisionKind::Deny && h.audit_only;
-            if !h.allows(wanted) && !recorded_default {
+            if !h.allows(d.kind) && !recorded_default {
                 let why = if h.audit_only {
                     format!("{} is audit-only: it is recorded, never blocked", h.name)
                 } else {

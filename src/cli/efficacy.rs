@@ -702,6 +702,7 @@ pub(super) fn run(args: EfficacyArgs) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::acs::{envelope, ids, time};
 
     fn answered(method: &str, rid: &str, decision: &'static str) -> Answered {
         Answered {
@@ -872,25 +873,24 @@ mod tests {
     }
 
     fn envelope(id: u64, method: &str, payload: Value) -> String {
-        json!({
-            "jsonrpc": "2.0", "id": id, "method": format!("steps/{method}"),
-            "params": {
-                "acs_version": "0.1.0",
-                "request_id": rid(id),
-                "timestamp": format!("2026-01-01T00:00:{id:02}Z"),
-                "metadata": {
-                    "agent_id": "a",
-                    "session_id": "5e550000-0000-4000-8000-000000000001",
-                    "turn_id": "t1",
-                },
-                "payload": payload,
-            }
-        })
+        envelope::request(
+            id,
+            &format!("steps/{method}"),
+            &rid(id),
+            // 2026-01-01T00:00:00Z, one second per request.
+            &time::rfc3339(1_767_225_600 + id as i64),
+            json!({
+                "agent_id": "a",
+                "session_id": "5e550000-0000-4000-8000-000000000001",
+                "turn_id": "t1",
+            }),
+            payload,
+        )
         .to_string()
     }
 
     fn rid(id: u64) -> String {
-        format!("00000000-0000-4000-8000-{id:012}")
+        ids::counter(0, id)
     }
 
     fn call(id: u64, tool: &str) -> String {

@@ -5,8 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::acs::fields::HookSpec;
+use crate::acs::DecisionKind;
 use crate::diagnostics::Span;
-use crate::syntax::ast::{ApproverKind, DecisionKind};
+use crate::syntax::ast::ApproverKind;
 
 /// A constant in the pool. Sets are pre-hashed so membership is O(1).
 #[derive(Debug, Clone, PartialEq)]

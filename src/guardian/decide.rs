@@ -7,14 +7,15 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::acs::envelope::{
-    AcsResult, Approver, ApproverType, AskDetails, Decision as Wire, DeferDetails, DeferReason,
-    ExtensionScope, IntentExtension, Modifications, PolicyReference, Redaction, ResolutionMethod,
-    ResultMetadata, TimeoutDecision, TimeoutDisposition,
+    AcsResult, Approver, ApproverType, AskDetails, DeferDetails, DeferReason, ExtensionScope,
+    IntentExtension, Modifications, PolicyReference, Redaction, ResolutionMethod, ResultMetadata,
+    TimeoutDecision, TimeoutDisposition,
 };
-use crate::acs::fields::{DecisionKind as Legal, HookSpec};
+use crate::acs::fields::HookSpec;
+use crate::acs::DecisionKind;
 use crate::compile::{CompiledRule, DecisionTemplate, ModTemplate, Program};
 use crate::state::{Action, Approval, ApprovalNote, Found, DEFAULT_APPROVAL_EXPIRY_MS};
-use crate::syntax::ast::{ApproverKind, DecisionKind, ExtendScope};
+use crate::syntax::ast::{ApproverKind, ExtendScope};
 use crate::vm::{self, Budget, Env, VmError};
 
 /// Reason code when a decidable hook matches no rule and the policy has no default.
@@ -66,7 +67,7 @@ impl Decision {
 
     /// Whether the step goes ahead (and so counts in history).
     pub fn proceeds(&self) -> bool {
-        matches!(self.kind, DecisionKind::Allow | DecisionKind::Modify)
+        self.kind.proceeds()
     }
 
     pub fn simple(kind: DecisionKind, code: &str, reasoning: String) -> Decision {
@@ -171,14 +172,7 @@ impl Decision {
 
     /// The wire result for this decision.
     pub fn to_result(&self, request_id: &str) -> AcsResult {
-        let wire = match self.kind {
-            DecisionKind::Allow => Wire::Allow,
-            DecisionKind::Deny => Wire::Deny,
-            DecisionKind::Modify => Wire::Modify,
-            DecisionKind::Ask => Wire::Ask,
-            DecisionKind::Defer => Wire::Defer,
-        };
-        let mut r = AcsResult::new(request_id, wire);
+        let mut r = AcsResult::new(request_id, self.kind);
         r.reasoning = self.reasoning.clone();
         r.reason_codes = self.reason_codes.clone();
         r.modifications = self.modifications.clone();
@@ -221,16 +215,6 @@ impl Decision {
         });
         r
     }
-}
-
-fn legal(hook: &HookSpec, kind: DecisionKind) -> bool {
-    hook.allows(match kind {
-        DecisionKind::Allow => Legal::Allow,
-        DecisionKind::Deny => Legal::Deny,
-        DecisionKind::Modify => Legal::Modify,
-        DecisionKind::Ask => Legal::Ask,
-        DecisionKind::Defer => Legal::Defer,
-    })
 }
 
 fn push_unique(v: &mut Vec<String>, s: &str) {
@@ -276,7 +260,7 @@ pub fn combine_fired(
             .get(&Some(hook.method))
             .or_else(|| program.defaults.get(&None));
         return Ok(match template {
-            Some(t) if legal(hook, t.kind) => {
+            Some(t) if hook.allows(t.kind) => {
                 let mut d = from_templates(program, hook, &[(None, t)], env, budget)?;
                 d.fired = fired_names;
                 d
@@ -288,11 +272,11 @@ pub fn combine_fired(
                 d.reasoning = Some(format!(
                     "{} cannot be {}; recorded only",
                     hook.name,
-                    past_tense(t.kind)
+                    t.kind.past_tense()
                 ));
                 d
             }
-            None if legal(hook, DecisionKind::Deny) => Decision::simple(
+            None if hook.allows(DecisionKind::Deny) => Decision::simple(
                 DecisionKind::Deny,
                 NO_DEFAULT,
                 format!(
@@ -314,7 +298,7 @@ pub fn combine_fired(
         .map(|(_, t)| t.kind)
         .max()
         .unwrap_or(DecisionKind::Allow);
-    if hook.audit_only || !legal(hook, top) {
+    if hook.audit_only || !hook.allows(top) {
         // Audit-only hooks always allow; every firing rule is recorded in the reason codes.
         let mut d = Decision::simple(DecisionKind::Allow, "", String::new());
         d.reason_codes.clear();
@@ -342,16 +326,6 @@ fn approver_word(t: ApproverType) -> &'static str {
         ApproverType::Human => "human",
         ApproverType::Agent => "agent",
         ApproverType::Service => "service",
-    }
-}
-
-fn past_tense(k: DecisionKind) -> &'static str {
-    match k {
-        DecisionKind::Allow => "allowed",
-        DecisionKind::Deny => "denied",
-        DecisionKind::Modify => "modified",
-        DecisionKind::Ask => "held for approval",
-        DecisionKind::Defer => "deferred",
     }
 }
 
@@ -384,7 +358,7 @@ fn from_templates(
             DecisionKind::Allow if refs.is_empty() => {
                 Some("allowed by the policy's default".to_string())
             }
-            _ => Some(format!("{} by the policy", past_tense(kind))),
+            _ => Some(format!("{} by the policy", kind.past_tense())),
         }
     } else {
         Some(reasons.join("; "))
@@ -497,7 +471,7 @@ fn from_templates(
                     format!("the policy's modifications cannot be applied together: {why}"),
                 );
                 deny.winners = d.winners;
-                if !legal(hook, DecisionKind::Deny) {
+                if !hook.allows(DecisionKind::Deny) {
                     deny.kind = DecisionKind::Allow;
                 }
                 return Ok(deny);

@@ -22,9 +22,9 @@ use serde_json::Value;
 
 use super::{decide, explain, Decision, RuleTrace};
 use crate::acs::fields;
+use crate::acs::DecisionKind;
 use crate::compile::{self, Program};
 use crate::state::{Draft, Event, SessionState};
-use crate::syntax::ast::DecisionKind;
 use crate::vm::{self, Budget, Env, VmError};
 
 /// The reason code of a call that does not match its tool's declaration.
@@ -163,7 +163,7 @@ fn decide_in_draft(
         }
     }
     if let Some(why) = &draft.intent_refused {
-        if hook.allows(fields::DecisionKind::Deny) {
+        if hook.allows(DecisionKind::Deny) {
             return Ok(Decision::simple(
                 DecisionKind::Deny,
                 BAD_INTENT,

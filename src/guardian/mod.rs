@@ -59,13 +59,14 @@ use protocol::ReplayWindow;
 use crate::acs::crypto;
 use crate::acs::envelope::{self, DecodeOptions, Id, Request, Response, RpcError};
 use crate::acs::fields;
+use crate::acs::time;
+use crate::acs::DecisionKind;
 use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
 use crate::diagnostics::{Diagnostic, Diagnostics, FileId, SourceMap, Span};
 use crate::state::{
     Approval, ApprovalNote, ApprovalStatus, Event, Extension, GrantError, SessionState,
 };
-use crate::syntax::ast::DecisionKind;
 use crate::vm::{Observation, VmError};
 
 /// A checked and compiled policy.
@@ -88,7 +89,7 @@ impl Policy {
         match compile::compile(&checked) {
             Ok(mut program) => {
                 program.unknown_labels = crate::state::unknown_labels(&program);
-                let digest = sha256_hex(compile::dump(&program).as_bytes());
+                let digest = crypto::sha256_hex(compile::dump(&program).as_bytes());
                 Ok(Policy {
                     program: Arc::new(program),
                     digest: Arc::from(digest),
@@ -107,7 +108,7 @@ impl Policy {
     /// Give it its sources with [`Policy::with_sources`] for explain traces to show them.
     pub fn from_program(mut program: Program) -> Policy {
         program.unknown_labels = crate::state::unknown_labels(&program);
-        let digest = sha256_hex(compile::dump(&program).as_bytes());
+        let digest = crypto::sha256_hex(compile::dump(&program).as_bytes());
         Policy {
             program: Arc::new(program),
             digest: Arc::from(digest),
@@ -431,7 +432,7 @@ impl Guardian {
             let mut r =
                 Decision::simple(DecisionKind::Allow, "", "alive".into()).to_result(&p.request_id);
             r.reason_codes.clear();
-            r.payload = Some(decide::ping_payload(&p.payload, now_rfc3339()));
+            r.payload = Some(decide::ping_payload(&p.payload, time::now_rfc3339()));
             return (Response::result(id, r), Vec::new());
         }
         let owned;
@@ -475,7 +476,7 @@ impl Guardian {
         if sessions.len() >= self.options.protocol.caps.max_sessions {
             // Drop the tombstones of sessions sealed longer ago than the skew window: a replay
             // of their requests fails the timestamp check.
-            let now = protocol::now_ms();
+            let now = time::now_ms();
             let window = self.options.protocol.skew_window_ms;
             sessions.retain(|_, s| match s.try_lock() {
                 Ok(s) => {
@@ -560,8 +561,8 @@ impl Guardian {
             }
             _ => {}
         }
-        let time_ms = envelope::rfc3339_unix_ms(&p.timestamp);
-        let now = protocol::now_ms();
+        let time_ms = time::rfc3339_unix_ms(&p.timestamp);
+        let now = time::now_ms();
         if let (Some(w), Some(t)) = (proto.skew_window_ms, time_ms) {
             if now.abs_diff(t) > w {
                 return fail(RpcError::timestamp_out_of_window(
@@ -706,7 +707,8 @@ impl Guardian {
         let mut entries = Vec::new();
         if proto.audit {
             if s.chain.len > 0 && s.policy_digest.as_deref() != Some(&*active.digest) {
-                let e = audit::reload_entry(s.chain.next_id(sid), &active.digest, now_rfc3339());
+                let e =
+                    audit::reload_entry(s.chain.next_id(sid), &active.digest, time::now_rfc3339());
                 entries.push(s.chain.append(e));
             }
             let mut e = audit::step_entry(
@@ -821,7 +823,7 @@ impl Guardian {
         }
         if method == "steps/sessionEnd" {
             s.sealed = true;
-            s.sealed_at_ms = protocol::now_ms();
+            s.sealed_at_ms = time::now_ms();
             s.final_labels = s.state.as_ref().map(|st| st.scalars.session_labels);
             s.final_effects = s
                 .state
@@ -880,10 +882,12 @@ impl Guardian {
         let why = format!("the policy could not decide: {e}");
         match self.options.on_decision_failure {
             OnDecisionFailure::Error => Err(Response::error(id, RpcError::internal(why))),
-            OnDecisionFailure::Deny if hook.allows(fields::DecisionKind::Deny) => Ok(
-                Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why)
-                    .to_result(request_id),
-            ),
+            OnDecisionFailure::Deny if hook.allows(DecisionKind::Deny) => {
+                Ok(
+                    Decision::simple(DecisionKind::Deny, decide::DECISION_FAILURE, why)
+                        .to_result(request_id),
+                )
+            }
             // Hooks that cannot be denied are only recorded; say so loudly.
             OnDecisionFailure::Deny => {
                 Ok(
@@ -982,7 +986,7 @@ impl Guardian {
             let mut e = audit::own_entry(
                 s.chain.next_id(session_id),
                 audit::EFFECT_RESOLVED,
-                now_rfc3339(),
+                time::now_rfc3339(),
             );
             e.insert("effect_key".into(), key.into());
             e.insert("from".into(), was.as_str().into());
@@ -1012,7 +1016,7 @@ impl Guardian {
         approver_id: &str,
         at_ms: Option<i64>,
     ) -> Result<Granted, ApproveError> {
-        let at_ms = at_ms.unwrap_or_else(protocol::now_ms);
+        let at_ms = at_ms.unwrap_or_else(time::now_ms);
         let (sid, session) = self
             .find_approval(request_id)
             .ok_or_else(|| ApproveError::Grant(GrantError::Unknown(request_id.to_string())))?;
@@ -1025,7 +1029,7 @@ impl Guardian {
         let extension = state.extension_of(&approval);
         let mut entries = Vec::new();
         if self.audited(&s) {
-            let timestamp = now_rfc3339_at(at_ms.div_euclid(1000));
+            let timestamp = time::rfc3339(at_ms.div_euclid(1000));
             let approver = serde_json::json!({
                 "type": approval.approver_type,
                 "id": approval.approver_id,
@@ -1107,7 +1111,7 @@ impl Guardian {
     /// Every session's approvals and their status at `now_ms` (`None`: the Guardian's
     /// clock), sorted by session and request id.
     pub fn approvals(&self, now_ms: Option<i64>) -> Vec<ApprovalInfo> {
-        let now = now_ms.unwrap_or_else(protocol::now_ms);
+        let now = now_ms.unwrap_or_else(time::now_ms);
         let mut out = Vec::new();
         for sid in self.session_ids() {
             if let Some(st) = self.snapshot(&sid) {
@@ -1164,7 +1168,7 @@ impl Guardian {
     pub fn restore(&self, records: impl IntoIterator<Item = Record>) -> usize {
         let active = self.active();
         let program = &active.program;
-        let now = protocol::now_ms();
+        let now = time::now_ms();
         let proto = &self.options.protocol;
         let mut n = 0;
         for record in records {
@@ -1233,7 +1237,7 @@ impl Guardian {
                         .and_then(Value::as_str)
                         .unwrap_or("");
                     let timestamp = params.get("timestamp").and_then(Value::as_str);
-                    let time_ms = timestamp.and_then(envelope::rfc3339_unix_ms);
+                    let time_ms = timestamp.and_then(time::rfc3339_unix_ms);
                     if proto.replay_protection {
                         s.window.insert(
                             time_ms.unwrap_or(now),
@@ -1409,40 +1413,4 @@ fn mcp_tool_call_view(
     );
     view.insert("arguments".into(), Value::Object(arguments));
     Some((fields::hook("steps/toolCallRequest")?, Value::Object(view)))
-}
-
-fn now_rfc3339() -> String {
-    now_rfc3339_at(protocol::now_ms().div_euclid(1000))
-}
-
-/// RFC 3339 (UTC, seconds) of a Unix time in seconds.
-pub fn now_rfc3339_at(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Lowercase hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }

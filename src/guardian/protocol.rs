@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::acs::envelope::{self, RpcError};
+use crate::acs::{crypto, ids};
 
 /// Protocol strictness and limits. `Default` is the lenient replay mode.
 #[derive(Debug, Clone)]
@@ -270,30 +270,12 @@ pub struct ReplayWindow {
 
 /// The key a request id is remembered by: its 128 uuid bits (any other text: a hash).
 pub fn id_key(s: &str) -> u128 {
-    let mut v: u128 = 0;
-    let mut n = 0;
-    for c in s.chars() {
-        if c == '-' {
-            continue;
-        }
-        match c.to_digit(16) {
-            Some(d) if n < 32 => {
-                v = (v << 4) | u128::from(d);
-                n += 1;
-            }
-            _ => return hash_key(s),
-        }
-    }
-    if n == 32 {
-        v
-    } else {
-        hash_key(s)
-    }
+    ids::uuid_bits(s).unwrap_or_else(|| hash_key(s))
 }
 
 /// 128 bits of SHA-256 (nonces are free text of 16 to 64 characters).
 pub fn hash_key(s: &str) -> u128 {
-    let d = Sha256::digest(s.as_bytes());
+    let d = crypto::sha256(s.as_bytes());
     let mut b = [0u8; 16];
     b.copy_from_slice(&d[..16]);
     u128::from_be_bytes(b)
@@ -367,14 +349,6 @@ impl ReplayWindow {
         }
         self.order.push_back((time_ms, id, nonce));
     }
-}
-
-/// Unix milliseconds now.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ use serde_json::{json, Value};
 
 use super::gen::{self, GenEvent};
 use super::{Event, Mods, Outcome, Reference, Touch, Window, V};
+use crate::acs::{envelope, ids, DecisionKind};
 use crate::check;
 use crate::compile::{Program, WindowSpec};
 use crate::guardian::{Guardian, Options, Policy};
@@ -50,7 +51,7 @@ pub struct Case {
 }
 
 fn request_id(i: usize) -> String {
-    format!("00000000-0000-4000-8000-{i:012x}")
+    ids::counter(0, i as u64)
 }
 
 impl Case {
@@ -74,18 +75,14 @@ impl Case {
                     payload["entries_compacted"] = json!(ids);
                 }
                 let (h, m, s) = (t / 3600, t / 60 % 60, t % 60);
-                let envelope = json!({
-                    "jsonrpc": "2.0",
-                    "id": i,
-                    "method": e.method,
-                    "params": {
-                        "acs_version": "0.1.0",
-                        "request_id": request_id(i),
-                        "timestamp": format!("2026-01-01T{h:02}:{m:02}:{s:02}Z"),
-                        "metadata": e.metadata,
-                        "payload": payload,
-                    }
-                });
+                let envelope = envelope::request(
+                    i,
+                    e.method,
+                    &request_id(i),
+                    &format!("2026-01-01T{h:02}:{m:02}:{s:02}Z"),
+                    e.metadata.clone(),
+                    payload,
+                );
                 (envelope, BASE_MS + (t * 1000) as i64)
             })
             .collect()
@@ -132,10 +129,6 @@ fn pending(out: &Outcome) -> Option<&'static str> {
         }
     }
     None
-}
-
-fn decision_kind(word: &str) -> Option<crate::syntax::ast::DecisionKind> {
-    crate::syntax::ast::DecisionKind::parse(word)
 }
 
 /// A response's modifications, in the reference's terms.
@@ -375,7 +368,7 @@ fn run_case(case: &Case, stats: &RefCell<Stats>) -> Result<(), String> {
             *stats.borrow_mut().cut.entry(why.into()).or_default() += 1;
             return Ok(());
         }
-        let vm_kind = result["decision"].as_str().and_then(decision_kind);
+        let vm_kind = result["decision"].as_str().and_then(DecisionKind::parse);
         let vm_codes: Vec<String> = result
             .get("reason_codes")
             .and_then(Value::as_array)

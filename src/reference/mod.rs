@@ -28,12 +28,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::acs::fields::{self, DecisionKind as Legal, HookSpec};
+use crate::acs::fields::{self, HookSpec};
+use crate::acs::DecisionKind;
 use crate::check::Checked;
 use crate::diagnostics::FileId;
-use crate::syntax::ast::{
-    self, BinaryOp, DecisionKind, Expr, ExprKind, History, Item, PlaceSegment, WindowKind,
-};
+use crate::syntax::ast::{self, BinaryOp, Expr, ExprKind, History, Item, PlaceSegment, WindowKind};
 
 use eval::{truth, value, Cx};
 pub use eval::{Fail, NodeView, Touch, V};
@@ -515,40 +514,6 @@ impl<'e> Query<'e> {
     }
 }
 
-/// Every Provenance record in a payload (an object with string `provenance_id` and `origin`),
-/// in document order; a record's own members are not searched.
-fn records(v: &Value, out: &mut Vec<Value>) {
-    match v {
-        Value::Object(m) => {
-            if m.get("provenance_id").is_some_and(Value::is_string)
-                && m.get("origin").is_some_and(Value::is_string)
-            {
-                out.push(v.clone());
-                return;
-            }
-            for child in m.values() {
-                records(child, out);
-            }
-        }
-        Value::Array(a) => {
-            for child in a {
-                records(child, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn legal(hook: &HookSpec, kind: DecisionKind) -> bool {
-    hook.allows(match kind {
-        DecisionKind::Allow => Legal::Allow,
-        DecisionKind::Deny => Legal::Deny,
-        DecisionKind::Modify => Legal::Modify,
-        DecisionKind::Ask => Legal::Ask,
-        DecisionKind::Defer => Legal::Defer,
-    })
-}
-
 impl<'c> Reference<'c> {
     /// A fresh session for a checked policy (which must have no errors).
     pub fn new(checked: &'c Checked) -> Result<Reference<'c>, String> {
@@ -748,8 +713,7 @@ impl<'c> Reference<'c> {
         } else {
             BTreeSet::new()
         };
-        let mut found = Vec::new();
-        records(ev.payload, &mut found);
+        let found = fields::provenance_records(ev.payload);
         let mut draft: Vec<Node> = Vec::new();
         let mut ids: Vec<String> = Vec::new();
         for r in &found {
@@ -845,7 +809,7 @@ impl<'c> Reference<'c> {
     /// A failed decision: deny where deny is legal, else allow; either way with
     /// `warden.decision_failure`. An allowed step goes ahead with its content's labels.
     fn failed(&self, hook: &HookSpec, why: String, touched: BTreeSet<Touch>) -> Outcome {
-        let kind = if legal(hook, DecisionKind::Deny) {
+        let kind = if hook.allows(DecisionKind::Deny) {
             DecisionKind::Deny
         } else {
             DecisionKind::Allow
@@ -1043,7 +1007,7 @@ fn combine(
         fired: fired.iter().map(|r| r.name.clone()).collect(),
         modifications: None,
         failure: None,
-        proceeds: matches!(kind, DecisionKind::Allow | DecisionKind::Modify),
+        proceeds: kind.proceeds(),
         touched: BTreeSet::new(),
     };
     let code = |d: &ast::Decision| {
@@ -1059,7 +1023,7 @@ fn combine(
             .find(|d| d.hooks.iter().any(|h| h.method == hook.method))
             .or_else(|| policy.defaults.iter().find(|d| d.hooks.is_empty()));
         return Ok(match default {
-            Some(d) if legal(hook, d.decision.kind) => {
+            Some(d) if hook.allows(d.decision.kind) => {
                 let mut out = outcome(d.decision.kind, code(d.decision));
                 if d.decision.kind == DecisionKind::Modify {
                     let winners = [(d.decision, d.file)];
@@ -1072,7 +1036,7 @@ fn combine(
             }
             // A catch-all `default deny` on a hook that cannot be denied is recorded as allow.
             Some(d) => outcome(DecisionKind::Allow, code(d.decision)),
-            None if legal(hook, DecisionKind::Deny) => {
+            None if hook.allows(DecisionKind::Deny) => {
                 outcome(DecisionKind::Deny, vec![NO_DEFAULT.into()])
             }
             None => outcome(DecisionKind::Allow, Vec::new()),
@@ -1108,7 +1072,7 @@ fn combine(
 
 /// Modifications that cannot be applied together: deny (allow where deny is illegal).
 fn conflict(hook: &HookSpec, mut out: Outcome) -> Outcome {
-    out.kind = if legal(hook, DecisionKind::Deny) {
+    out.kind = if hook.allows(DecisionKind::Deny) {
         DecisionKind::Deny
     } else {
         DecisionKind::Allow

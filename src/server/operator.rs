@@ -20,8 +20,8 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
+use crate::acs::crypto;
 use crate::guardian::{ApprovalInfo, ApproveError, Guardian};
 use crate::state::{EffectStatus, Extension, GrantError};
 
@@ -48,7 +48,7 @@ impl Token {
             );
         }
         Ok(Token {
-            digest: Sha256::digest(t).into(),
+            digest: crypto::sha256(t),
         })
     }
 
@@ -60,7 +60,7 @@ impl Token {
 
     /// Whether `given` is the token, in time independent of where they differ.
     pub fn matches(&self, given: &[u8]) -> bool {
-        let d: [u8; 32] = Sha256::digest(given).into();
+        let d = crypto::sha256(given);
         let mut diff = 0u8;
         for (a, b) in d.iter().zip(self.digest.iter()) {
             diff |= a ^ b;

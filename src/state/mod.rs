@@ -22,6 +22,7 @@ pub use approvals::{
 };
 pub use slots::Counter;
 
+use crate::acs::{fields, ids};
 use crate::compile::{Code, Program, WindowSpec};
 use crate::vm::{self, Budget, Env, Val, VmError};
 
@@ -1071,7 +1072,7 @@ impl<'a> Draft<'a> {
                     .payload
                     .get("request_id_ref")
                     .and_then(Value::as_str)
-                    .and_then(uuid_bits)
+                    .and_then(ids::uuid_bits)
                     .is_some_and(|id| id != 0 && self.scalars.requested.contains(&id));
             }
             _ => {}
@@ -1089,7 +1090,7 @@ impl<'a> Draft<'a> {
     /// the user's request: the page at the URL the user typed, the file the user named. What
     /// the platform declares is not enough: the text itself must be the user's.
     fn note_requested(&mut self, program: &Program, ev: &Event<'_>) {
-        let Some(id) = uuid_bits(ev.request_id) else {
+        let Some(id) = ids::uuid_bits(ev.request_id) else {
             return;
         };
         let tool = ev.payload.pointer("/tool/name").and_then(Value::as_str);
@@ -1158,9 +1159,8 @@ impl<'a> Draft<'a> {
     }
 
     fn insert_provenance(&mut self, program: &Program, ev: &Event<'_>) {
-        let mut found: Vec<&Value> = Vec::new();
-        collect_provenance(ev.payload, &mut found, 0);
-        let step_id = uuid_bits(ev.request_id);
+        let found = fields::provenance_records(ev.payload);
+        let step_id = ids::uuid_bits(ev.request_id);
         if found.is_empty() {
             // A step with no content is known to carry nothing (compaction may name it).
             self.step = step_id.map(|id| (id, 0));
@@ -1177,7 +1177,7 @@ impl<'a> Draft<'a> {
                 for e in entries {
                     l |= e
                         .as_str()
-                        .and_then(uuid_bits)
+                        .and_then(ids::uuid_bits)
                         .and_then(|id| self.base.step_labels.get(&id).copied())
                         .unwrap_or(program.unknown_labels);
                 }
@@ -1394,20 +1394,6 @@ impl<'a> Draft<'a> {
     }
 }
 
-/// A uuid's 128 bits (any hex digits and dashes; None for anything else).
-fn uuid_bits(s: &str) -> Option<u128> {
-    let mut v: u128 = 0;
-    let mut digits = 0;
-    for c in s.chars() {
-        if c == '-' {
-            continue;
-        }
-        v = (v << 4) | c.to_digit(16)? as u128;
-        digits += 1;
-    }
-    (digits == 32).then_some(v)
-}
-
 fn key_of(env: &Env<'_>, code: &Code, budget: &mut Budget) -> Result<Option<String>, VmError> {
     Ok(vm::run(env, code, budget, None)?.key_string())
 }
@@ -1475,39 +1461,6 @@ fn collect_carriers<'v>(v: &'v Value, out: &mut Vec<(&'v Value, &'v Value)>, dep
         Value::Array(a) => {
             for child in a {
                 collect_carriers(child, out, depth + 1);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Every Provenance-shaped object in a payload, in document order.
-fn collect_provenance<'v>(v: &'v Value, out: &mut Vec<&'v Value>, depth: usize) {
-    if depth > 64 {
-        return;
-    }
-    match v {
-        Value::Object(m) => {
-            if m.get("provenance_id").is_some_and(Value::is_string)
-                && m.get("origin").is_some_and(Value::is_string)
-            {
-                out.push(v);
-                // A list argument's elements may have records of their own (Warden's
-                // `elements` extension): they are lineage nodes too.
-                if let Some(Value::Array(records)) = m.get("elements") {
-                    for r in records {
-                        collect_provenance(r, out, depth + 1);
-                    }
-                }
-                return;
-            }
-            for child in m.values() {
-                collect_provenance(child, out, depth + 1);
-            }
-        }
-        Value::Array(a) => {
-            for child in a {
-                collect_provenance(child, out, depth + 1);
             }
         }
         _ => {}

@@ -248,37 +248,8 @@ pub struct DefaultDecl {
     pub span: Span,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DecisionKind {
-    Allow,
-    Modify,
-    Ask,
-    Defer,
-    Deny,
-}
-
-impl DecisionKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionKind::Allow => "allow",
-            DecisionKind::Modify => "modify",
-            DecisionKind::Ask => "ask",
-            DecisionKind::Defer => "defer",
-            DecisionKind::Deny => "deny",
-        }
-    }
-
-    pub fn parse(word: &str) -> Option<Self> {
-        Some(match word {
-            "allow" => DecisionKind::Allow,
-            "modify" => DecisionKind::Modify,
-            "ask" => DecisionKind::Ask,
-            "defer" => DecisionKind::Defer,
-            "deny" => DecisionKind::Deny,
-            _ => return None,
-        })
-    }
-}
+/// The word after `=>` is an [`crate::acs::DecisionKind`] (one type from the AST to the wire).
+pub use crate::acs::decision::DecisionKind;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reason {

@@ -18,11 +18,12 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::acs::DecisionKind;
 use crate::check::{self, Checked, Loaded};
 use crate::compile::{DecisionTemplate, Op, Program};
 use crate::diagnostics::{Diagnostics, FileId, Span};
 use crate::guardian::{Policy, RuleTrace};
-use crate::syntax::ast::{DecisionKind, Item, Test, UseKind};
+use crate::syntax::ast::{Item, Test, UseKind};
 use crate::vm::Probe;
 
 /// One policy and the tests that run against it.

@@ -5,17 +5,17 @@
 use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::value::{json_kind, Constants};
 use super::{Coverage, Failure, Suite, TestResult, TestStatus, TraceRule};
 use crate::acs::envelope::{self, DecodeOptions, Modifications, Response};
+use crate::acs::{crypto, fields, ids, time, DecisionKind};
 use crate::compile::json_const;
 use crate::diagnostics::{Diagnostic, FileId, Span};
 use crate::guardian::{self, Guardian, Policy, RuleTrace};
 use crate::syntax::ast::{
-    CallArg, DecisionKind, Expectation, Expr, Hook, Ident, Modification, Output, PlaceSegment,
-    ProvenanceSpec, Step, StepKind, StringLit, Test,
+    CallArg, Expectation, Expr, Hook, Ident, Modification, Output, PlaceSegment, ProvenanceSpec,
+    Step, StepKind, StringLit, Test,
 };
 
 /// Unix seconds of the first step's timestamp (2026-01-01T00:00:00Z); each envelope is one
@@ -47,7 +47,7 @@ struct Sent {
 
 impl Sent {
     fn proceeds(&self) -> bool {
-        matches!(&self.answer, Answer::Decided(d) if matches!(d.kind, DecisionKind::Allow | DecisionKind::Modify))
+        matches!(&self.answer, Answer::Decided(d) if d.kind.proceeds())
     }
 }
 
@@ -100,52 +100,6 @@ impl Session {
     fn latest(&self, pred: impl Fn(&Content) -> bool) -> Option<&Content> {
         self.content.iter().rev().find(|c| pred(c))
     }
-}
-
-/// A UUID (version 4 layout) derived from a seed: the same test gets the same ids every run.
-pub fn uuid_from(seed: &str) -> String {
-    let h = Sha256::digest(seed.as_bytes());
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&h[..16]);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-fn sha256_hex(s: &str) -> String {
-    Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
-
-/// RFC 3339 (UTC, seconds) of a Unix time.
-pub(super) fn rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
 }
 
 fn describe_decided(d: &Decided) -> String {
@@ -343,7 +297,7 @@ impl<'s> Run<'s> {
             return self.fixture(&fixture.value, &test.steps);
         }
         let mut session = Session::new(
-            uuid_from(&format!(
+            ids::v4_from_seed(&format!(
                 "{}::{}::session",
                 self.suite.display, test.name.value
             )),
@@ -377,7 +331,7 @@ impl<'s> Run<'s> {
     ) -> Sent {
         self.seq += 1;
         s.steps += 1;
-        let request_id = uuid_from(&format!(
+        let request_id = ids::v4_from_seed(&format!(
             "{}::{}::{}::{}",
             self.suite.display, self.test.name.value, s.id, self.seq
         ));
@@ -393,18 +347,14 @@ impl<'s> Run<'s> {
         for (k, v) in &self.metadata_mock {
             metadata.insert(k.clone(), v.clone());
         }
-        let envelope = json!({
-            "jsonrpc": "2.0",
-            "id": self.seq,
-            "method": method,
-            "params": {
-                "acs_version": "0.1.0",
-                "request_id": request_id,
-                "timestamp": rfc3339(BASE_UNIX + self.seq as i64),
-                "metadata": metadata,
-                "payload": payload,
-            }
-        });
+        let envelope = envelope::request(
+            self.seq,
+            method,
+            &request_id,
+            &time::rfc3339(BASE_UNIX + self.seq as i64),
+            Value::Object(metadata),
+            payload,
+        );
         let bytes = serde_json::to_vec(&envelope).unwrap_or_default();
         let sent = self.deliver(method, &request_id, &bytes);
         if sent.proceeds() {
@@ -1281,8 +1231,8 @@ impl<'s> Run<'s> {
         let post = json!({
             "summary": {"value": format!("a summary of {} entries", entries.len()), "provenance": prov},
             "entries_compacted": entries,
-            "pre_compact_chain_hash": sha256_hex(&format!("{seed}pre")),
-            "post_compact_chain_hash": sha256_hex(&format!("{seed}post")),
+            "pre_compact_chain_hash": crypto::sha256_hex(format!("{seed}pre").as_bytes()),
+            "post_compact_chain_hash": crypto::sha256_hex(format!("{seed}post").as_bytes()),
         });
         let sent = self.send(s, "steps/postCompact", post);
         if sent.proceeds() {
@@ -1334,7 +1284,9 @@ impl<'s> Run<'s> {
                 Some((alg, v)) => json!({"algorithm": alg, "value": v}),
                 None => json!({"algorithm": "sha256", "value": d.value}),
             },
-            None => json!({"algorithm": "sha256", "value": sha256_hex(&skill_id.value)}),
+            None => {
+                json!({"algorithm": "sha256", "value": crypto::sha256_hex(skill_id.value.as_bytes())})
+            }
         };
         let (method, payload) = match op {
             "register" => (
@@ -1362,7 +1314,8 @@ impl<'s> Run<'s> {
         name: &StringLit,
         steps: &[Step],
     ) -> Result<(), String> {
-        let child_id = uuid_from(&format!("{}::subagent::{}::{}", s.id, name.value, self.seq));
+        let child_id =
+            ids::v4_from_seed(&format!("{}::subagent::{}::{}", s.id, name.value, self.seq));
         let start = json!({
             "subagent_session_id": child_id,
             "parent_session_id": s.id,
@@ -1422,10 +1375,8 @@ impl<'s> Run<'s> {
         let payload = self.consts.json(payload)?;
         let sent = self.send(s, spec.method, payload.clone());
         if sent.proceeds() {
-            let mut found = Vec::new();
-            collect_provenance(&payload, &mut found);
-            for p in found {
-                Self::remember(s, &p);
+            for p in fields::provenance_records(&payload) {
+                Self::remember(s, p);
             }
             if spec.method == "steps/sessionStart" {
                 s.started = true;
@@ -1622,32 +1573,11 @@ fn answer(r: &Response) -> Answer {
         return Answer::Error(format!("{} {}", e.code, e.message));
     }
     match r.as_result() {
-        Some(res) => match DecisionKind::parse(res.decision.as_str()) {
-            Some(kind) => Answer::Decided(Decided {
-                kind,
-                codes: res.reason_codes.clone(),
-                mods: res.modifications.clone(),
-            }),
-            None => Answer::Error(format!("unknown decision {}", res.decision.as_str())),
-        },
+        Some(res) => Answer::Decided(Decided {
+            kind: res.decision,
+            codes: res.reason_codes.clone(),
+            mods: res.modifications.clone(),
+        }),
         None => Answer::Error("empty response".into()),
-    }
-}
-
-fn collect_provenance(v: &Value, out: &mut Vec<Value>) {
-    match v {
-        Value::Object(m) => {
-            if m.get("provenance_id").is_some_and(Value::is_string)
-                && m.get("origin").is_some_and(Value::is_string)
-            {
-                out.push(v.clone());
-                return;
-            }
-            for c in m.values() {
-                collect_provenance(c, out);
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|c| collect_provenance(c, out)),
-        _ => {}
     }
 }

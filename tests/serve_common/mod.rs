@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use warden::acs::{envelope, ids};
 
 pub const WAIT: Duration = Duration::from_secs(60);
 
@@ -24,10 +25,6 @@ pub fn tmp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-pub fn uuid(hi: u64, lo: u64) -> String {
-    format!("{:08x}-0000-4000-8000-{lo:012x}", hi as u32)
 }
 
 /// A `warden serve --listen 127.0.0.1:0` process.
@@ -145,8 +142,8 @@ default allow
 /// sessionStart, then turns of (turnStart, toolCallResult with tool output, toolCallRequests
 /// of `send` and `ls`, turnEnd), and sessionEnd last. `timestamp` is fixed per run.
 pub fn stream_request(s: u64, i: u64, n: u64, timestamp: &str) -> Value {
-    let sid = uuid(0x5e55_0000 + s as u32 as u64, s);
-    let rid = uuid(s, i + 1);
+    let sid = ids::counter(0x5e55_0000_u32.wrapping_add(s as u32), s);
+    let rid = ids::counter(s as u32, i + 1);
     let turn_no = i.saturating_sub(2) / 6;
     let turn = format!("turn-{turn_no}");
     let (method, payload, in_turn) = if i == 0 {
@@ -203,9 +200,7 @@ pub fn stream_request(s: u64, i: u64, n: u64, timestamp: &str) -> Value {
     if in_turn {
         metadata["turn_id"] = json!(turn);
     }
-    json!({"jsonrpc": "2.0", "id": i, "method": method, "params": {
-        "acs_version": "0.1.0", "request_id": rid, "timestamp": timestamp,
-        "metadata": metadata, "payload": payload}})
+    envelope::request(i, method, &rid, timestamp, metadata, payload)
 }
 
 /// What is compared between runs: the decision (or error code), reason codes, chain head.
@@ -214,15 +209,6 @@ pub fn outcome(r: &Value) -> Value {
         Some(res) => json!([res["decision"], res["reason_codes"], res["chain_hash"]]),
         None => json!(["error", r["error"]["code"]]),
     }
-}
-
-pub fn now_rfc3339() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    let base = warden::guardian::now_rfc3339_at(ms / 1000);
-    format!("{}.{:03}Z", &base[..base.len() - 1], ms % 1000)
 }
 
 pub fn read_all(mut r: impl Read) -> String {

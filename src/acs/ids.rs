@@ -1,0 +1,117 @@
+//! UUIDs as ACS writes them (`request_id`, `session_id`, `turn_id`, `nonce`): the `8-4-4-4-12`
+//! lowercase form of 16 bytes, made random ([`random_v4`]), derived from a seed so a run is
+//! reproducible ([`v4_from_seed`]), or counted ([`counter`], for tests and generated traces);
+//! and the 128 bits of one read back ([`uuid_bits`]). The syntax check the decoder applies is
+//! [`crate::acs::envelope::is_uuid`].
+
+use std::io::Read as _;
+
+use crate::acs::crypto;
+
+/// The `8-4-4-4-12` lowercase hex form of 16 bytes, as they are.
+pub fn format(b: &[u8; 16]) -> String {
+    let h = crypto::hex(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Sets the version (4) and variant (RFC 4122) bits of 16 bytes and formats them.
+pub fn format_v4(mut b: [u8; 16]) -> String {
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    format(&b)
+}
+
+/// A version 4 layout UUID derived from a seed (the first 16 bytes of its SHA-256): the same
+/// seed gives the same id every run.
+pub fn v4_from_seed(seed: &str) -> String {
+    let h = crypto::sha256(seed.as_bytes());
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h[..16]);
+    format_v4(b)
+}
+
+/// A random (v4) UUID from the OS, or, if `/dev/urandom` is missing, from the clock, the
+/// process id and `salt` (so two ids made in the same instant differ).
+pub fn random_v4(salt: u64) -> String {
+    let mut b = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok();
+    if !ok {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let h = crypto::sha256(format!("{t}:{}:{salt}", std::process::id()).as_bytes());
+        b.copy_from_slice(&h[..16]);
+    }
+    format_v4(b)
+}
+
+/// A counted UUID, `HHHHHHHH-0000-4000-8000-LLLLLLLLLLLL` (`hi` and the low 48 bits of `lo` in
+/// hex): distinct, readable ids for tests and generated traces.
+pub fn counter(hi: u32, lo: u64) -> String {
+    format!("{hi:08x}-0000-4000-8000-{:012x}", lo & 0xffff_ffff_ffff)
+}
+
+/// A UUID's 128 bits: any 32 hex digits (either case) with any dashes; `None` for anything
+/// else.
+pub fn uuid_bits(s: &str) -> Option<u128> {
+    let mut v: u128 = 0;
+    let mut digits = 0;
+    for c in s.chars() {
+        if c == '-' {
+            continue;
+        }
+        if digits == 32 {
+            return None;
+        }
+        v = (v << 4) | u128::from(c.to_digit(16)?);
+        digits += 1;
+    }
+    (digits == 32).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acs::envelope::is_uuid;
+
+    #[test]
+    fn shapes() {
+        let b: [u8; 16] = std::array::from_fn(|i| i as u8 * 17);
+        assert_eq!(format(&b), "00112233-4455-6677-8899-aabbccddeeff");
+        assert_eq!(format_v4(b), "00112233-4455-4677-8899-aabbccddeeff");
+        assert_eq!(counter(7, 42), "00000007-0000-4000-8000-00000000002a");
+        let seeded = v4_from_seed("a seed");
+        assert_eq!(seeded, v4_from_seed("a seed"));
+        assert_ne!(seeded, v4_from_seed("another"));
+        for id in [seeded, random_v4(1), counter(u32::MAX, u64::MAX)] {
+            assert!(is_uuid(&id), "{id}");
+            assert_eq!(&id[14..15], "4", "{id}");
+            assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+        }
+    }
+
+    #[test]
+    fn bits() {
+        assert_eq!(
+            uuid_bits("00000000-0000-4000-8000-00000000002a"),
+            Some((0x4000_8000u128 << 48) | 42)
+        );
+        assert_eq!(
+            uuid_bits("00000000000040008000000000000000"),
+            Some(0x4000_8000u128 << 48)
+        );
+        assert_eq!(uuid_bits("0000000-0000-4000-8000-00000000002a"), None);
+        assert_eq!(uuid_bits("00000000-0000-4000-8000-00000000002a0"), None);
+        assert_eq!(uuid_bits("g0000000-0000-4000-8000-00000000002a"), None);
+    }
+}
