@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::program::*;
 use crate::acs::fields::{self, HookSpec};
+use crate::check::builtins::{self, Lowering};
 use crate::check::{Checked, Resolution, Table, Type};
 use crate::diagnostics::{Diagnostic, FileId, Span};
 use crate::syntax::ast::{
@@ -1217,18 +1218,9 @@ impl<'a> Lower<'a> {
                     Self::emit(code, Op::Present, span);
                 }
                 other => {
-                    let b = match other {
-                        "len" => Builtin::Len,
-                        "lower" => Builtin::Lower,
-                        "upper" => Builtin::Upper,
-                        "starts_with" => Builtin::StartsWith,
-                        "ends_with" => Builtin::EndsWith,
-                        "contains" => Builtin::Contains,
-                        "domain" => Builtin::Domain,
-                        "string" => Builtin::ToString,
-                        "glob" => Builtin::Glob,
-                        "type_of" => Builtin::TypeOf,
-                        other => {
+                    let b = match builtins::builtin(other).map(|b| b.lowering) {
+                        Some(Lowering::Vm(b)) => b,
+                        _ => {
                             self.error(
                                 frame.file,
                                 span,

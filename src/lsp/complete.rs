@@ -816,12 +816,12 @@ fn general(
             Some(format!("```ward\n{src}\n```")),
         ));
     }
-    for (name, _, _) in check::BUILTINS {
+    for b in check::builtins::functions() {
         out.push(item(
-            name,
+            b.name,
             lt::CompletionItemKind::FUNCTION,
             Some("builtin".into()),
-            Some(query::builtin_markdown(name)),
+            Some(query::builtin_markdown(b.name)),
         ));
     }
     match scope {
