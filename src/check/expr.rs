@@ -1384,7 +1384,7 @@ impl Checker<'_> {
                     ExprKind::String(p) => {
                         if let Err(e) = regex::Regex::new(p) {
                             self.diagnostics
-                                .push(crate::compile::bad_regex(cx.file, b.span, &e));
+                                .push(bad_regex(cx.file, b.span, &e));
                         }
                     }
                     ExprKind::Name(_) | ExprKind::Member(..)
@@ -1715,4 +1715,26 @@ fn unknown_enum(file: FileId, span: Span, word: &str, values: &[&str], what: &st
         None => d.with_help(format!("the possible values are {}", values.join(", "))),
     };
     d
+}
+
+/// An invalid `matches` pattern, reported on the pattern.
+pub(crate) fn bad_regex(file: FileId, span: Span, e: &regex::Error) -> Diagnostic {
+    Diagnostic::error(
+        "check::bad_regex",
+        file,
+        span,
+        format!("invalid regular expression: {}", first_line(&e.to_string())),
+    )
+    .with_label("not a valid pattern")
+    .with_help("`matches` takes a regular expression (Rust regex syntax, unanchored: add ^ and $ to match the whole text); for a glob, write glob(text, pattern)")
+}
+
+/// The last non-empty line of a multi-line error (regex errors draw the pattern above it).
+fn first_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim()
+        .to_string()
 }

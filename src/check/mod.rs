@@ -21,6 +21,7 @@ use crate::diagnostics::{did_you_mean, Diagnostic, Diagnostics, FileId, Span};
 use crate::syntax::ast::{self, DecisionKind, Item};
 
 pub use builtins::{builtin, Builtin, BuiltinSpec, BUILTINS};
+pub(crate) use expr::bad_regex;
 pub use load::{collect_files, Loaded, Unit, DEFAULT_POLICY, STDLIB};
 pub use types::{Table, Type};
 
