@@ -1,6 +1,7 @@
 //! Typing expressions: resolve every name, type every payload path against the hook's field
 //! table, and check that history filters can be kept as O(1) state.
 
+use super::builtins::{builtin, functions, spec};
 use super::scope::{Lookup, Named};
 use super::types::{join, Table, Type};
 use super::{Alias, Checker, Resolution};
@@ -47,105 +48,6 @@ impl Ctx {
             in_history: false,
         }
     }
-}
-
-/// Builtin functions: name, arity, and a one-line description for hover.
-pub const BUILTINS: &[(&str, usize, &str)] = &[
-    (
-        "turns_since",
-        1,
-        "turns since content with this label last entered the context (a large number if never)",
-    ),
-    (
-        "derived_from",
-        2,
-        "whether a value's lineage includes content of this origin",
-    ),
-    (
-        "lineage_depth",
-        1,
-        "the length of the longest derived_from chain behind a value",
-    ),
-    ("len", 1, "the length of a string, list, set or object"),
-    ("lower", 1, "the string in lower case"),
-    ("upper", 1, "the string in upper case"),
-    (
-        "starts_with",
-        2,
-        "whether the string starts with the prefix",
-    ),
-    ("ends_with", 2, "whether the string ends with the suffix"),
-    (
-        "contains",
-        2,
-        "whether the string contains the text, or the collection the element",
-    ),
-    ("present", 1, "whether the field is present in this payload"),
-    (
-        "domain",
-        1,
-        "the host part of a URL (`https://a.example/x` → `a.example`)",
-    ),
-    ("string", 1, "the value as a string"),
-    (
-        "sources",
-        1,
-        "the origins of the places a value was taken from (its direct sources), e.g. {\"user_input\"}",
-    ),
-    (
-        "links",
-        1,
-        "the web and e-mail addresses written in a text value, each an argument whose sources are inferred from its own text",
-    ),
-    (
-        "requested_by_user",
-        0,
-        "whether this content is the output of a call whose every destination and identifier argument was found in the user's request (the page at the URL the user typed, the file the user named)",
-    ),
-    (
-        "role",
-        1,
-        "the role of the named argument in this call's tool: destination, secret, amount, identifier, text or none (its `tool` declaration's, else the standard catalogue's)",
-    ),
-    (
-        "lineage_inferred",
-        1,
-        "whether a value's sources were inferred from the session's content (no declared lineage)",
-    ),
-    (
-        "found_in",
-        2,
-        "whether every token of a value appeared in content of this origin (lineage inference)",
-    ),
-    (
-        "taken_from",
-        2,
-        "whether some direct source of a value has this origin or carries this label",
-    ),
-    (
-        "taken_only_from",
-        2,
-        "whether every direct source of a value has this origin or carries this label",
-    ),
-    (
-        "glob",
-        2,
-        "whether the whole text matches the glob pattern (`*` any run, `?` one character)",
-    ),
-    (
-        "type_of",
-        1,
-        "the kind of a value: \"string\", \"number\", \"bool\", \"list\" or \"object\"",
-    ),
-    (
-        "effect_state",
-        1,
-        "the state of this call's effect key: \"none\", \"reserved\", \"committed\", \"failed\" or \"ambiguous\" (docs/effects.md)",
-    ),
-];
-
-pub fn builtin(name: &str) -> Option<&'static (&'static str, usize, &'static str)> {
-    BUILTINS.iter().find(|b| b.0 == name)
 }
 
 /// Roots every rule may use besides its payload's fields.
@@ -501,7 +403,11 @@ impl Checker<'_> {
                     format!("`{name}` is a function"),
                 )
                 .with_label("call it")
-                .with_help(format!("`{name}(…)` takes {} argument(s): {}", b.1, b.2)),
+                // `max`: `effect_state` (0 or 1) has always said 1 here.
+                .with_help(format!(
+                    "`{name}(…)` takes {} argument(s): {}",
+                    b.arity.max, b.doc
+                )),
             );
         }
         // Unknown: suggest among everything this scope can see.
@@ -861,7 +767,8 @@ impl Checker<'_> {
         if let ExprKind::Member(base, m) = &callee.kind {
             if let ExprKind::Name(root) = &base.kind {
                 if root == "intent" && m.name == "permits" && !self.is_local(cx, root) {
-                    if !matches!(cx.scope, Scope::Rule(_)) {
+                    let b = spec("intent.permits").expect("intent.permits is a builtin");
+                    if !b.allowed.admits(cx.scope) {
                         return self.error(
                             Diagnostic::error(
                                 "check::misplaced",
@@ -873,8 +780,8 @@ impl Checker<'_> {
                             .with_help("move the check into a rule"),
                         );
                     }
-                    if args.is_empty() || args.len() > 3 {
-                        return self.error(arity(cx.file, span, "intent.permits", "1 to 3"));
+                    if !b.arity.admits(args.len()) {
+                        return self.error(arity(cx.file, span, b.name, &b.arity.describe()));
                     }
                     for a in args {
                         if let Some(n) = &a.name {
@@ -951,9 +858,9 @@ impl Checker<'_> {
                 _ => {}
             }
         }
-        let Some(&(bname, n, _)) = builtin(name) else {
+        let Some(b) = builtin(name) else {
             let preds = self.visible(cx.unit, Named::Pred);
-            let names = BUILTINS.iter().map(|b| b.0).chain(preds.iter().copied());
+            let names = functions().map(|b| b.name).chain(preds.iter().copied());
             let mut d = Diagnostic::error(
                 "check::unknown_function",
                 cx.file,
@@ -974,6 +881,7 @@ impl Checker<'_> {
             }
             return self.error(d);
         };
+        let bname = b.name;
         self.resolutions.insert(
             (cx.file, callee.span),
             (Resolution::Builtin(bname), Type::Error),
@@ -993,14 +901,14 @@ impl Checker<'_> {
         if bname == "effect_state" {
             return self.effect_state_call(cx, span, args);
         }
-        if args.len() != n {
-            return self.error(arity(cx.file, span, bname, &n.to_string()));
+        if !b.arity.admits(args.len()) {
+            return self.error(arity(cx.file, span, bname, &b.arity.describe()));
         }
         let in_event = !matches!(cx.scope, Scope::Const);
         match bname {
             "turns_since" => {
                 self.label_arg(cx, &args[0].value);
-                if !matches!(cx.scope, Scope::Rule(_)) {
+                if !b.allowed.admits(cx.scope) {
                     return self.error(
                         Diagnostic::error(
                             "check::misplaced",
@@ -1029,7 +937,7 @@ impl Checker<'_> {
                     self.diagnostics
                         .push(no_provenance(cx.file, args[0].value.span, &t));
                 }
-                if !matches!(cx.scope, Scope::Rule(_)) {
+                if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 Type::Bool
@@ -1045,13 +953,13 @@ impl Checker<'_> {
                         &t,
                     ));
                 }
-                if !matches!(cx.scope, Scope::Rule(_)) {
+                if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 Type::List(Box::new(Type::Arg))
             }
             "requested_by_user" => {
-                if matches!(cx.scope, Scope::Const) {
+                if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 Type::Bool
@@ -1067,14 +975,14 @@ impl Checker<'_> {
                         &t,
                     ));
                 }
-                if !matches!(cx.scope, Scope::Rule(_)) {
+                if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 Type::Enum(crate::roles::ROLES)
             }
             "found_in" => {
                 self.expr(cx, &args[0].value);
-                if !matches!(cx.scope, Scope::Rule(_)) {
+                if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 self.origin_arg(cx, &args[1].value);
@@ -1086,7 +994,7 @@ impl Checker<'_> {
                     self.diagnostics
                         .push(no_provenance(cx.file, args[0].value.span, &t));
                 }
-                if !matches!(cx.scope, Scope::Rule(_)) {
+                if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 if bname == "sources" {
@@ -1199,10 +1107,11 @@ impl Checker<'_> {
         span: Span,
         args: &[crate::syntax::ast::Arg],
     ) -> Type {
-        if args.len() > 1 {
-            return self.error(arity(cx.file, span, "effect_state", "0 or 1"));
+        let b = spec("effect_state").expect("effect_state is a builtin");
+        if !b.arity.admits(args.len()) {
+            return self.error(arity(cx.file, span, b.name, &b.arity.describe()));
         }
-        if !matches!(cx.scope, Scope::Rule(h) if h.name == "toolCallRequest") {
+        if !b.allowed.admits(cx.scope) {
             return self.error(
                 Diagnostic::error(
                     "check::misplaced",
@@ -1475,7 +1384,7 @@ impl Checker<'_> {
                     ExprKind::String(p) => {
                         if let Err(e) = regex::Regex::new(p) {
                             self.diagnostics
-                                .push(crate::compile::bad_regex(cx.file, b.span, &e));
+                                .push(bad_regex(cx.file, b.span, &e));
                         }
                     }
                     ExprKind::Name(_) | ExprKind::Member(..)
@@ -1771,8 +1680,9 @@ fn arity(file: FileId, span: Span, name: &str, n: &str) -> Diagnostic {
         format!("`{name}` takes {n} argument(s)"),
     )
     .with_label("wrong number of arguments")
+    // `intent.permits` is no `NAME(…)` function: its help stays the docs.
     .with_help(match builtin(name) {
-        Some(b) => format!("`{name}`: {}", b.2),
+        Some(b) => format!("`{name}`: {}", b.doc),
         None => "see docs/language.md".into(),
     })
 }
@@ -1805,4 +1715,26 @@ fn unknown_enum(file: FileId, span: Span, word: &str, values: &[&str], what: &st
         None => d.with_help(format!("the possible values are {}", values.join(", "))),
     };
     d
+}
+
+/// An invalid `matches` pattern, reported on the pattern.
+pub(crate) fn bad_regex(file: FileId, span: Span, e: &regex::Error) -> Diagnostic {
+    Diagnostic::error(
+        "check::bad_regex",
+        file,
+        span,
+        format!("invalid regular expression: {}", first_line(&e.to_string())),
+    )
+    .with_label("not a valid pattern")
+    .with_help("`matches` takes a regular expression (Rust regex syntax, unanchored: add ^ and $ to match the whole text); for a glob, write glob(text, pattern)")
+}
+
+/// The last non-empty line of a multi-line error (regex errors draw the pattern above it).
+fn first_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim()
+        .to_string()
 }

@@ -5,6 +5,7 @@
 //! Its output, [`Checked`], is what the compiler and the language server read: the units, the
 //! diagnostics, and a resolution table saying what every name in the source refers to.
 
+pub mod builtins;
 mod expr;
 pub(crate) mod load;
 mod pred;
@@ -20,7 +21,8 @@ use crate::acs::DecisionKind;
 use crate::diagnostics::{did_you_mean, Diagnostic, Diagnostics, FileId, Span};
 use crate::syntax::ast::{self, Item};
 
-pub use expr::{builtin, BUILTINS};
+pub use builtins::{builtin, Builtin, BuiltinSpec, BUILTINS};
+pub(crate) use expr::bad_regex;
 pub use load::{collect_files, Loaded, Unit, DEFAULT_POLICY, STDLIB};
 pub use types::{Table, Type};
 

@@ -3,7 +3,7 @@
 //! value or a builtin (`check::shadows`), and more labels than the run time can hold
 //! (`check::too_many_labels`).
 
-use super::expr::BUILTINS;
+use super::builtins::builtin;
 use super::Checker;
 use crate::acs::fields::{self, Field, Ty};
 use crate::diagnostics::{Diagnostic, FileId, Span};
@@ -214,7 +214,7 @@ pub fn shadowed(name: &str) -> Option<String> {
     if let Some(field) = enum_field(name) {
         return Some(format!("the enum value `{name}` (of `{field}`)"));
     }
-    if BUILTINS.iter().any(|b| b.0 == name) || name == "count" || name == "exists" {
+    if builtin(name).is_some() || name == "count" || name == "exists" {
         return Some(format!("the builtin function `{name}`"));
     }
     None

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use super::program::*;
 use crate::acs::fields::{self, HookSpec};
+use crate::check;
+use crate::check::builtins::{self, Lowering};
 use crate::check::{Checked, Resolution, Table, Type};
 use crate::diagnostics::{Diagnostic, FileId, Span};
 use crate::syntax::ast::{
@@ -1217,18 +1219,9 @@ impl<'a> Lower<'a> {
                     Self::emit(code, Op::Present, span);
                 }
                 other => {
-                    let b = match other {
-                        "len" => Builtin::Len,
-                        "lower" => Builtin::Lower,
-                        "upper" => Builtin::Upper,
-                        "starts_with" => Builtin::StartsWith,
-                        "ends_with" => Builtin::EndsWith,
-                        "contains" => Builtin::Contains,
-                        "domain" => Builtin::Domain,
-                        "string" => Builtin::ToString,
-                        "glob" => Builtin::Glob,
-                        "type_of" => Builtin::TypeOf,
-                        other => {
+                    let b = match builtins::builtin(other).map(|b| b.lowering) {
+                        Some(Lowering::Vm(b)) => b,
+                        _ => {
                             self.error(
                                 frame.file,
                                 span,
@@ -1327,7 +1320,7 @@ impl<'a> Lower<'a> {
                             self.program.regexes.len() - 1
                         }
                         Err(e) => {
-                            self.errors.push(bad_regex(frame.file, b.span, &e));
+                            self.errors.push(check::bad_regex(frame.file, b.span, &e));
                             return;
                         }
                     },
@@ -1506,26 +1499,4 @@ fn is_current(e: &Expr) -> bool {
         ExprKind::Member(b, _) => is_current(b),
         _ => false,
     }
-}
-
-/// An invalid `matches` pattern, reported on the pattern.
-pub(crate) fn bad_regex(file: FileId, span: Span, e: &regex::Error) -> Diagnostic {
-    Diagnostic::error(
-        "check::bad_regex",
-        file,
-        span,
-        format!("invalid regular expression: {}", first_line(&e.to_string())),
-    )
-    .with_label("not a valid pattern")
-    .with_help("`matches` takes a regular expression (Rust regex syntax, unanchored: add ^ and $ to match the whole text); for a glob, write glob(text, pattern)")
-}
-
-/// The last non-empty line of a multi-line error (regex errors draw the pattern above it).
-fn first_line(s: &str) -> String {
-    s.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(s)
-        .trim()
-        .to_string()
 }

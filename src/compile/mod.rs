@@ -7,7 +7,6 @@ mod lower;
 pub(crate) mod program;
 
 pub use dump::dump;
-pub(crate) use lower::bad_regex;
 pub use lower::{compile, compile_with};
 pub use program::*;
 

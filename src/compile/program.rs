@@ -45,20 +45,9 @@ pub struct PathSpec {
     pub segs: Vec<Seg>,
 }
 
-/// The builtin functions the VM implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Builtin {
-    Len,
-    Lower,
-    Upper,
-    StartsWith,
-    EndsWith,
-    Contains,
-    Domain,
-    ToString,
-    Glob,
-    TypeOf,
-}
+/// The builtin functions the VM implements (`Op::Call`); their names, arities and docs are in
+/// the registry, `check::builtins`.
+pub use crate::check::builtins::Builtin;
 
 /// One instruction. Stack-based, with jump targets as absolute instruction indices.
 #[derive(Debug, Clone, Copy, PartialEq)]

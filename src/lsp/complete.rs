@@ -14,30 +14,17 @@
 use lsp_types as lt;
 
 use super::document::Document;
+use super::keywords;
 use super::query;
 use crate::acs::fields::{self, HookSpec, Ty};
 use crate::check::{self, DefKind, Resolution, Table, Type, STDLIB};
 use crate::syntax::ast::Item;
-
-const KEYWORDS: &[&str] = &[
-    "package", "use", "rego", "as", "let", "label", "redact", "rule", "on", "when", "default",
-    "allow", "deny", "ask", "defer", "modify", "approver", "human", "agent", "service", "question",
-    "timeout", "expires", "else", "resolve", "because", "set", "replace", "with", "and", "or",
-    "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
-    "turn", "last", "turns", "session", "by", "test", "strict", "from", "user", "call", "result",
-    "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "approve", "mask",
-    "effect", "pred",
-];
 
 /// Ask parts written as more than one word: `extend intent [session | this_request]`.
 const PHRASES: &[(&str, &str)] = &[(
     "extend intent",
     "ask: the approver may widen the session's Intent to this call (`session` or `this_request`)",
 )];
-
-/// The words only an `effect` declaration has: `effect NAME for TOOL [not_executed_on_error]
-/// [lease N turns | lease DURATION] = key(PART, …)`.
-const EFFECT_KEYWORDS: &[&str] = &["for", "not_executed_on_error", "lease", "key"];
 
 /// The words that may follow a phrase of an ask decision, with what they mean.
 const FOLLOWERS: &[(&str, &[(&str, &str)])] = &[
@@ -182,9 +169,7 @@ fn item_start(text: &str, offset: usize) -> Option<(usize, &'static str)> {
     loop {
         let line_start = before[..pos].rfind('\n').map_or(0, |i| i + 1);
         let line = &text[line_start..];
-        for kw in [
-            "rule", "label", "let", "default", "test", "use", "package", "mask", "effect", "pred",
-        ] {
+        for &kw in keywords::ITEM_WORDS {
             if line.starts_with(kw) && line[kw.len()..].starts_with([' ', '\t', '\n']) {
                 return Some((line_start, kw));
             }
@@ -816,12 +801,12 @@ fn general(
             Some(format!("```ward\n{src}\n```")),
         ));
     }
-    for (name, _, _) in check::BUILTINS {
+    for b in check::builtins::functions() {
         out.push(item(
-            name,
+            b.name,
             lt::CompletionItemKind::FUNCTION,
             Some("builtin".into()),
-            Some(query::builtin_markdown(name)),
+            Some(query::builtin_markdown(b.name)),
         ));
     }
     match scope {
@@ -861,12 +846,7 @@ fn general(
         }
         Scope::Other => {}
     }
-    if item_word == "effect" {
-        for kw in EFFECT_KEYWORDS {
-            out.push(item(kw, lt::CompletionItemKind::KEYWORD, None, None));
-        }
-    }
-    for kw in KEYWORDS {
+    for kw in keywords::offered(item_word) {
         out.push(item(kw, lt::CompletionItemKind::KEYWORD, None, None));
     }
     for (phrase, what) in PHRASES {

@@ -23,6 +23,7 @@
 mod complete;
 mod convert;
 mod document;
+pub mod keywords;
 mod lens;
 mod query;
 mod stdlib;

@@ -158,18 +158,10 @@ pub fn builtin_markdown(name: &str) -> String {
             "{}\n\nThe session's declared intent (IBAC): `raw`, `parsed`, `scope_mode`, `declared` and `permits(tool, resource: …)`",
             code_block("intent: intent")
         ),
-        "intent.permits" => format!(
-            "{}\n\nWhether the session's declared intent permits this tool (and resource or operation)",
-            code_block("intent.permits(tool, resource: …, operation: …) -> bool")
-        ),
-        "effect_state" => format!(
-            "{}\n\nThe state of this call's key for the declared effect: `\"none\"`, `\"reserved\"`, `\"committed\"`, `\"failed\"` or `\"ambiguous\"`; without an argument, the strongest over all the call's effects. Undefined for a call without such a key; rules on toolCallRequest only (docs/effects.md)",
-            code_block("effect_state(effect) -> string\neffect_state() -> string")
-        ),
-        _ => match check::builtin(name) {
-            Some((n, arity, doc)) => {
-                let params: Vec<String> = (0..*arity).map(|i| format!("arg{}", i + 1)).collect();
-                format!("{}\n\n{doc}", code_block(&format!("{n}({})", params.join(", "))))
+        _ => match check::builtins::spec(name) {
+            Some(b) => {
+                let (signature, text) = b.signature_and_text();
+                format!("{}\n\n{text}", code_block(&signature))
             }
             None => code_block(name),
         },

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use lsp_types as lt;
 
 use super::document::Document;
+use super::keywords;
 use crate::check::{DefKind, Resolution};
 use crate::syntax::ast::{Item, UseKind};
 use crate::syntax::trivia;
@@ -45,35 +46,6 @@ const MODIFIERS: &[lt::SemanticTokenModifier] = &[
 const DECLARATION: u32 = 1;
 const READONLY: u32 = 2;
 const DEFAULT_LIBRARY: u32 = 4;
-
-/// The words highlighted as keywords (where the checker resolved nothing else there).
-pub const KEYWORDS: &[&str] = &[
-    "package", "use", "rego", "data", "as", "let", "label", "redact", "rule", "on", "when",
-    "default", "allow", "deny", "ask", "defer", "modify", "approver", "human", "agent", "service",
-    "question", "timeout", "else", "resolve", "because", "set", "replace", "with", "and", "or",
-    "not", "in", "has", "matches", "true", "false", "any", "all", "count", "exists", "this",
-    "turn", "turns", "last", "session", "by", "test", "strict", "from", "user", "call", "result",
-    "retrieve", "memory", "compact", "skill", "subagent", "send", "expect", "intent", "permits",
-    "mask", "effect", "pred",
-];
-
-/// The words of an ask decision's newer parts: `expires 10m`, `extend intent this_request`.
-const ASK_KEYWORDS: &[&str] = &["expires", "extend", "this_request"];
-
-/// Words that are keywords only inside some items, by the word that starts the item: elsewhere
-/// `for`, `key` or `extend` are ordinary names (an argument, a field, a tool in a test).
-const ITEM_KEYWORDS: &[(&str, &[&str])] = &[
-    ("effect", &["for", "key", "lease", "not_executed_on_error"]),
-    ("rule", ASK_KEYWORDS),
-    ("default", ASK_KEYWORDS),
-    // `approve [as "ID"]`: a test grants the session's latest ask.
-    ("test", &["approve"]),
-];
-
-/// The words that start a top-level item at the start of a line.
-const ITEM_WORDS: &[&str] = &[
-    "package", "use", "let", "label", "rule", "default", "test", "mask", "effect", "pred",
-];
 
 pub fn legend() -> lt::SemanticTokensLegend {
     lt::SemanticTokensLegend {
@@ -255,12 +227,7 @@ impl Builder<'_> {
 /// Whether the word `text[start..end]`, in an item started by `item`, is a keyword. A member
 /// name (after `.`) and a name before `:` (an object key, a named argument) never are.
 fn is_keyword(text: &str, start: usize, end: usize, item: &str) -> bool {
-    let word = &text[start..end];
-    let keyword = KEYWORDS.contains(&word)
-        || ITEM_KEYWORDS
-            .iter()
-            .any(|(it, words)| *it == item && words.contains(&word));
-    keyword
+    keywords::highlighted(&text[start..end], item)
         && !text[..start].ends_with('.')
         && !text[end..].trim_start_matches([' ', '\t']).starts_with(':')
 }
@@ -321,7 +288,7 @@ pub fn semantic_tokens(doc: &Document) -> lt::SemanticTokens {
                 continue;
             }
             let word = &text[i..j];
-            if (i == 0 || bytes[i - 1] == b'\n') && ITEM_WORDS.contains(&word) {
+            if (i == 0 || bytes[i - 1] == b'\n') && keywords::ITEM_WORDS.contains(&word) {
                 item = word;
             }
             if is_keyword(text, i, j, item) {

@@ -10,19 +10,9 @@ use super::value::TypeError;
 use super::Val;
 use crate::compile::{Builtin, Const};
 
+/// The name a policy calls it by (the registry's, `check::builtins`).
 fn name(b: Builtin) -> &'static str {
-    match b {
-        Builtin::Len => "len",
-        Builtin::Lower => "lower",
-        Builtin::Upper => "upper",
-        Builtin::StartsWith => "starts_with",
-        Builtin::EndsWith => "ends_with",
-        Builtin::Contains => "contains",
-        Builtin::Domain => "domain",
-        Builtin::ToString => "string",
-        Builtin::Glob => "glob",
-        Builtin::TypeOf => "type_of",
-    }
+    b.name()
 }
 
 pub fn call<'a>(b: Builtin, args: &[Val<'a>]) -> Result<Val<'a>, TypeError> {

@@ -25,6 +25,13 @@ syn match wardFunction '\<[a-z_][a-z0-9_]*\ze('
 syn match wardKeyword '\(\<effect\s\+\w\+\s\+\)\@<=for\>'
 syn match wardKeyword '\<lease\ze\s\+\d'
 syn match wardKeyword '\<key\ze\s*('
+" `tool NAME(…)` declares a tool; elsewhere `tool` is a field (`tool.name`).
+syn match wardKeyword '^tool\>'
+" Words of test steps only: `result TOOL failure`, `memory read`, `skill load … digest "…"`.
+syn match wardKeyword '\(\<result\s\+\w\+\s\+\)\@<=\(success\|failure\|timeout\|blocked\)\>'
+syn match wardKeyword '\(\<memory\s\+\)\@<=\(read\|write\)\>'
+syn match wardKeyword '\(\<skill\s\+\)\@<=\(register\|load\|unload\)\>'
+syn match wardKeyword '\<digest\ze\s*"'
 
 hi def link wardKeyword Keyword
 hi def link wardModifier StorageClass
