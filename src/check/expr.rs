@@ -942,9 +942,12 @@ impl Checker<'_> {
                 }
                 Type::Bool
             }
-            "links" => {
+            // A text (`links`: also a list of texts), or an argument's name (`role`).
+            "links" | "role" => {
                 let t = self.expr(cx, &args[0].value);
-                if !(t.is_stringish() || t.is_dynamic() || matches!(t, Type::List(_))) {
+                let text = t.is_stringish()
+                    || (bname == "links" && (t.is_dynamic() || matches!(t, Type::List(_))));
+                if !text {
                     self.diagnostics.push(mismatch(
                         cx.file,
                         args[0].value.span,
@@ -956,29 +959,17 @@ impl Checker<'_> {
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
-                Type::List(Box::new(Type::Arg))
+                if bname == "links" {
+                    Type::List(Box::new(Type::Arg))
+                } else {
+                    Type::Enum(crate::roles::ROLES)
+                }
             }
             "requested_by_user" => {
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
                 Type::Bool
-            }
-            "role" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.is_stringish() {
-                    self.diagnostics.push(mismatch(
-                        cx.file,
-                        args[0].value.span,
-                        bname,
-                        "string",
-                        &t,
-                    ));
-                }
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(rules_only(cx.file, span, bname));
-                }
-                Type::Enum(crate::roles::ROLES)
             }
             "found_in" => {
                 self.expr(cx, &args[0].value);

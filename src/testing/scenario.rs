@@ -786,6 +786,24 @@ impl<'s> Run<'s> {
         }
     }
 
+    /// Sends a step that brings content in, remembers the content if the step went ahead, and
+    /// checks the answer against the expectation.
+    fn send_content(
+        &mut self,
+        s: &mut Session,
+        method: &str,
+        payload: Value,
+        prov: &Value,
+        span: Span,
+        expect: Option<&Expectation>,
+    ) {
+        let sent = self.send(s, method, payload);
+        if sent.proceeds() {
+            Self::remember(s, prov);
+        }
+        self.check(span, expect, &sent);
+    }
+
     /// Remembers the content a step brought in (only once the step went ahead).
     fn remember(s: &mut Session, prov: &Value) {
         let id = prov
@@ -941,11 +959,7 @@ impl<'s> Run<'s> {
         let prov = self.provenance(s, Some("user_input"), None, None, "user")?;
         let payload =
             json!({"content": [{"type": "text", "value": text.value, "provenance": prov}]});
-        let sent = self.send(s, "steps/userMessage", payload);
-        if sent.proceeds() {
-            Self::remember(s, &prov);
-        }
-        self.check(span, expect, &sent);
+        self.send_content(s, "steps/userMessage", payload, &prov, span, expect);
         Ok(())
     }
 
@@ -981,11 +995,7 @@ impl<'s> Run<'s> {
         };
         let payload =
             json!({"content": [{"type": "text", "value": text.value, "provenance": prov}]});
-        let sent = self.send(s, "steps/agentResponse", payload);
-        if sent.proceeds() {
-            Self::remember(s, &prov);
-        }
-        self.check(span, expect, &sent);
+        self.send_content(s, "steps/agentResponse", payload, &prov, span, expect);
         Ok(())
     }
 
@@ -1116,11 +1126,14 @@ impl<'s> Run<'s> {
             "query": {"value": query.value, "provenance": qprov},
             "results": [{"value": value, "source_id": "knowledge", "provenance": rprov}],
         });
-        let sent = self.send(s, "steps/knowledgeRetrieval", payload);
-        if sent.proceeds() {
-            Self::remember(s, &rprov);
-        }
-        self.check(span, expect.or(output.expect.as_ref()), &sent);
+        self.send_content(
+            s,
+            "steps/knowledgeRetrieval",
+            payload,
+            &rprov,
+            span,
+            expect.or(output.expect.as_ref()),
+        );
         Ok(())
     }
 
@@ -1193,11 +1206,14 @@ impl<'s> Run<'s> {
             "memory_store": {"name": "default"},
             "results": [{"memory_id": key.value, "value": value, "provenance": prov}],
         });
-        let sent = self.send(s, "steps/memoryContextRetrieval", payload);
-        if sent.proceeds() {
-            Self::remember(s, &prov);
-        }
-        self.check(span, expect, &sent);
+        self.send_content(
+            s,
+            "steps/memoryContextRetrieval",
+            payload,
+            &prov,
+            span,
+            expect,
+        );
         Ok(())
     }
 
@@ -1234,11 +1250,7 @@ impl<'s> Run<'s> {
             "pre_compact_chain_hash": crypto::sha256_hex(format!("{seed}pre").as_bytes()),
             "post_compact_chain_hash": crypto::sha256_hex(format!("{seed}post").as_bytes()),
         });
-        let sent = self.send(s, "steps/postCompact", post);
-        if sent.proceeds() {
-            Self::remember(s, &prov);
-        }
-        self.check(span, expect, &sent);
+        self.send_content(s, "steps/postCompact", post, &prov, span, expect);
         Ok(())
     }
 
@@ -1441,11 +1453,14 @@ impl<'s> Run<'s> {
         if let Some(r) = request {
             payload["request_id_ref"] = json!(r);
         }
-        let sent = self.send(s, "steps/toolCallResult", payload);
-        if sent.proceeds() {
-            Self::remember(s, &prov);
-        }
-        self.check(span, out.expect.as_ref(), &sent);
+        self.send_content(
+            s,
+            "steps/toolCallResult",
+            payload,
+            &prov,
+            span,
+            out.expect.as_ref(),
+        );
         Ok(())
     }
 
