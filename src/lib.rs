@@ -60,7 +60,8 @@
 //! # Modules
 //!
 //! Data flows one way (ARCHITECTURE.md): [`syntax`] → [`check`] → [`compile`] → [`vm`], with
-//! [`state`] holding session history, [`acs`] the wire protocol, and [`guardian`] tying them
+//! [`state`] holding session history, [`acs`] the wire protocol (and the helpers every layer
+//! shares: the decision type, timestamps, UUIDs, hashing), and [`guardian`] tying them
 //! into the embedding API. [`diagnostics`] is shared by every stage; [`fmt`] is the formatter
 //! and [`testing`] the runner behind `warden test`.
 //!
