@@ -173,3 +173,29 @@ fn helix_highlights_through_the_language_server() {
     );
     assert!(read("editors/helix/languages.toml").contains("language-servers = [\"warden\"]"));
 }
+
+/// The VS Code grammar highlights exactly the builtin functions of the registry
+/// (`check::builtins`; `intent.permits` is a member call, highlighted as a name).
+#[test]
+fn the_vscode_grammars_builtins_are_the_registrys() {
+    let grammar: serde_json::Value =
+        serde_json::from_str(&read("editors/vscode/syntaxes/ward.tmLanguage.json")).unwrap();
+    let pattern = grammar["repository"]["builtins"]["match"]
+        .as_str()
+        .expect("a builtins pattern");
+    let inner = pattern
+        .split_once("\\b(")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(words, _)| words)
+        .expect("a \\b(…) alternation");
+    let highlighted: BTreeSet<String> = inner.split('|').map(str::to_string).collect();
+    let registry: BTreeSet<String> = warden::check::BUILTINS
+        .iter()
+        .map(|b| b.name.to_string())
+        .filter(|n| !n.contains('.'))
+        .collect();
+    assert_eq!(
+        highlighted, registry,
+        "editors/vscode/syntaxes/ward.tmLanguage.json's builtins differ from check::builtins"
+    );
+}
