@@ -973,18 +973,9 @@ impl<'s> Run<'s> {
         from: Option<&ProvenanceSpec>,
     ) -> Result<(), String> {
         let prov = match from {
-            Some(f) if f.origin.name == "agent_generated" && f.source.is_none() => {
-                // `from agent_generated`: the model's own earlier output.
-                let parent = s
-                    .latest(|c| c.origin == "agent_generated")
-                    .map(|c| c.id.clone());
-                let mut p = self.provenance(s, Some("agent_generated"), None, None, "agent")?;
-                if let (Some(parent), Some(o)) = (parent, p.as_object_mut()) {
-                    o.insert("derived_from".into(), json!([parent]));
-                }
-                p
-            }
-            Some(f) => self.provenance(s, None, Some(f), None, "agent")?,
+            // `from agent_generated` is the model's own earlier output; other sources as for a
+            // call's argument.
+            Some(f) => self.argument_provenance(s, std::slice::from_ref(f), "agent")?,
             None => {
                 let mut p = self.provenance(s, Some("agent_generated"), None, None, "agent")?;
                 if let Some(o) = p.as_object_mut() {
