@@ -115,17 +115,7 @@ impl Checker<'_> {
         }
         match &e.kind {
             ExprKind::Binary(op, a, b) => {
-                if matches!(
-                    op,
-                    BinaryOp::Eq
-                        | BinaryOp::Ne
-                        | BinaryOp::Lt
-                        | BinaryOp::Le
-                        | BinaryOp::Gt
-                        | BinaryOp::Ge
-                        | BinaryOp::In
-                        | BinaryOp::NotIn
-                ) {
+                if op.is_comparison() {
                     for (arg, other) in [(a, b), (b, a)] {
                         if let (Some(name), Some(kind)) =
                             (self.argument_of(file, arg), literal_kind(other, *op))

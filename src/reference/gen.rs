@@ -15,6 +15,7 @@
 //! /work/spec-14.md changes) and `BUG_*` switches (VM bugs this test found) keep them out of
 //! what is generated. Flip a switch when its fix lands. It knows nothing of the evaluators.
 
+use crate::acs::fields::ORIGINS;
 use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Value};
@@ -61,15 +62,6 @@ const TOOLS: &[&str] = &["send", "read", "exec"];
 const STRS: &[&str] = &["alice", "bob", "Bob", "1", "web:x", ""];
 const NUMS: &[f64] = &[0.0, 5.0, 100.0, 1000.0];
 const TAGS: &[&str] = &["a", "b", "ab"];
-const ORIGINS: &[&str] = &[
-    "user_input",
-    "system",
-    "tool_output",
-    "retrieved",
-    "agent_generated",
-    "a2a_inbound",
-    "external",
-];
 const SOURCES: &[&str] = &["web:a", "webmail", "vault", "fs"];
 const LABELS: &[&str] = &["l0", "l1", "l2"];
 const CODES: &[&str] = &["c0", "c1", "c2", "c3"];

@@ -533,6 +533,21 @@ impl BinaryOp {
         }
     }
 
+    /// `==`, `!=`, `<`, `<=`, `>`, `>=`, `in`, `not in`: a comparison of two values.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq
+                | BinaryOp::Ne
+                | BinaryOp::Lt
+                | BinaryOp::Le
+                | BinaryOp::Gt
+                | BinaryOp::Ge
+                | BinaryOp::In
+                | BinaryOp::NotIn
+        )
+    }
+
     /// Binding strength, higher binds tighter (used by the formatter to place parentheses).
     pub fn precedence(self) -> u8 {
         match self {
