@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::adapters::core_agent as hook;
 use crate::guardian::{self, Guardian, OnDecisionFailure, Options, Protocol};
-use crate::server::{operator, serve, store};
+use crate::server::{operator, serve, store, watch};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -391,7 +391,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         Err(e) => return fail(&e),
     };
     let _watcher = match (a.watch, &a.policy) {
-        (true, Some(p)) => match serve::watch(g.clone(), p.clone(), Duration::from_millis(150)) {
+        (true, Some(p)) => match watch::watch(g.clone(), p.clone(), Duration::from_millis(150)) {
             Ok(w) => Some(w),
             Err(e) => return fail(&e),
         },

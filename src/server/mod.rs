@@ -3,7 +3,8 @@
 //! and out and keeps what must outlive the process.
 //!
 //! - [`serve`]: the transports (JSON-RPC over stdio, HTTP/1.1 on hyper + tokio), building a
-//!   Guardian over a state folder, and policy reload (`--watch` also needs feature `watch`);
+//!   Guardian over a state folder;
+//! - [`watch`]: policy reload (`--watch` also needs feature `watch`);
 //! - [`store`]: the durable journal behind `--state DIR` (redb), from which sessions and their
 //!   audit chains are restored;
 //! - [`operator`]: the operator endpoint (effect keys and approvals on a running server).
@@ -14,3 +15,4 @@
 pub mod operator;
 pub mod serve;
 pub mod store;
+pub mod watch;
