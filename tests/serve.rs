@@ -400,6 +400,7 @@ fn audit_verify_reports_the_first_broken_link() {
                     extra_labels: 0,
                     entries: vec![e],
                     approval: None,
+                    at_ms: None,
                 }])
                 .unwrap();
         }

@@ -54,6 +54,17 @@ pub struct ServeArgs {
     /// Largest envelope accepted, in bytes
     #[arg(long, default_value_t = 1 << 20)]
     max_envelope_bytes: usize,
+    /// Sessions held at once; a handshake beyond it is refused (-32000)
+    #[arg(long, default_value_t = guardian::Caps::default().max_sessions)]
+    max_sessions: usize,
+    /// Sessions one agent (`metadata.agent_id`) may hold at once; a handshake beyond it is
+    /// refused (-32000). Raise it when every session of the deployment shares one agent id
+    #[arg(long, default_value_t = guardian::Caps::default().max_sessions_per_agent)]
+    max_sessions_per_agent: usize,
+    /// A session with no request for this many seconds leaves memory (0: never). With
+    /// `--state` it is restored, chain and all, when it comes back; without, it is gone
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    idle_timeout: u64,
     /// Attach explain traces to results
     #[arg(long)]
     explain: bool,
@@ -357,6 +368,10 @@ pub fn run_serve(a: ServeArgs) -> i32 {
     protocol.key_id = a.key_id.clone();
     protocol.transport = if a.listen.is_some() { "http" } else { "stdio" };
     protocol.caps.max_envelope_bytes = a.max_envelope_bytes;
+    protocol.caps.max_sessions = a.max_sessions;
+    protocol.caps.max_sessions_per_agent = a.max_sessions_per_agent;
+    protocol.caps.idle_session_ms =
+        (a.idle_timeout > 0).then(|| a.idle_timeout.saturating_mul(1000));
     if let Some(k) = &a.key_file {
         match read_key(k) {
             Ok(k) => protocol.key = Some(k),
@@ -390,6 +405,20 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };
+    // Housekeeping: ended sessions' tombstones and idle sessions leave memory off the
+    // request path (admissions only sweep a few as they go).
+    {
+        let g = Arc::downgrade(&g);
+        let _ = std::thread::Builder::new()
+            .name("warden-sweep".into())
+            .spawn(move || {
+                while let Some(g) = g.upgrade() {
+                    g.sweep_sessions();
+                    drop(g);
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            });
+    }
     let _watcher = match (a.watch, &a.policy) {
         (true, Some(p)) => match watch::watch(g.clone(), p.clone(), Duration::from_millis(150)) {
             Ok(w) => Some(w),

@@ -17,6 +17,12 @@ pub enum Record {
     Handshake {
         session: String,
         negotiated: Negotiated,
+        /// The agent that opened the session (`metadata.agent_id`), for admission counts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        /// When it was settled (Guardian clock, ms): a restored session keeps its age.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_ms: Option<i64>,
     },
     /// A decided step: the request (`method`, `params` as received), whether it went ahead,
     /// the labels it inherited from outside the session (a subagent's, at `subagentStop`),
@@ -37,6 +43,10 @@ pub enum Record {
         /// used one up).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         approval: Option<ApprovalNote>,
+        /// When it was decided (Guardian clock, ms): a restored session keeps its age, and an
+        /// ended one its end time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_ms: Option<i64>,
     },
     /// An operator resolved an effect key (docs/effects.md) to `committed` or `failed`, and
     /// the chain entry that records it.
@@ -67,11 +77,36 @@ impl Record {
             | Record::ApprovalGranted { session, .. } => session,
         }
     }
+
+    /// The agent whose session this is, when the record says.
+    pub fn agent(&self) -> Option<&str> {
+        match self {
+            Record::Handshake { agent, .. } => agent.as_deref(),
+            Record::Step { params, .. } => params.pointer("/metadata/agent_id")?.as_str(),
+            _ => None,
+        }
+    }
+
+    /// When the record was written (Guardian clock, ms), when it says.
+    pub fn at_ms(&self) -> Option<i64> {
+        match self {
+            Record::Handshake { at_ms, .. } | Record::Step { at_ms, .. } => *at_ms,
+            Record::ApprovalGranted { at_ms, .. } => Some(*at_ms),
+            Record::EffectResolved { .. } => None,
+        }
+    }
 }
 
 /// Where records go. `append` returns once the records are durable (or fails).
 pub trait Journal: Send + Sync {
     fn append(&self, records: Vec<Record>) -> Result<(), String>;
+
+    /// One session's records in the order they were written, for restoring a session that
+    /// left memory; `None` when this journal cannot look them up (such sessions are then
+    /// gone once they leave memory).
+    fn session_records(&self, _session: &str) -> Option<Result<Vec<Record>, String>> {
+        None
+    }
 }
 
 /// A journal in memory (for tests and embedding).
@@ -87,6 +122,15 @@ impl Journal for MemoryJournal {
             .unwrap_or_else(|e| e.into_inner())
             .extend(records);
         Ok(())
+    }
+
+    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
+        let all = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        Some(Ok(all
+            .iter()
+            .filter(|r| r.session() == session)
+            .cloned()
+            .collect()))
     }
 }
 

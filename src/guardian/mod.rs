@@ -40,8 +40,8 @@ pub mod engine;
 pub mod explain;
 pub mod journal;
 pub mod protocol;
+mod sessions;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -271,6 +271,16 @@ struct Session {
     refused: Option<String>,
     /// When the session was sealed (Guardian clock), for dropping its tombstone later.
     sealed_at_ms: i64,
+    /// When the session last had a request (Guardian clock), for idle eviction.
+    last_active_ms: i64,
+    /// The agent that opened it (`metadata.agent_id`; a subagent's session counts as its
+    /// parent's agent's).
+    agent: Arc<str>,
+    /// The session is part of a subagent family (it has a parent or spawned a child): its
+    /// state depends on the other members', so it stays in memory until it ends.
+    family: bool,
+    /// Being rebuilt from the journal outside the table: it opens no subagent sessions.
+    detached: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -283,7 +293,7 @@ struct Active {
 /// Decides ACS requests for many sessions against one policy.
 pub struct Guardian {
     policy: RwLock<Active>,
-    sessions: Mutex<HashMap<String, Arc<Mutex<Session>>>>,
+    sessions: sessions::Table<Session>,
     options: Options,
     journal: Option<Arc<dyn Journal>>,
     /// The journal failed: nothing more can be acknowledged, every request is refused.
@@ -345,7 +355,7 @@ impl Guardian {
                 digest: policy.digest,
                 sources: policy.sources,
             }),
-            sessions: Mutex::new(HashMap::new()),
+            sessions: sessions::Table::default(),
             options,
             journal: None,
             failed: AtomicBool::new(false),
@@ -468,31 +478,61 @@ impl Guardian {
         (response, traces)
     }
 
-    fn session_handle(&self, sid: &str) -> Result<Arc<Mutex<Session>>, RpcError> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = sessions.get(sid) {
-            return Ok(s.clone());
+    /// The table's limits, from the protocol's caps and skew window.
+    fn limits(&self) -> sessions::Limits {
+        let proto = &self.options.protocol;
+        sessions::Limits {
+            max_sessions: proto.caps.max_sessions,
+            max_per_agent: proto.caps.max_sessions_per_agent,
+            tombstone_ms: proto.skew_window_ms,
+            idle_ms: proto.caps.idle_session_ms,
         }
-        if sessions.len() >= self.options.protocol.caps.max_sessions {
-            // Drop the tombstones of sessions sealed longer ago than the skew window: a replay
-            // of their requests fails the timestamp check.
-            let now = time::now_ms();
-            let window = self.options.protocol.skew_window_ms;
-            sessions.retain(|_, s| match s.try_lock() {
-                Ok(s) => {
-                    !(s.sealed
-                        && window.is_none_or(|w| now.saturating_sub(s.sealed_at_ms) > w as i64))
-                }
-                Err(_) => true,
-            });
-        }
-        if sessions.len() >= self.options.protocol.caps.max_sessions {
-            return Err(RpcError::session_refused(format!(
-                "this Guardian holds its maximum of {} sessions",
-                self.options.protocol.caps.max_sessions
-            )));
-        }
-        Ok(sessions.entry(sid.to_string()).or_default().clone())
+    }
+
+    /// Holds a new session `sid` for `agent` (or returns the one held), within the caps.
+    fn admit(
+        &self,
+        sid: &str,
+        agent: &str,
+        counted: bool,
+    ) -> Result<Arc<Mutex<Session>>, RpcError> {
+        let now = time::now_ms();
+        self.admit_with(sid, agent, counted, || Session {
+            last_active_ms: now,
+            agent: Arc::from(agent),
+            ..Session::default()
+        })
+    }
+
+    /// Holds `make()` as session `sid` for `agent` (or returns the one held), within the caps.
+    fn admit_with(
+        &self,
+        sid: &str,
+        agent: &str,
+        counted: bool,
+        make: impl FnOnce() -> Session,
+    ) -> Result<Arc<Mutex<Session>>, RpcError> {
+        let limits = self.limits();
+        self.sessions
+            .admit(sid, agent, time::now_ms(), &limits, counted, make)
+            .map_err(|r| {
+                RpcError::session_refused(match r {
+                    sessions::Refusal::Full(n) => {
+                        format!("this Guardian holds its maximum of {n} sessions")
+                    }
+                    sessions::Refusal::AgentFull(n) => format!(
+                        "agent {agent:?} holds its maximum of {n} sessions on this Guardian"
+                    ),
+                })
+            })
+    }
+
+    /// Drops every ended session whose tombstone outlived the skew window and every idle
+    /// session from memory (O(1) amortised per session dropped). `warden serve` calls it
+    /// every second; admissions sweep a few as they go. Returns how many left.
+    pub fn sweep_sessions(&self) -> usize {
+        let limits = self.limits();
+        self.sessions.sweep(time::now_ms(), &limits)
     }
 
     fn process_session(&self, req: &Request, raw: &Value, key: Option<&[u8; 32]>) -> Decided {
@@ -526,11 +566,26 @@ impl Guardian {
                 .map(|c| (c.to_string(), self.session_facts(c))),
             _ => None,
         };
-        let session = match self.session_handle(sid) {
-            Ok(s) => s,
-            Err(e) => return fail(e),
+        // A request refused for want of a handshake allocates nothing: only a hello (or, in
+        // the lenient mode, any hook) opens a session.
+        let returning = match self.sessions.get(sid) {
+            Some(_) => None,
+            None => self.restore_returning(sid),
+        };
+        let (session, fresh) = match (self.sessions.get(sid), returning) {
+            (_, Some(Err(e))) => return fail(e),
+            (_, Some(Ok(s))) => (s, false),
+            (Some(s), None) => (s, false),
+            (None, None) if hook.is_some() && proto.require_handshake => {
+                return fail(handshake_required(&req.method))
+            }
+            (None, None) => match self.admit(sid, &p.metadata.agent_id, true) {
+                Ok(s) => (s, true),
+                Err(e) => return fail(e),
+            },
         };
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.last_active_ms = time::now_ms();
         if s.sealed {
             return fail(RpcError::session_refused(
                 "the session has ended and its audit chain is sealed",
@@ -545,17 +600,18 @@ impl Guardian {
                     response: Response::result(id, r),
                     traces: Vec::new(),
                 },
-                Err(e) => fail(e),
+                Err(e) => {
+                    // A refused hello leaves nothing behind.
+                    if fresh && s.negotiated.is_none() && s.chain.len == 0 {
+                        drop(s);
+                        self.sessions.remove(sid);
+                    }
+                    fail(e)
+                }
             };
         };
         match &s.negotiated {
-            None if proto.require_handshake => {
-                return fail(
-                    RpcError::capability_not_negotiated(&req.method)
-                        .with_data("reason", "handshake_required")
-                        .with_data("message", "handshake/hello must come first in a session"),
-                )
-            }
+            None if proto.require_handshake => return fail(handshake_required(&req.method)),
             Some(n) if !n.allows(&req.method) => {
                 return fail(RpcError::capability_not_negotiated(&req.method))
             }
@@ -684,6 +740,7 @@ impl Guardian {
                             extra_labels,
                             entries: Vec::new(),
                             approval: None,
+                            at_ms: Some(time::now_ms()),
                         };
                         if let Err(e) = self.journal(vec![record]) {
                             return fail(RpcError::internal(e));
@@ -780,6 +837,7 @@ impl Guardian {
             extra_labels,
             entries,
             approval,
+            at_ms: Some(time::now_ms()),
         };
         // Journalled under the session's lock, so the journal holds each session's steps in
         // the order they were decided; the answer waits for the commit.
@@ -791,7 +849,14 @@ impl Guardian {
                 state.merge_effects(&child.effects);
             }
         }
-        self.after_step(&mut s, sid, hook.method, &p.payload, proceeds);
+        self.after_step(
+            &mut s,
+            sid,
+            hook.method,
+            &p.payload,
+            proceeds,
+            time::now_ms(),
+        );
         drop(s);
         Decided {
             response: Response::result(id, result),
@@ -808,22 +873,18 @@ impl Guardian {
         method: &str,
         payload: &Value,
         proceeds: bool,
+        now_ms: i64,
     ) {
         if proceeds && method == "steps/subagentStart" {
-            if let Some(state) = &s.state {
-                self.spawn_child(
-                    sid,
-                    state,
-                    payload,
-                    s.negotiated.clone(),
-                    s.chain.head.clone(),
-                    s.policy_digest.clone(),
-                );
+            s.family = true;
+            if !s.detached {
+                self.spawn_child(sid, s, payload);
             }
         }
         if method == "steps/sessionEnd" {
             s.sealed = true;
-            s.sealed_at_ms = time::now_ms();
+            s.sealed_at_ms = now_ms;
+            self.sessions.note_sealed(sid, now_ms);
             s.final_labels = s.state.as_ref().map(|st| st.scalars.session_labels);
             s.final_effects = s
                 .state
@@ -861,6 +922,8 @@ impl Guardian {
         self.journal(vec![Record::Handshake {
             session: sid.to_string(),
             negotiated: negotiated.clone(),
+            agent: Some(p.metadata.agent_id.clone()),
+            at_ms: Some(time::now_ms()),
         }])
         .map_err(RpcError::internal)?;
         s.negotiated = Some(Arc::new(negotiated));
@@ -899,39 +962,36 @@ impl Guardian {
     }
 
     /// Creates the child session a `subagentStart` announced (if it is not known yet).
-    fn spawn_child(
-        &self,
-        parent_id: &str,
-        parent: &SessionState,
-        payload: &Value,
-        negotiated: Option<Arc<Negotiated>>,
-        link: Option<String>,
-        digest: Option<Arc<str>>,
-    ) {
+    fn spawn_child(&self, parent_id: &str, parent_session: &Session, payload: &Value) {
         let Some(child_id) = payload.get("subagent_session_id").and_then(Value::as_str) else {
             return;
         };
+        let Some(parent) = &parent_session.state else {
+            return;
+        };
         let child = parent.child(parent.child_intent(payload));
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.entry(child_id.to_string()).or_insert_with(|| {
-            Arc::new(Mutex::new(Session {
+        let agent = parent_session.agent.clone();
+        let limits = self.limits();
+        let now = time::now_ms();
+        // Held whatever the caps say: the parent's step that opened it was already decided.
+        let _ = self
+            .sessions
+            .admit(child_id, &agent, now, &limits, false, || Session {
                 state: Some(child),
                 parent: Some(parent_id.to_string()),
-                negotiated,
-                parent_link: link,
-                policy_digest: digest,
+                negotiated: parent_session.negotiated.clone(),
+                parent_link: parent_session.chain.head.clone(),
+                policy_digest: parent_session.policy_digest.clone(),
+                last_active_ms: now,
+                agent: agent.clone(),
+                family: true,
                 ..Session::default()
-            }))
-        });
+            });
     }
 
     /// The session with this id, if the Guardian has one (the map's lock is held only here).
     fn existing_session(&self, id: &str) -> Option<Arc<Mutex<Session>>> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()
+        self.sessions.get(id)
     }
 
     /// What a subagent's session hands back at `subagentStop`; `None` for an unknown session.
@@ -1093,14 +1153,7 @@ impl Guardian {
 
     /// The session holding the approval opened by the ask `request_id`.
     fn find_approval(&self, request_id: &str) -> Option<(String, Arc<Mutex<Session>>)> {
-        let sessions: Vec<(String, Arc<Mutex<Session>>)> = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        sessions.into_iter().find(|(_, session)| {
+        self.sessions.entries().into_iter().find(|(_, session)| {
             let s = session.lock().unwrap_or_else(|e| e.into_inner());
             s.state
                 .as_ref()
@@ -1137,13 +1190,7 @@ impl Guardian {
 
     /// The ids of every session, sorted.
     pub fn session_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let mut ids = self.sessions.ids();
         ids.sort();
         ids
     }
@@ -1157,7 +1204,7 @@ impl Guardian {
 
     /// Number of sessions the Guardian holds.
     pub fn session_count(&self) -> usize {
-        self.sessions.lock().map(|s| s.len()).unwrap_or(0)
+        self.sessions.len()
     }
 
     /// Rebuilds sessions from journal records (in the order they were written), without
@@ -1166,145 +1213,232 @@ impl Guardian {
     /// replay window, negotiation, chain head and seal are restored. Exact when the policy
     /// is the one the records were decided on.
     pub fn restore(&self, records: impl IntoIterator<Item = Record>) -> usize {
-        let active = self.active();
-        let program = &active.program;
         let now = time::now_ms();
         let proto = &self.options.protocol;
         let mut n = 0;
         for record in records {
             n += 1;
-            // As when it was decided, a subagent's effect changes reach its parent at the
-            // stop (read before the parent is locked).
-            let child_effects = match &record {
-                Record::Step {
-                    method,
-                    params,
-                    proceeds: true,
-                    ..
-                } if method == "steps/subagentStop" => params
-                    .pointer("/payload/subagent_session_id")
-                    .and_then(Value::as_str)
-                    .and_then(|c| self.session_facts(c))
-                    .map(|f| f.effects),
-                _ => None,
-            };
-            let Ok(session) = self.session_handle(record.session()) else {
+            // Restored whatever the caps say (the journal holds what was admitted).
+            let agent = record.agent().unwrap_or("");
+            let Ok(session) = self.admit(record.session(), agent, false) else {
                 continue;
             };
             let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-            match record {
-                Record::Handshake { negotiated, .. } => {
-                    s.negotiated = Some(Arc::new(negotiated));
-                }
-                Record::EffectResolved {
-                    key, to, entries, ..
-                } => {
-                    restore_chain(&mut s, &entries);
-                    if let (Some(state), Some(to)) =
-                        (s.state.as_mut(), crate::state::EffectStatus::parse(&to))
-                    {
-                        state.resolve_effect(&key, to);
-                    }
-                }
-                Record::ApprovalGranted {
-                    request_id,
-                    at_ms,
-                    entries,
-                    ..
-                } => {
-                    restore_chain(&mut s, &entries);
-                    if let Some(state) = s.state.as_mut() {
-                        state.grant(&request_id, at_ms);
-                    }
-                }
-                Record::Step {
-                    session: sid,
-                    method,
-                    params,
-                    proceeds,
-                    failed,
-                    extra_labels,
-                    entries,
-                    approval,
-                } => {
-                    let Some(hook) = fields::hook(&method) else {
-                        continue;
-                    };
-                    let payload = params.get("payload").unwrap_or(&Value::Null);
-                    let metadata = params.get("metadata").unwrap_or(&Value::Null);
-                    let request_id = params
-                        .get("request_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let timestamp = params.get("timestamp").and_then(Value::as_str);
-                    let time_ms = timestamp.and_then(time::rfc3339_unix_ms);
-                    if proto.replay_protection {
-                        s.window.insert(
-                            time_ms.unwrap_or(now),
-                            protocol::id_key(request_id),
-                            params
-                                .get("nonce")
-                                .and_then(Value::as_str)
-                                .map(protocol::hash_key),
-                            proto.caps.max_request_ids,
-                        );
-                    }
-                    restore_chain(&mut s, &entries);
-                    if s.policy_digest.is_none() {
-                        s.policy_digest = Some(active.digest.clone());
-                    }
-                    // As when it was decided: a wrapped MCP `tools/call` as its tool call.
-                    let mcp_view;
-                    let mcp_wrapped = (hook.method == MCP_TOOLS_CALL).then_some(MCP_TOOLS_CALL);
-                    let (hook, view) = match mcp_tool_call_view(hook, payload) {
-                        Some((h, v)) => {
-                            mcp_view = v;
-                            (h, &mcp_view)
-                        }
-                        None => (hook, payload),
-                    };
-                    let ev = Event {
-                        method: hook.method,
-                        request_id,
-                        payload: view,
-                        metadata,
-                        time_ms,
-                        extra_labels,
-                        wrapped_method: mcp_wrapped,
-                    };
-                    let state = s.state.get_or_insert_with(|| SessionState::new(program));
-                    if proceeds {
-                        reapply_event(program, state, &ev);
-                    } else if failed {
-                        taint_event(program, state, &ev);
-                    }
-                    if let Some(note) = &approval {
-                        state.apply_approval(note);
-                    }
-                    if let Some(effects) = &child_effects {
-                        state.merge_effects(effects);
-                    }
-                    self.after_step(&mut s, &sid, hook.method, payload, proceeds);
-                }
-            }
+            self.restore_record(&mut s, record, now);
         }
         if let Some(w) = proto.skew_window_ms {
-            let sessions: Vec<_> = self
-                .sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .values()
-                .cloned()
-                .collect();
-            for s in sessions {
+            for (_, s) in self.sessions.entries() {
                 s.lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .window
                     .prune(now, Some(w));
             }
         }
+        self.sweep_sessions();
         n
     }
+
+    /// A session that left memory and comes back: rebuilt from its own records in the
+    /// journal (outside the table, so no request sees it half-built), then admitted like a
+    /// new session. `None`: the journal has nothing for it (or cannot look it up).
+    fn restore_returning(&self, sid: &str) -> Option<Result<Arc<Mutex<Session>>, RpcError>> {
+        let records = match self.journal.as_ref()?.session_records(sid)? {
+            Ok(r) if r.is_empty() => return None,
+            Ok(r) => r,
+            Err(e) => {
+                return Some(Err(RpcError::internal(format!(
+                    "the session's records could not be read from the journal: {e}"
+                ))))
+            }
+        };
+        let now = time::now_ms();
+        let agent = records
+            .iter()
+            .find_map(Record::agent)
+            .unwrap_or("")
+            .to_string();
+        let mut s = Session {
+            detached: true,
+            agent: Arc::from(agent.as_str()),
+            ..Session::default()
+        };
+        for r in records {
+            self.restore_record(&mut s, r, now);
+        }
+        s.detached = false;
+        s.window.prune(now, self.options.protocol.skew_window_ms);
+        let sealed_at = s.sealed.then_some(s.sealed_at_ms);
+        let admitted = self.admit_with(sid, &agent, true, move || s);
+        if let (Ok(_), Some(at)) = (&admitted, sealed_at) {
+            self.sessions.note_sealed(sid, at);
+        }
+        Some(admitted)
+    }
+
+    /// Re-applies one journal record to a session (restart and returning sessions alike).
+    /// Ages come from the records, so a restart does not make old sessions young.
+    fn restore_record(&self, s: &mut Session, record: Record, now: i64) {
+        let active = self.active();
+        let program = &active.program;
+        let proto = &self.options.protocol;
+        // As when it was decided, a subagent's effect changes reach its parent at the stop.
+        let child_effects = match &record {
+            Record::Step {
+                method,
+                params,
+                proceeds: true,
+                ..
+            } if method == "steps/subagentStop" => params
+                .pointer("/payload/subagent_session_id")
+                .and_then(Value::as_str)
+                .and_then(|c| self.session_facts(c))
+                .map(|f| f.effects),
+            _ => None,
+        };
+        let at_ms = record.at_ms().unwrap_or(now);
+        s.last_active_ms = at_ms;
+        match record {
+            Record::Handshake { negotiated, .. } => {
+                s.negotiated = Some(Arc::new(negotiated));
+            }
+            Record::EffectResolved {
+                key, to, entries, ..
+            } => {
+                restore_chain(s, &entries);
+                if let (Some(state), Some(to)) =
+                    (s.state.as_mut(), crate::state::EffectStatus::parse(&to))
+                {
+                    state.resolve_effect(&key, to);
+                }
+            }
+            Record::ApprovalGranted {
+                request_id,
+                at_ms,
+                entries,
+                ..
+            } => {
+                restore_chain(s, &entries);
+                if let Some(state) = s.state.as_mut() {
+                    state.grant(&request_id, at_ms);
+                }
+            }
+            Record::Step {
+                session: sid,
+                method,
+                params,
+                proceeds,
+                failed,
+                extra_labels,
+                entries,
+                approval,
+                ..
+            } => {
+                let Some(hook) = fields::hook(&method) else {
+                    return;
+                };
+                let payload = params.get("payload").unwrap_or(&Value::Null);
+                let metadata = params.get("metadata").unwrap_or(&Value::Null);
+                let request_id = params
+                    .get("request_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let timestamp = params.get("timestamp").and_then(Value::as_str);
+                let time_ms = timestamp.and_then(time::rfc3339_unix_ms);
+                if proto.replay_protection {
+                    s.window.insert(
+                        time_ms.unwrap_or(now),
+                        protocol::id_key(request_id),
+                        params
+                            .get("nonce")
+                            .and_then(Value::as_str)
+                            .map(protocol::hash_key),
+                        proto.caps.max_request_ids,
+                    );
+                }
+                restore_chain(s, &entries);
+                if s.policy_digest.is_none() {
+                    s.policy_digest = Some(active.digest.clone());
+                }
+                // As when it was decided: a wrapped MCP `tools/call` as its tool call.
+                let mcp_view;
+                let mcp_wrapped = (hook.method == MCP_TOOLS_CALL).then_some(MCP_TOOLS_CALL);
+                let (hook, view) = match mcp_tool_call_view(hook, payload) {
+                    Some((h, v)) => {
+                        mcp_view = v;
+                        (h, &mcp_view)
+                    }
+                    None => (hook, payload),
+                };
+                let ev = Event {
+                    method: hook.method,
+                    request_id,
+                    payload: view,
+                    metadata,
+                    time_ms,
+                    extra_labels,
+                    wrapped_method: mcp_wrapped,
+                };
+                let state = s.state.get_or_insert_with(|| SessionState::new(program));
+                if proceeds {
+                    reapply_event(program, state, &ev);
+                } else if failed {
+                    taint_event(program, state, &ev);
+                }
+                if let Some(note) = &approval {
+                    state.apply_approval(note);
+                }
+                if let Some(effects) = &child_effects {
+                    state.merge_effects(effects);
+                }
+                self.after_step(s, &sid, hook.method, payload, proceeds, at_ms);
+            }
+        }
+    }
+}
+
+/// Whether a session whose wait in a retirement queue ran out leaves memory: an ended
+/// session's tombstone after the skew window; a live one after the idle time without a
+/// request, unless it belongs to a subagent family.
+impl sessions::Retire for Session {
+    fn verdict(
+        &self,
+        now: i64,
+        sealed_queue: bool,
+        limits: &sessions::Limits,
+    ) -> sessions::Verdict {
+        let s = self;
+        use sessions::Verdict;
+        let tombstone = limits.tombstone_ms.unwrap_or(0) as i64;
+        if s.sealed {
+            let due = s.sealed_at_ms.saturating_add(tombstone);
+            return if sealed_queue || due <= now {
+                Verdict::Remove
+            } else {
+                Verdict::Keep(due)
+            };
+        }
+        if sealed_queue {
+            return Verdict::Keep(now);
+        }
+        let Some(idle) = limits.idle_ms else {
+            return Verdict::Keep(i64::MAX);
+        };
+        let due = s.last_active_ms.saturating_add(idle as i64);
+        if s.family {
+            // Re-examined once per idle period; it leaves when it ends.
+            Verdict::Keep(now.saturating_add(idle as i64))
+        } else if due <= now {
+            Verdict::Remove
+        } else {
+            Verdict::Keep(due)
+        }
+    }
+}
+
+fn handshake_required(method: &str) -> RpcError {
+    RpcError::capability_not_negotiated(method)
+        .with_data("reason", "handshake_required")
+        .with_data("message", "handshake/hello must come first in a session")
 }
 
 /// Moves a restored session's chain head over journalled entries.

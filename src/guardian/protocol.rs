@@ -55,8 +55,14 @@ pub struct Caps {
     /// Distinct history-counter keys, effect keys and approvals per session; beyond it the
     /// session is refused.
     pub max_history_keys: usize,
-    /// Sessions held at once.
+    /// Sessions held at once (-32000 for a new one beyond it).
     pub max_sessions: usize,
+    /// Sessions one agent (`metadata.agent_id`) may hold at once, so that one client cannot
+    /// take every slot (-32000 beyond it).
+    pub max_sessions_per_agent: usize,
+    /// A session with no request for this long leaves memory (with a journal that can give
+    /// its records back, it is restored when it returns). `None`: never.
+    pub idle_session_ms: Option<u64>,
 }
 
 impl Default for Caps {
@@ -67,19 +73,23 @@ impl Default for Caps {
             max_nodes: 262_144,
             max_history_keys: 65_536,
             max_sessions: 100_000,
+            max_sessions_per_agent: 25_000,
+            idle_session_ms: Some(3_600_000),
         }
     }
 }
 
 impl Caps {
-    /// No bound on sessions, provenance nodes or history keys (the envelope size bound
-    /// stays): the lenient mode's caps, for replaying a recorded trace of any length and for
+    /// No bound on sessions, provenance nodes or history keys, and no idle eviction (the
+    /// envelope size bound stays): the lenient mode's caps, for replaying a recorded trace of any length and for
     /// embedders that bound their own input. `warden serve` runs with [`Caps::default`].
     pub fn unbounded_sessions() -> Caps {
         Caps {
             max_nodes: usize::MAX,
             max_history_keys: usize::MAX,
             max_sessions: usize::MAX,
+            max_sessions_per_agent: usize::MAX,
+            idle_session_ms: None,
             ..Caps::default()
         }
     }

@@ -1,5 +1,6 @@
 //! The durable journal behind `--state DIR`: one redb database (`DIR/warden.redb`) holding the
-//! journal records in a single table keyed by a global sequence number. Writes are group
+//! journal records in a table keyed by a global sequence number, and an index from each
+//! session to its records (so a session that left memory is restored alone). Writes are group
 //! committed: a committer thread takes every record batch waiting, writes them in one
 //! transaction, commits with `Durability::Immediate` (fsync) and only then releases the
 //! requests, so an answered decision is on disk.
@@ -8,17 +9,20 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use redb::{Database, Durability, ReadableTable, TableDefinition};
+use redb::{Database, Durability, MultimapTableDefinition, ReadableTable, TableDefinition};
 
 use crate::guardian::journal::{Journal, Record};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Session id → the sequence numbers of its records.
+const BY_SESSION: MultimapTableDefinition<&str, u64> = MultimapTableDefinition::new("by_session");
 
 /// Format of the records in `log`: JSON of [`Record`].
 pub const FORMAT: &[u8] = b"warden-journal-1";
 
-type Batch = (Vec<Vec<u8>>, mpsc::SyncSender<Result<(), String>>);
+/// Records to write, each with its session id, and where to say they are durable.
+type Batch = (Vec<(String, Vec<u8>)>, mpsc::SyncSender<Result<(), String>>);
 
 /// The redb-backed journal.
 pub struct Store {
@@ -62,6 +66,19 @@ impl Store {
                     }
                 }
                 w.open_table(LOG).map_err(err)?;
+                w.open_multimap_table(BY_SESSION).map_err(err)?;
+                // A journal written before the index existed is indexed once.
+                if meta.get("indexed").map_err(err)?.is_none() {
+                    let log = w.open_table(LOG).map_err(err)?;
+                    let mut index = w.open_multimap_table(BY_SESSION).map_err(err)?;
+                    for item in log.iter().map_err(err)? {
+                        let (k, v) = item.map_err(err)?;
+                        let rec: Record = serde_json::from_slice(v.value())
+                            .map_err(|e| format!("journal record {}: {e}", k.value()))?;
+                        index.insert(rec.session(), k.value()).map_err(err)?;
+                    }
+                    meta.insert("indexed", b"1".as_slice()).map_err(err)?;
+                }
             }
             w.commit().map_err(err)?;
         }
@@ -89,6 +106,24 @@ impl Store {
     /// Every record, in the order it was written.
     pub fn records(&self) -> Result<Vec<Record>, String> {
         read_records(&self.db)
+    }
+
+    /// One session's records, in the order they were written.
+    pub fn records_of(&self, session: &str) -> Result<Vec<Record>, String> {
+        let r = self.db.begin_read().map_err(err)?;
+        let log = r.open_table(LOG).map_err(err)?;
+        let index = r.open_multimap_table(BY_SESSION).map_err(err)?;
+        let mut out = Vec::new();
+        for seq in index.get(session).map_err(err)? {
+            let seq = seq.map_err(err)?.value();
+            if let Some(v) = log.get(seq).map_err(err)? {
+                out.push(
+                    serde_json::from_slice(v.value())
+                        .map_err(|e| format!("journal record {seq}: {e}"))?,
+                );
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -143,9 +178,11 @@ fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
             let mut n = next;
             {
                 let mut t = w.open_table(LOG).map_err(err)?;
+                let mut index = w.open_multimap_table(BY_SESSION).map_err(err)?;
                 for (recs, _) in &batch {
-                    for r in recs {
+                    for (session, r) in recs {
                         t.insert(n, r.as_slice()).map_err(err)?;
+                        index.insert(session.as_str(), n).map_err(err)?;
                         n += 1;
                     }
                 }
@@ -171,10 +208,10 @@ impl Journal for Store {
         if records.is_empty() {
             return Ok(());
         }
-        let encoded: Vec<Vec<u8>> = records
+        let encoded: Vec<(String, Vec<u8>)> = records
             .iter()
-            .map(|r| serde_json::to_vec(r).map_err(err))
-            .collect::<Result<_, _>>()?;
+            .map(|r| Ok((r.session().to_string(), serde_json::to_vec(r).map_err(err)?)))
+            .collect::<Result<_, String>>()?;
         let (done_tx, done_rx) = mpsc::sync_channel(1);
         {
             let tx = self.tx.lock().map_err(err)?;
@@ -185,5 +222,9 @@ impl Journal for Store {
         done_rx
             .recv()
             .map_err(|_| "the journal writer stopped".to_string())?
+    }
+
+    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
+        Some(self.records_of(session))
     }
 }

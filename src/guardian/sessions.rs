@@ -1,0 +1,391 @@
+//! The session table: which sessions the Guardian holds in memory, who may open one
+//! (admission: a cap on all sessions and a smaller one per agent, so one client cannot take
+//! every slot), and when a session leaves memory (an ended session's tombstone after the skew
+//! window, an idle session after the idle time). Every operation is O(1) amortised and takes
+//! one shard's lock, never a lock over the whole table. Owns where a session lives; knows
+//! nothing of what a session holds, of deciding a step, or of the journal.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Shards of the table; a power of two so a hash picks one with a mask.
+const SHARDS: usize = 64;
+
+/// How many expired queue entries one admission looks at before it goes on (the rest are
+/// swept by later admissions or by [`Table::sweep`]).
+const SWEEP_PER_ADMISSION: usize = 8;
+
+/// Why a session was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The table holds its maximum of sessions.
+    Full(usize),
+    /// This agent holds its maximum share of sessions.
+    AgentFull(usize),
+}
+
+/// What the table asks of what it holds: whether a session whose wait in a retirement queue
+/// ran out leaves memory (`sealed_queue`: the wait was a tombstone's).
+pub trait Retire {
+    fn verdict(&self, now_ms: i64, sealed_queue: bool, limits: &Limits) -> Verdict;
+}
+
+/// What a sweep decided about one session whose wait ran out.
+pub enum Verdict {
+    /// Drop it from memory.
+    Remove,
+    /// Look again at this time (Guardian clock, ms).
+    Keep(i64),
+}
+
+type Shard<V> = Mutex<HashMap<Arc<str>, V>>;
+
+struct Entry<T> {
+    session: Arc<Mutex<T>>,
+    agent: Arc<str>,
+}
+
+/// Sessions by id, sharded, with admission counts and two retirement queues.
+pub struct Table<T> {
+    shards: Box<[Shard<Entry<T>>]>,
+    hasher: std::collections::hash_map::RandomState,
+    count: AtomicUsize,
+    /// Sessions per agent, sharded by the agent's id like the sessions.
+    agents: Box<[Shard<usize>]>,
+    /// Ended sessions, in the order they ended: (ended at, id).
+    sealed: Mutex<VecDeque<(i64, Arc<str>)>>,
+    /// Sessions to look at for idleness, roughly in the order they become due: (due at, id).
+    idle: Mutex<VecDeque<(i64, Arc<str>)>>,
+}
+
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: Default::default(),
+            count: AtomicUsize::new(0),
+            agents: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            sealed: Mutex::default(),
+            idle: Mutex::default(),
+        }
+    }
+}
+
+/// Retirement rules the table applies.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_sessions: usize,
+    pub max_per_agent: usize,
+    /// An ended session's tombstone stays this long (the skew window: a replay of its
+    /// requests fails the timestamp check after it). `None`: tombstones go only when the
+    /// table is full.
+    pub tombstone_ms: Option<u64>,
+    /// A session with no request for this long leaves memory. `None`: never.
+    pub idle_ms: Option<u64>,
+}
+
+fn lock<X>(m: &Mutex<X>) -> std::sync::MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<T: Retire> Table<T> {
+    fn shard_of(&self, key: &str) -> usize {
+        (self.hasher.hash_one(key) as usize) & (SHARDS - 1)
+    }
+
+    /// The session with this id, if it is held.
+    pub fn get(&self, id: &str) -> Option<Arc<Mutex<T>>> {
+        lock(&self.shards[self.shard_of(id)])
+            .get(id)
+            .map(|e| e.session.clone())
+    }
+
+    /// Number of sessions held.
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// The ids of every session held (a snapshot, shard by shard).
+    pub fn ids(&self) -> Vec<String> {
+        self.shards
+            .iter()
+            .flat_map(|s| lock(s).keys().map(|k| k.to_string()).collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Every session held with its id (a snapshot, shard by shard).
+    pub fn entries(&self) -> Vec<(String, Arc<Mutex<T>>)> {
+        self.shards
+            .iter()
+            .flat_map(|s| {
+                lock(s)
+                    .iter()
+                    .map(|(k, e)| (k.to_string(), e.session.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Holds `make()` as session `id` for `agent`, unless a session `id` is already held
+    /// (that one is returned and `make` is not called). `counted`: whether the caps apply
+    /// (a subagent's session, opened by its parent's step, is held whatever the caps say).
+    /// When the table is full, expired tombstones and idle sessions are swept first.
+    pub fn admit(
+        &self,
+        id: &str,
+        agent: &str,
+        now_ms: i64,
+        limits: &Limits,
+        counted: bool,
+        make: impl FnOnce() -> T,
+    ) -> Result<Arc<Mutex<T>>, Refusal> {
+        if let Some(s) = self.get(id) {
+            return Ok(s);
+        }
+        if counted {
+            self.sweep_some(now_ms, limits, SWEEP_PER_ADMISSION);
+            if self.count.load(Ordering::SeqCst) >= limits.max_sessions {
+                return Err(Refusal::Full(limits.max_sessions));
+            }
+        }
+        let agent: Arc<str> = Arc::from(agent);
+        {
+            let mut agents = lock(&self.agents[self.shard_of(&agent)]);
+            let n = agents.entry(agent.clone()).or_insert(0);
+            if counted && *n >= limits.max_per_agent {
+                return Err(Refusal::AgentFull(limits.max_per_agent));
+            }
+            *n += 1;
+        }
+        let key: Arc<str> = Arc::from(id);
+        let mut shard = lock(&self.shards[self.shard_of(id)]);
+        if let Some(e) = shard.get(id) {
+            // Admitted by someone else meanwhile: give the agent's slot back.
+            let s = e.session.clone();
+            drop(shard);
+            self.release_agent(&agent);
+            return Ok(s);
+        }
+        let session = Arc::new(Mutex::new(make()));
+        shard.insert(
+            key.clone(),
+            Entry {
+                session: session.clone(),
+                agent,
+            },
+        );
+        drop(shard);
+        self.count.fetch_add(1, Ordering::SeqCst);
+        if let Some(idle) = limits.idle_ms {
+            lock(&self.idle).push_back((now_ms.saturating_add(idle as i64), key));
+        }
+        Ok(session)
+    }
+
+    fn release_agent(&self, agent: &Arc<str>) {
+        let mut agents = lock(&self.agents[self.shard_of(agent)]);
+        if let Some(n) = agents.get_mut(agent) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                agents.remove(agent);
+            }
+        }
+    }
+
+    /// Drops session `id` from memory (a no-op if it is not held).
+    pub fn remove(&self, id: &str) -> bool {
+        let removed = lock(&self.shards[self.shard_of(id)]).remove(id);
+        match removed {
+            Some(e) => {
+                self.count.fetch_sub(1, Ordering::SeqCst);
+                self.release_agent(&e.agent);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Session `id` ended at `at_ms`: its tombstone is due for removal after the skew window.
+    pub fn note_sealed(&self, id: &str, at_ms: i64) {
+        lock(&self.sealed).push_back((at_ms, Arc::from(id)));
+    }
+
+    /// Sweeps every expired tombstone and idle session (what a server's housekeeping thread
+    /// calls). Returns how many sessions left memory.
+    pub fn sweep(&self, now_ms: i64, limits: &Limits) -> usize {
+        self.sweep_some(now_ms, limits, usize::MAX)
+    }
+
+    /// At most `budget` queue entries looked at; a session someone is deciding right now is
+    /// kept.
+    fn sweep_some(&self, now_ms: i64, limits: &Limits, budget: usize) -> usize {
+        let mut removed = 0;
+        let mut looked = 0;
+        let full = self.count.load(Ordering::SeqCst) >= limits.max_sessions;
+        // Tombstones: after the skew window, or (without one) only when the table is full.
+        let wait = match limits.tombstone_ms {
+            Some(w) => Some(w as i64),
+            None if full => Some(0),
+            None => None,
+        };
+        if let Some(wait) = wait {
+            while looked < budget {
+                let next = {
+                    let mut q = lock(&self.sealed);
+                    match q.front() {
+                        Some((at, _)) if at.saturating_add(wait) <= now_ms => q.pop_front(),
+                        _ => None,
+                    }
+                };
+                let Some((_, id)) = next else { break };
+                looked += 1;
+                if self.retire(&id, now_ms, true, limits) {
+                    removed += 1;
+                }
+            }
+        }
+        if limits.idle_ms.is_some() {
+            while looked < budget {
+                let next = {
+                    let mut q = lock(&self.idle);
+                    match q.front() {
+                        Some((due, _)) if *due <= now_ms => q.pop_front(),
+                        _ => None,
+                    }
+                };
+                let Some((_, id)) = next else { break };
+                looked += 1;
+                if self.retire(&id, now_ms, false, limits) {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    fn retire(&self, id: &Arc<str>, now_ms: i64, sealed_queue: bool, limits: &Limits) -> bool {
+        let Some(session) = self.get(id) else {
+            return false;
+        };
+        let verdict = match session.try_lock() {
+            Ok(s) => s.verdict(now_ms, sealed_queue, limits),
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                p.into_inner().verdict(now_ms, sealed_queue, limits)
+            }
+            // Being decided right now: not idle.
+            Err(std::sync::TryLockError::WouldBlock) => Verdict::Keep(now_ms.saturating_add(1)),
+        };
+        match verdict {
+            Verdict::Remove => self.remove(id),
+            Verdict::Keep(due) => {
+                if !sealed_queue {
+                    lock(&self.idle).push_back((due, id.clone()));
+                }
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: usize, per_agent: usize) -> Limits {
+        Limits {
+            max_sessions: max,
+            max_per_agent: per_agent,
+            tombstone_ms: Some(100),
+            idle_ms: Some(1_000),
+        }
+    }
+
+    /// A stand-in session: (ended, last active).
+    #[derive(Debug, Default)]
+    struct S(bool, i64);
+
+    impl Retire for S {
+        fn verdict(&self, now: i64, sealed_queue: bool, l: &Limits) -> Verdict {
+            if sealed_queue {
+                return if self.0 {
+                    Verdict::Remove
+                } else {
+                    Verdict::Keep(now)
+                };
+            }
+            let idle = l.idle_ms.unwrap() as i64;
+            if self.1 + idle <= now {
+                Verdict::Remove
+            } else {
+                Verdict::Keep(self.1 + idle)
+            }
+        }
+    }
+
+    #[test]
+    fn one_agent_cannot_take_every_slot() {
+        let t: Table<S> = Table::default();
+        let l = limits(10, 3);
+        for i in 0..3 {
+            t.admit(&format!("a{i}"), "greedy", 0, &l, true, S::default)
+                .unwrap();
+        }
+        assert_eq!(
+            t.admit("a3", "greedy", 0, &l, true, S::default).err(),
+            Some(Refusal::AgentFull(3))
+        );
+        assert!(t.admit("b0", "other", 0, &l, true, S::default).is_ok());
+        // Removing one gives the agent its slot back.
+        assert!(t.remove("a0"));
+        assert!(t.admit("a3", "greedy", 0, &l, true, S::default).is_ok());
+        assert_eq!(t.len(), 4);
+    }
+
+    #[test]
+    fn a_full_table_sweeps_expired_tombstones_before_refusing() {
+        let t: Table<S> = Table::default();
+        let l = Limits {
+            idle_ms: None,
+            ..limits(2, 2)
+        };
+        t.admit("a", "x", 0, &l, true, || S(true, 0)).unwrap();
+        t.note_sealed("a", 0);
+        t.admit("b", "y", 0, &l, true, S::default).unwrap();
+        // The tombstone is within its window: full.
+        assert_eq!(
+            t.admit("c", "z", 50, &l, true, S::default).err(),
+            Some(Refusal::Full(2))
+        );
+        // After it, the tombstone goes and the new session comes in.
+        assert!(t.admit("c", "z", 150, &l, true, S::default).is_ok());
+        assert!(t.get("a").is_none());
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn uncounted_sessions_are_held_whatever_the_caps() {
+        let t: Table<S> = Table::default();
+        let l = limits(1, 1);
+        t.admit("a", "x", 0, &l, true, S::default).unwrap();
+        assert!(t.admit("child", "x", 0, &l, false, S::default).is_ok());
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn idle_sessions_leave_and_active_ones_stay() {
+        let t: Table<S> = Table::default();
+        let l = limits(10, 10);
+        t.admit("quiet", "x", 0, &l, true, S::default).unwrap();
+        t.admit("busy", "x", 0, &l, true, S::default).unwrap();
+        t.get("busy").unwrap().lock().unwrap().1 = 900;
+        assert_eq!(t.sweep(1_000, &l), 1);
+        assert!(t.get("quiet").is_none());
+        assert!(t.get("busy").is_some());
+        // `busy` is looked at again when its own idle time runs out.
+        assert_eq!(t.sweep(1_899, &l), 0);
+        assert_eq!(t.sweep(1_900, &l), 1);
+        assert_eq!(t.len(), 0);
+    }
+}

@@ -1,0 +1,366 @@
+//! The session table under hostile load (docs/serve.md, "Sessions"): a request refused for
+//! want of a handshake allocates nothing, one agent cannot take every slot, idle sessions
+//! leave memory and come back from the journal with their chain and taint, and an ended
+//! session's age survives a restart.
+
+mod serve_common;
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use serve_common::{Conn, Server, POLICY};
+use warden::acs::{envelope, ids, time};
+use warden::guardian::{Caps, Guardian, MemoryJournal, Options, Policy, Protocol, Record};
+
+
+fn guardian(caps: Caps, journal: Option<Arc<MemoryJournal>>) -> Guardian {
+    let options = Options {
+        protocol: Protocol {
+            caps,
+            ..Protocol::strict()
+        },
+        ..Options::default()
+    };
+    let policy = Policy::from_source("p.ward", POLICY).unwrap();
+    match journal {
+        Some(j) => Guardian::with_journal(policy, options, j),
+        None => Guardian::with_options(policy, options),
+    }
+}
+
+fn req(n: u64, method: &str, agent: &str, sid: &str, payload: Value) -> Value {
+    envelope::request(
+        n,
+        method,
+        &ids::counter(7, n),
+        &time::now_rfc3339_ms(),
+        json!({"agent_id": agent, "session_id": sid}),
+        payload,
+    )
+}
+
+fn hello() -> Value {
+    json!({"acs_versions_supported": ["0.1.0"],
+        "methods_implemented": ["steps/sessionStart", "steps/toolCallRequest",
+            "steps/toolCallResult", "steps/sessionEnd"],
+        "transports_supported": ["stdio", "http"], "provenance_producer": "deterministic"})
+}
+
+fn send(g: &Guardian, v: &Value) -> Value {
+    serde_json::from_slice(&g.handle(&serde_json::to_vec(v).unwrap())).unwrap()
+}
+
+fn post(c: &mut Conn, v: &Value) -> Value {
+    c.post(&serde_json::to_vec(v).unwrap()).unwrap()
+}
+
+fn error_code(r: &Value) -> Option<i64> {
+    r["error"]["code"].as_i64()
+}
+
+fn untrusted_result() -> Value {
+    json!({"tool": {"name": "fetch"}, "exit_status": "success",
+        "outputs": [{"value": "page", "provenance": {"provenance_id": "u1",
+            "origin": "tool_output", "source_id": "fetch"}}]})
+}
+
+fn send_call() -> Value {
+    json!({"tool": {"name": "send"}, "arguments": {"to": {"value": "x"}}})
+}
+
+#[test]
+fn requests_refused_for_want_of_a_handshake_take_no_slot() {
+    let caps = Caps {
+        max_sessions: 10,
+        ..Caps::default()
+    };
+    let g = guardian(caps, None);
+    for n in 0..1_000 {
+        let r = send(
+            &g,
+            &req(
+                n + 1,
+                "steps/toolCallRequest",
+                "a",
+                &ids::counter(50, n),
+                send_call(),
+            ),
+        );
+        assert_eq!(error_code(&r), Some(-32003), "{r}");
+    }
+    assert_eq!(g.session_count(), 0, "refused requests allocated sessions");
+    // A real client still gets in.
+    let r = send(
+        &g,
+        &req(5_000, "handshake/hello", "a", &ids::counter(51, 1), hello()),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    assert_eq!(g.session_count(), 1);
+}
+
+#[test]
+fn a_refused_handshake_leaves_nothing_behind() {
+    let g = guardian(Caps::default(), None);
+    let bad = json!({"acs_versions_supported": ["9.9.9"], "methods_implemented": [],
+        "transports_supported": ["stdio"], "provenance_producer": "deterministic"});
+    for n in 0..100 {
+        let r = send(
+            &g,
+            &req(
+                n + 1,
+                "handshake/hello",
+                "a",
+                &ids::counter(52, n),
+                bad.clone(),
+            ),
+        );
+        assert!(r.get("error").is_some(), "{r}");
+    }
+    assert_eq!(g.session_count(), 0);
+}
+
+#[test]
+fn one_agent_cannot_take_every_slot() {
+    let caps = Caps {
+        max_sessions: 100,
+        max_sessions_per_agent: 10,
+        ..Caps::default()
+    };
+    let g = guardian(caps, None);
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        n
+    };
+    for i in 0..10 {
+        let r = send(
+            &g,
+            &req(
+                next(),
+                "handshake/hello",
+                "greedy",
+                &ids::counter(53, i),
+                hello(),
+            ),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+    }
+    let r = send(
+        &g,
+        &req(
+            next(),
+            "handshake/hello",
+            "greedy",
+            &ids::counter(53, 10),
+            hello(),
+        ),
+    );
+    assert_eq!(error_code(&r), Some(-32000), "{r}");
+    assert!(
+        r["error"]["message"].to_string().contains("greedy") || r.to_string().contains("greedy"),
+        "{r}"
+    );
+    let r = send(
+        &g,
+        &req(
+            next(),
+            "handshake/hello",
+            "polite",
+            &ids::counter(54, 0),
+            hello(),
+        ),
+    );
+    assert_eq!(
+        r["result"]["decision"], "allow",
+        "another agent still gets in: {r}"
+    );
+}
+
+/// Opens a session, takes in untrusted content, and checks that sending is denied.
+fn tainted_session(g: &Guardian, sid: &str, n: &mut u64) {
+    let mut go = |method: &str, payload: Value| {
+        *n += 1;
+        send(g, &req(*n, method, "a", sid, payload))
+    };
+    assert_eq!(
+        go("handshake/hello", hello())["result"]["decision"],
+        "allow"
+    );
+    assert_eq!(
+        go("steps/sessionStart", json!({}))["result"]["decision"],
+        "allow"
+    );
+    assert_eq!(
+        go("steps/toolCallResult", untrusted_result())["result"]["decision"],
+        "allow"
+    );
+    assert_eq!(
+        go("steps/toolCallRequest", send_call())["result"]["decision"],
+        "deny"
+    );
+}
+
+#[test]
+fn an_idle_session_leaves_memory_and_comes_back_with_its_chain_and_taint() {
+    let caps = Caps {
+        idle_session_ms: Some(1),
+        ..Caps::default()
+    };
+    let journal = Arc::new(MemoryJournal::default());
+    let g = guardian(caps, Some(journal.clone()));
+    let sid = ids::counter(55, 1);
+    let mut n = 0;
+    tainted_session(&g, &sid, &mut n);
+    let (head, len) = g.chain_head(&sid).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(g.sweep_sessions(), 1);
+    assert_eq!(g.session_count(), 0, "the idle session left memory");
+    // It comes back: restored from the journal, its chain continues and its taint holds.
+    n += 1;
+    let r = send(&g, &req(n, "steps/toolCallRequest", "a", &sid, send_call()));
+    assert_eq!(r["result"]["decision"], "deny", "{r}");
+    assert_eq!(r["result"]["reason_codes"][0], "taint", "{r}");
+    let (head2, len2) = g.chain_head(&sid).unwrap();
+    assert_eq!(len2, len + 1);
+    assert_ne!(head2, head);
+    let last = journal.records.lock().unwrap().last().cloned().unwrap();
+    let Record::Step { entries, .. } = last else {
+        panic!("a step record")
+    };
+    assert_eq!(
+        entries[0]["previous_hash"].as_str(),
+        head.as_deref(),
+        "the chain links on"
+    );
+    // A replay of an old request id is still refused.
+    let again = req(2, "steps/sessionStart", "a", &sid, json!({}));
+    assert_eq!(error_code(&send(&g, &again)), Some(-32005));
+}
+
+#[test]
+fn without_a_journal_an_idle_session_is_gone_and_says_so() {
+    let caps = Caps {
+        idle_session_ms: Some(1),
+        ..Caps::default()
+    };
+    let g = guardian(caps, None);
+    let sid = ids::counter(56, 1);
+    let mut n = 0;
+    tainted_session(&g, &sid, &mut n);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    g.sweep_sessions();
+    // Not decided on an empty state: it must handshake again.
+    let r = send(
+        &g,
+        &req(100, "steps/toolCallRequest", "a", &sid, send_call()),
+    );
+    assert_eq!(error_code(&r), Some(-32003), "{r}");
+}
+
+#[test]
+fn an_ended_session_keeps_its_age_across_a_restart_and_stays_ended() {
+    let journal = Arc::new(MemoryJournal::default());
+    let g = guardian(Caps::default(), Some(journal.clone()));
+    let sid = ids::counter(57, 1);
+    let mut n = 0;
+    tainted_session(&g, &sid, &mut n);
+    n += 1;
+    let r = send(
+        &g,
+        &req(
+            n,
+            "steps/sessionEnd",
+            "a",
+            &sid,
+            json!({"reason": "completed"}),
+        ),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    // The records say the session ended ten minutes ago (beyond the five-minute window).
+    let mut records = journal.take();
+    for r in &mut records {
+        if let Record::Handshake { at_ms, .. } | Record::Step { at_ms, .. } = r {
+            *at_ms = Some(at_ms.unwrap() - 600_000);
+        }
+    }
+    let restarted = guardian(Caps::default(), Some(journal.clone()));
+    journal
+        .records
+        .lock()
+        .unwrap()
+        .extend(records.iter().cloned());
+    restarted.restore(records);
+    assert_eq!(
+        restarted.session_count(),
+        0,
+        "the old tombstone was not made young"
+    );
+    // Its requests are still refused: the session comes back from the journal, ended.
+    n += 1;
+    let r = send(
+        &restarted,
+        &req(n, "steps/toolCallRequest", "a", &sid, send_call()),
+    );
+    assert_eq!(error_code(&r), Some(-32000), "{r}");
+    assert!(r.to_string().contains("ended"), "{r}");
+}
+
+/// Over HTTP against `warden serve --state`: a flood of handshake-less requests does not fill
+/// the table, and an idle session evicted by the housekeeping thread comes back.
+#[test]
+fn the_server_evicts_idle_sessions_and_restores_them() {
+    let dir = serve_common::tmp("sessions");
+    let state = dir.join("state");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let server = Server::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--max-sessions",
+        "5",
+        "--idle-timeout",
+        "1",
+    ]);
+    let mut c = Conn::open(&server.addr).unwrap();
+    for n in 0..200 {
+        let r = post(
+            &mut c,
+            &req(
+                n + 1,
+                "steps/toolCallRequest",
+                "a",
+                &ids::counter(58, n),
+                send_call(),
+            ),
+        );
+        assert_eq!(error_code(&r), Some(-32003), "{r}");
+    }
+    let sid = ids::counter(59, 1);
+    let mut n = 1_000;
+    let mut go = |c: &mut Conn, method: &str, payload: Value| {
+        n += 1;
+        post(c, &req(n, method, "a", &sid, payload))
+    };
+    assert_eq!(
+        go(&mut c, "handshake/hello", hello())["result"]["decision"],
+        "allow"
+    );
+    assert_eq!(
+        go(&mut c, "steps/sessionStart", json!({}))["result"]["decision"],
+        "allow"
+    );
+    assert_eq!(
+        go(&mut c, "steps/toolCallResult", untrusted_result())["result"]["decision"],
+        "allow"
+    );
+    // Idle for longer than the timeout and a sweep (once a second).
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let r = go(&mut c, "steps/toolCallRequest", send_call());
+    assert_eq!(
+        r["result"]["decision"], "deny",
+        "restored with its taint: {r}"
+    );
+    assert!(r["result"]["chain_hash"].is_string(), "{r}");
+}
