@@ -12,7 +12,6 @@ use serve_common::{Conn, Server, POLICY};
 use warden::acs::{envelope, ids, time};
 use warden::guardian::{Caps, Guardian, MemoryJournal, Options, Policy, Protocol, Record};
 
-
 fn guardian(caps: Caps, journal: Option<Arc<MemoryJournal>>) -> Guardian {
     let options = Options {
         protocol: Protocol {

@@ -489,15 +489,16 @@ impl Guardian {
         }
     }
 
-    /// Holds a new session `sid` for `agent` (or returns the one held), within the caps.
+    /// Holds a new session `sid` for `agent` (or returns the one held), within the caps,
+    /// active at `now` (a restore passes the time its record was written).
     fn admit(
         &self,
         sid: &str,
         agent: &str,
         counted: bool,
+        now: i64,
     ) -> Result<Arc<Mutex<Session>>, RpcError> {
-        let now = time::now_ms();
-        self.admit_with(sid, agent, counted, || Session {
+        self.admit_with(sid, agent, counted, now, || Session {
             last_active_ms: now,
             agent: Arc::from(agent),
             ..Session::default()
@@ -510,11 +511,12 @@ impl Guardian {
         sid: &str,
         agent: &str,
         counted: bool,
+        now: i64,
         make: impl FnOnce() -> Session,
     ) -> Result<Arc<Mutex<Session>>, RpcError> {
         let limits = self.limits();
         self.sessions
-            .admit(sid, agent, time::now_ms(), &limits, counted, make)
+            .admit(sid, agent, now, &limits, counted, make)
             .map_err(|r| {
                 RpcError::session_refused(match r {
                     sessions::Refusal::Full(n) => {
@@ -579,7 +581,7 @@ impl Guardian {
             (None, None) if hook.is_some() && proto.require_handshake => {
                 return fail(handshake_required(&req.method))
             }
-            (None, None) => match self.admit(sid, &p.metadata.agent_id, true) {
+            (None, None) => match self.admit(sid, &p.metadata.agent_id, true, time::now_ms()) {
                 Ok(s) => (s, true),
                 Err(e) => return fail(e),
             },
@@ -996,7 +998,11 @@ impl Guardian {
 
     /// What a subagent's session hands back at `subagentStop`; `None` for an unknown session.
     fn session_facts(&self, id: &str) -> Option<ChildFacts> {
-        let session = self.existing_session(id)?;
+        // An ended subagent's tombstone may have left memory: its facts come from the journal.
+        let session = match self.existing_session(id) {
+            Some(s) => s,
+            None => self.restore_returning(id)?.ok()?,
+        };
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
         let (labels, effects) = match &s.state {
             Some(st) => (st.scalars.session_labels, st.changed_effects()),
@@ -1211,7 +1217,9 @@ impl Guardian {
     /// writing them again: each committed step's effect on the state is re-applied (the
     /// policy's rules are not re-run; the journal says whether the step went ahead), the
     /// replay window, negotiation, chain head and seal are restored. Exact when the policy
-    /// is the one the records were decided on.
+    /// is the one the records were decided on. The journal may come in consecutive chunks (one
+    /// call each); ended sessions past their tombstone time leave memory as it goes, idle ones
+    /// at [`Guardian::sweep_sessions`] after the last chunk.
     pub fn restore(&self, records: impl IntoIterator<Item = Record>) -> usize {
         let now = time::now_ms();
         let proto = &self.options.protocol;
@@ -1220,7 +1228,8 @@ impl Guardian {
             n += 1;
             // Restored whatever the caps say (the journal holds what was admitted).
             let agent = record.agent().unwrap_or("");
-            let Ok(session) = self.admit(record.session(), agent, false) else {
+            let at_ms = record.at_ms().unwrap_or(now);
+            let Ok(session) = self.admit(record.session(), agent, false, at_ms) else {
                 continue;
             };
             let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
@@ -1234,7 +1243,10 @@ impl Guardian {
                     .prune(now, Some(w));
             }
         }
-        self.sweep_sessions();
+        // Ended sessions past their tombstone time leave as the restore goes; idle ones
+        // only when the caller says the journal is done (`sweep_sessions`), since a later
+        // record may still continue them.
+        self.sessions.sweep_tombstones(now, &self.limits());
         n
     }
 
@@ -1268,7 +1280,8 @@ impl Guardian {
         s.detached = false;
         s.window.prune(now, self.options.protocol.skew_window_ms);
         let sealed_at = s.sealed.then_some(s.sealed_at_ms);
-        let admitted = self.admit_with(sid, &agent, true, move || s);
+        let last_active = s.last_active_ms;
+        let admitted = self.admit_with(sid, &agent, true, last_active, move || s);
         if let (Ok(_), Some(at)) = (&admitted, sealed_at) {
             self.sessions.note_sealed(sid, at);
         }

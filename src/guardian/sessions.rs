@@ -145,7 +145,7 @@ impl<T: Retire> Table<T> {
             return Ok(s);
         }
         if counted {
-            self.sweep_some(now_ms, limits, SWEEP_PER_ADMISSION);
+            self.sweep_some(now_ms, limits, SWEEP_PER_ADMISSION, true);
             if self.count.load(Ordering::SeqCst) >= limits.max_sessions {
                 return Err(Refusal::Full(limits.max_sessions));
             }
@@ -215,12 +215,18 @@ impl<T: Retire> Table<T> {
     /// Sweeps every expired tombstone and idle session (what a server's housekeeping thread
     /// calls). Returns how many sessions left memory.
     pub fn sweep(&self, now_ms: i64, limits: &Limits) -> usize {
-        self.sweep_some(now_ms, limits, usize::MAX)
+        self.sweep_some(now_ms, limits, usize::MAX, true)
+    }
+
+    /// Sweeps expired tombstones only (an ended session has no later records, so this is
+    /// safe in the middle of a restore; an idle one may have).
+    pub fn sweep_tombstones(&self, now_ms: i64, limits: &Limits) -> usize {
+        self.sweep_some(now_ms, limits, usize::MAX, false)
     }
 
     /// At most `budget` queue entries looked at; a session someone is deciding right now is
     /// kept.
-    fn sweep_some(&self, now_ms: i64, limits: &Limits, budget: usize) -> usize {
+    fn sweep_some(&self, now_ms: i64, limits: &Limits, budget: usize, idle: bool) -> usize {
         let mut removed = 0;
         let mut looked = 0;
         let full = self.count.load(Ordering::SeqCst) >= limits.max_sessions;
@@ -246,7 +252,7 @@ impl<T: Retire> Table<T> {
                 }
             }
         }
-        if limits.idle_ms.is_some() {
+        if idle && limits.idle_ms.is_some() {
             while looked < budget {
                 let next = {
                     let mut q = lock(&self.idle);

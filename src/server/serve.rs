@@ -26,6 +26,9 @@ pub fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
     }
 }
 
+/// Journal records read and restored at a time when a server starts.
+const RESTORE_CHUNK: usize = 4096;
+
 /// Builds the Guardian: with `state`, opens the journal there and restores every session
 /// from it before serving.
 pub fn build(
@@ -38,10 +41,28 @@ pub fn build(
         Some(dir) => {
             let store = Arc::new(Store::open(dir)?);
             let started = Instant::now();
-            let records = store.records()?;
             let journal: Arc<dyn Journal> = store.clone();
             let g = Guardian::with_journal(policy, options, journal);
-            let n = g.restore(records);
+            // In chunks, so a restart holds one chunk of records at a time (plus the sessions
+            // it rebuilds: ended and idle ones leave memory again as it goes).
+            let mut n = 0;
+            let mut next = 0;
+            let mut said = Instant::now();
+            loop {
+                let chunk = store.records_from(next, RESTORE_CHUNK)?;
+                let Some((last, _)) = chunk.last() else { break };
+                next = last + 1;
+                n += g.restore(chunk.into_iter().map(|(_, r)| r));
+                if said.elapsed() >= Duration::from_secs(5) {
+                    said = Instant::now();
+                    eprintln!(
+                        "warden: restoring {}: {n} journal record(s) so far, {} session(s) held",
+                        dir.display(),
+                        g.session_count()
+                    );
+                }
+            }
+            g.sweep_sessions();
             if n > 0 {
                 eprintln!(
                     "warden: restored {n} journal record(s), {} session(s) from {} in {} ms",

@@ -108,6 +108,21 @@ impl Store {
         read_records(&self.db)
     }
 
+    /// Up to `max` records from sequence number `from` on, with their sequence numbers: a
+    /// restart reads the journal in such chunks, so it never holds the whole journal.
+    pub fn records_from(&self, from: u64, max: usize) -> Result<Vec<(u64, Record)>, String> {
+        let r = self.db.begin_read().map_err(err)?;
+        let t = r.open_table(LOG).map_err(err)?;
+        let mut out = Vec::with_capacity(max.min(4096));
+        for item in t.range(from..).map_err(err)?.take(max) {
+            let (k, v) = item.map_err(err)?;
+            let rec: Record = serde_json::from_slice(v.value())
+                .map_err(|e| format!("journal record {}: {e}", k.value()))?;
+            out.push((k.value(), rec));
+        }
+        Ok(out)
+    }
+
     /// One session's records, in the order they were written.
     pub fn records_of(&self, session: &str) -> Result<Vec<Record>, String> {
         let r = self.db.begin_read().map_err(err)?;

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -31,6 +31,8 @@ pub fn tmp(name: &str) -> PathBuf {
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// What it said on stderr, line by line.
+    pub stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -45,9 +47,12 @@ impl Server {
             .expect("start warden serve");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let keep = said.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { return };
+                keep.lock().unwrap().push(line.clone());
                 if let Some(rest) = line.strip_prefix("warden: listening on http://") {
                     let _ = tx.send(rest.trim_end_matches("/acs").to_string());
                 } else {
@@ -58,7 +63,32 @@ impl Server {
         let addr = rx
             .recv_timeout(WAIT)
             .expect("the server says where it listens");
-        Server { child, addr }
+        Server {
+            child,
+            addr,
+            stderr: said,
+        }
+    }
+
+    /// The first stderr line containing `needle`, if any yet.
+    pub fn said(&self, needle: &str) -> Option<String> {
+        self.stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains(needle))
+            .cloned()
+    }
+
+    /// A field of `/proc/PID/status` in kB (`VmRSS`: resident now, `VmHWM`: the peak).
+    pub fn memory_kb(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// SIGKILL: no chance to flush anything.
