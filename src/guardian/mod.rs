@@ -375,6 +375,27 @@ impl Guardian {
         };
     }
 
+    /// Swaps the policy like [`Guardian::set_policy`], after writing a
+    /// [`Record::PolicyReload`] (the digest replaced, the digest taken, server time) to the
+    /// journal. Decisions wait for the record to be durable; if the journal refuses it, the
+    /// policy is not swapped and the error is returned. Gives back (old, new) digests.
+    pub fn reload_policy(&self, policy: Policy) -> Result<(Arc<str>, Arc<str>), String> {
+        let mut p = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        let old = p.digest.clone();
+        let new = policy.digest.clone();
+        self.journal(vec![Record::PolicyReload {
+            old: old.to_string(),
+            new: new.to_string(),
+            at: time::now_rfc3339(),
+        }])?;
+        *p = Active {
+            program: policy.program,
+            digest: policy.digest,
+            sources: policy.sources,
+        };
+        Ok((old, new))
+    }
+
     fn active(&self) -> Active {
         self.policy
             .read()
@@ -707,8 +728,12 @@ impl Guardian {
         let mut entries = Vec::new();
         if proto.audit {
             if s.chain.len > 0 && s.policy_digest.as_deref() != Some(&*active.digest) {
-                let e =
-                    audit::reload_entry(s.chain.next_id(sid), &active.digest, time::now_rfc3339());
+                let e = audit::reload_entry(
+                    s.chain.next_id(sid),
+                    s.policy_digest.as_deref(),
+                    &active.digest,
+                    time::now_rfc3339(),
+                );
                 entries.push(s.chain.append(e));
             }
             let mut e = audit::step_entry(
@@ -1188,7 +1213,11 @@ impl Guardian {
                     .map(|f| f.effects),
                 _ => None,
             };
-            let Ok(session) = self.session_handle(record.session()) else {
+            // A policy reload belongs to no session: nothing to rebuild.
+            let Some(sid) = record.session() else {
+                continue;
+            };
+            let Ok(session) = self.session_handle(sid) else {
                 continue;
             };
             let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
@@ -1196,6 +1225,7 @@ impl Guardian {
                 Record::Handshake { negotiated, .. } => {
                     s.negotiated = Some(Arc::new(negotiated));
                 }
+                Record::PolicyReload { .. } => {}
                 Record::EffectResolved {
                     key, to, entries, ..
                 } => {
