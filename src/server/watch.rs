@@ -226,7 +226,7 @@ impl Reloader {
                  the current policy keeps serving"
             ),
             Reload::Rejected(why) => {
-                eprint!("{why}warden: {shown} was not reloaded; the current policy keeps serving\n")
+                eprintln!("{why}warden: {shown} was not reloaded; the current policy keeps serving")
             }
         }
         r
