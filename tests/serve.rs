@@ -809,26 +809,35 @@ mod reload {
     }
 }
 
-#[test]
-fn watch_never_swaps_in_a_file_still_being_written() {
+/// An author saves the policy in place in two chunks, `pause` apart: the first chunk alone
+/// (`default allow`) is a complete policy that allows `rm`, which the old and the new policy deny.
+/// With `reopen`, the file is closed after the first chunk and opened again to append the second.
+/// Every `rm` decided meanwhile must be denied, and the one reload must go straight from the old
+/// policy to the finished file, recorded in the journal and in the session's chain.
+fn slow_save_is_never_swapped_in_half_written(name: &str, pause: Duration, reopen: bool) {
     use reload::*;
-    let rig = Rig::start("watch-slow");
+    let rig = Rig::start(name);
     let old = rig.digest();
     assert_eq!(rig.call("rm"), "deny");
-    // An author saves in place, in two chunks, pausing longer than the quiet period between
-    // them: the first chunk alone (`default allow`) is a complete policy that allows `rm`.
     let policy = rig.policy.clone();
     let writer = std::thread::spawn(move || {
         let (a, b) = NEW.split_at(NEW.find('\n').unwrap() + 1);
         let mut f = std::fs::File::create(&policy).unwrap();
         f.write_all(a.as_bytes()).unwrap();
-        // Longer than the quiet period, shorter than the quiet period and the settle interval
-        // together: the watcher reads the file once before the second chunk and once after.
-        std::thread::sleep(QUIET * 3 / 2);
+        if reopen {
+            drop(f);
+            std::thread::sleep(pause);
+            f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&policy)
+                .unwrap();
+        } else {
+            std::thread::sleep(pause);
+        }
         f.write_all(b.as_bytes()).unwrap();
     });
     // Every `rm` decided meanwhile is decided by the old policy, then by the new one.
-    let swapped = rig.rm_is_denied_until_not(&old, Duration::from_secs(10));
+    let swapped = rig.rm_is_denied_until_not(&old, Duration::from_secs(15));
     writer.join().unwrap();
     assert!(swapped, "the finished file was swapped in");
     assert_eq!(rig.call("ls"), "deny");
@@ -843,6 +852,23 @@ fn watch_never_swaps_in_a_file_still_being_written() {
     assert_eq!(reload["previous_policy_digest"], json!(old));
     assert_eq!(reload["policy_digest"], json!(new));
     warden::acs::crypto::verify_chain(&entries).unwrap();
+}
+
+#[test]
+fn watch_never_swaps_in_a_file_still_being_written() {
+    // The writer closes the file between the chunks, so nothing but the two reads can tell:
+    // the pause is longer than the quiet period, shorter than the quiet period and the settle
+    // interval together, so the watcher reads the file once before the second chunk and once
+    // after.
+    slow_save_is_never_swapped_in_half_written("watch-slow", reload::QUIET * 3 / 2, true);
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn watch_waits_for_a_file_still_open_for_writing() {
+    // A pause the two reads cannot see (longer than the quiet period and the settle interval
+    // together), with the file held open: inotify says it is not closed yet.
+    slow_save_is_never_swapped_in_half_written("watch-open", reload::QUIET * 4, false);
 }
 
 #[test]

@@ -9,9 +9,11 @@
 //! read twice, `settle` apart, and compared by size, modification time and SHA-256; if anything
 //! differs, nothing is loaded and the next quiet period is awaited. The policy is compiled from
 //! the root's second read (never a third read), and every `use`d file the compiler read must
-//! hold the bytes of that second read too. A writer that pauses longer than the quiet period
-//! plus `settle` cannot be told from a finished one: saving by write-then-rename (docs/serve.md)
-//! is what makes a save atomic.
+//! hold the bytes of that second read too. On Linux the watcher also waits, before reading, for
+//! every `.ward` file written to be closed (inotify reports it), for up to 5 s. A
+//! writer that pauses longer than the quiet period plus `settle` (and, on Linux, closes the file
+//! or stays open past the limit) cannot be told from a finished one: saving by write-then-rename
+//! (docs/serve.md) is what makes a save atomic.
 
 use std::path::{Path, PathBuf};
 #[cfg(feature = "watch")]
@@ -244,10 +246,47 @@ pub fn reload(g: &Guardian, path: &Path, settle: Duration) -> Reload {
 #[cfg(feature = "watch")]
 const MAX_UNSTABLE: usize = 100;
 
+/// How long after its last change a file still open for writing is waited for (Linux only:
+/// inotify tells when a file written is closed; other platforms' watchers do not).
+#[cfg(feature = "watch")]
+pub const OPEN_LIMIT: Duration = Duration::from_secs(5);
+
+/// What the watcher was told about a `.ward` file.
+#[cfg(feature = "watch")]
+enum Change {
+    /// Its content was written (it may still be open for writing).
+    Written(PathBuf),
+    /// A writer closed it.
+    Closed(PathBuf),
+    /// Created, renamed, removed, its metadata changed.
+    Other,
+}
+
+#[cfg(feature = "watch")]
+fn change(ev: notify::Event) -> Option<Change> {
+    use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
+    let path = ev
+        .paths
+        .iter()
+        .find(|p| p.extension().is_some_and(|x| x == "ward"))?
+        .clone();
+    // Only inotify reports closes: elsewhere a write is just a change.
+    let tracks_close = cfg!(any(target_os = "linux", target_os = "android"));
+    match ev.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) if tracks_close => {
+            Some(Change::Closed(path))
+        }
+        EventKind::Access(_) => None,
+        EventKind::Modify(ModifyKind::Data(_)) if tracks_close => Some(Change::Written(path)),
+        _ => Some(Change::Other),
+    }
+}
+
 /// Watches the policy's folder and reloads on every change to a `.ward` file: once the folder
-/// has been quiet for `quiet`, the files are read twice `quiet` apart ([`Reloader`]); if they
-/// changed, the watcher waits for the next quiet period and tries again. The returned watcher
-/// must be kept alive.
+/// has been quiet for `quiet` (and, on Linux, every `.ward` file written has been closed, or
+/// left alone for [`OPEN_LIMIT`]), the files are read twice `quiet` apart ([`Reloader`]); if
+/// they changed, the watcher waits for the next quiet period and tries again. The returned
+/// watcher must be kept alive.
 #[cfg(feature = "watch")]
 pub fn watch(
     g: Arc<Guardian>,
@@ -255,16 +294,12 @@ pub fn watch(
     quiet: Duration,
 ) -> Result<notify::RecommendedWatcher, String> {
     use notify::Watcher as _;
-    let (tx, rx) = mpsc::channel::<()>();
+    use std::collections::HashMap;
+    use std::time::Instant;
+    let (tx, rx) = mpsc::channel::<Change>();
     let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        if let Ok(ev) = ev {
-            let relevant = ev
-                .paths
-                .iter()
-                .any(|p| p.extension().is_some_and(|x| x == "ward"));
-            if relevant && !matches!(ev.kind, notify::EventKind::Access(_)) {
-                let _ = tx.send(());
-            }
+        if let Some(c) = ev.ok().and_then(change) {
+            let _ = tx.send(c);
         }
     })
     .map_err(|e| e.to_string())?;
@@ -277,13 +312,42 @@ pub fn watch(
         .watch(&dir, notify::RecursiveMode::Recursive)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut reloader = Reloader::new(path, quiet);
+    // Files written and not yet closed, with the time of their last write.
+    let mut open: HashMap<PathBuf, Instant> = HashMap::new();
+    let note = |c: Change, open: &mut HashMap<PathBuf, Instant>| match c {
+        Change::Written(p) => {
+            open.insert(p, Instant::now());
+        }
+        Change::Closed(p) => {
+            open.remove(&p);
+        }
+        Change::Other => {}
+    };
     std::thread::Builder::new()
         .name("warden-watch".into())
         .spawn(move || {
-            while rx.recv().is_ok() {
+            while let Ok(c) = rx.recv() {
+                note(c, &mut open);
                 for _ in 0..MAX_UNSTABLE {
-                    // Debounce: wait until the folder has been quiet for `quiet`.
-                    while rx.recv_timeout(quiet).is_ok() {}
+                    let mut told = false;
+                    loop {
+                        // Debounce: wait until the folder has been quiet for `quiet`.
+                        while let Ok(c) = rx.recv_timeout(quiet) {
+                            note(c, &mut open);
+                        }
+                        open.retain(|_, at| at.elapsed() < OPEN_LIMIT);
+                        let Some(p) = open.keys().next() else { break };
+                        if !told {
+                            eprintln!(
+                                "warden: {} is still open for writing; waiting for it to be \
+                                 closed (at most {} s after its last change), the current \
+                                 policy keeps serving",
+                                p.display(),
+                                OPEN_LIMIT.as_secs()
+                            );
+                            told = true;
+                        }
+                    }
                     if !matches!(reloader.reload_and_log(&g), Reload::Unstable(_)) {
                         break;
                     }
