@@ -899,6 +899,13 @@ fn watch_takes_a_write_then_rename_save() {
     let (reloads, entries) = rig.records();
     assert_eq!(reloads, vec![(old, new)]);
     warden::acs::crypto::verify_chain(&entries).unwrap();
+    // A restore reads past the reload record (it belongs to no session).
+    let records = rig.journal.records.lock().unwrap().clone();
+    let restored =
+        warden::guardian::Guardian::new(warden::guardian::Policy::load(&rig.policy).unwrap());
+    assert_eq!(restored.restore(records.clone()), records.len());
+    assert_eq!(restored.session_count(), 1);
+    assert_eq!(restored.chain_head(&rig.sid), rig.g.chain_head(&rig.sid));
 }
 
 // ---------------------------------------------------------------------------------------------

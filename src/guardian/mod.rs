@@ -29,7 +29,8 @@
 //! A `Guardian` is `Send + Sync`. Sessions are independent: each has its own lock, so
 //! requests of different sessions are decided in parallel, and requests of one session one at
 //! a time, in the order they take the lock. The policy can be swapped atomically
-//! ([`Guardian::set_policy`]); a decision in flight finishes on the policy it started with.
+//! ([`Guardian::set_policy`], or [`Guardian::reload_policy`], which journals the swap first); a
+//! decision in flight finishes on the policy it started with.
 
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
