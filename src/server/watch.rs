@@ -53,19 +53,29 @@ impl PartialEq for Stamp {
     }
 }
 
+/// Why a read saw no [`Stamp`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unread {
+    /// The file cannot be read (missing, no permission): a lasting condition.
+    Failed(String),
+    /// The file changed during the read.
+    Moving(String),
+}
+
 /// Reads a file once: its metadata before and after the bytes, which must agree with each
 /// other and with the number of bytes read (else the file changed under the read).
-fn stamp(path: &Path) -> Result<Stamp, String> {
+fn stamp(path: &Path) -> Result<Stamp, Unread> {
     let shown = path.display();
-    let before = std::fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let after = std::fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let failed = |e: std::io::Error| Unread::Failed(format!("cannot read {shown}: {e}"));
+    let before = std::fs::metadata(path).map_err(failed)?;
+    let bytes = std::fs::read(path).map_err(failed)?;
+    let after = std::fs::metadata(path).map_err(failed)?;
     let modified = before.modified().ok();
     if before.len() != after.len()
         || modified != after.modified().ok()
         || bytes.len() as u64 != after.len()
     {
-        return Err(format!("{shown} changed while it was read"));
+        return Err(Unread::Moving(format!("{shown} changed while it was read")));
     }
     Ok(Stamp {
         len: after.len(),
@@ -161,9 +171,16 @@ impl Reloader {
             for ((f, a), b) in files.iter().zip(&first).zip(&second) {
                 match (a, b) {
                     (Ok(a), Ok(b)) if a == b => {}
-                    (Err(a), Err(b)) if a == b && *f != self.root => {}
-                    (Err(a), Err(b)) if a == b => return Reload::Rejected(format!("{a}\n")),
-                    (_, Err(e)) | (Err(e), _) => return Reload::Unstable(e.clone()),
+                    // A `use`d module gone for good: the compile says what that means.
+                    (Err(Unread::Failed(a)), Err(Unread::Failed(b))) if a == b => {
+                        if *f == self.root {
+                            return Reload::Rejected(format!("{a}\n"));
+                        }
+                    }
+                    (_, Err(Unread::Failed(e) | Unread::Moving(e)))
+                    | (Err(Unread::Failed(e) | Unread::Moving(e)), _) => {
+                        return Reload::Unstable(e.clone())
+                    }
                     (Ok(_), Ok(_)) => {
                         return Reload::Unstable(format!(
                             "{} changed between two reads {} ms apart",
