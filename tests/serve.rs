@@ -692,6 +692,221 @@ fn watch_swaps_a_good_policy_and_keeps_the_last_good_one() {
         "{entries:?}"
     );
     warden::acs::crypto::verify_chain(entries).unwrap();
+    // So is the Guardian's record of it: the digest replaced and the one taken.
+    let reloads = warden::guardian::journal::reloads(&records);
+    assert_eq!(reloads.len(), 1, "{reloads:?}");
+    let reload = entries
+        .iter()
+        .find(|e| e["step_type"] == "warden/policy_reload")
+        .unwrap();
+    assert_eq!(reload["previous_policy_digest"], reloads[0].0);
+    assert_eq!(reload["policy_digest"], reloads[0].1);
+    // And `warden audit verify` reads a journal holding it.
+    let out = Command::new(bin())
+        .args(["audit", "verify", "--verbose"])
+        .arg(dir.join("state"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("1 policy reload(s)"), "{text}");
+}
+
+/// Reload through the library's watcher with a short quiet period: a Guardian that audits and
+/// journals in memory, one session, and what it answers for `tool`.
+mod reload {
+    use super::*;
+    use std::sync::Arc;
+    use warden::guardian::{journal, Guardian, MemoryJournal, Options, Policy, Protocol, Record};
+    use warden::server::watch;
+
+    /// Denies `rm`, allows the rest.
+    pub const OLD: &str = "rule no_rm on toolCallRequest when tool.name == \"rm\" => deny \"no_rm\": \"no\"\ndefault allow\n";
+    /// Denies `rm` and `ls`; its first line alone is a complete policy that allows both.
+    pub const NEW: &str = "default allow\nrule no_rm on toolCallRequest when tool.name == \"rm\" => deny \"no_rm\": \"no\"\nrule no_ls on toolCallRequest when tool.name == \"ls\" => deny \"no_ls\": \"no\"\n";
+    pub const QUIET: Duration = Duration::from_millis(300);
+
+    pub struct Rig {
+        pub g: Arc<Guardian>,
+        pub journal: Arc<MemoryJournal>,
+        pub policy: PathBuf,
+        pub sid: String,
+        _watcher: notify::RecommendedWatcher,
+    }
+
+    impl Rig {
+        pub fn start(name: &str) -> Rig {
+            let dir = tmp(name);
+            let policy = dir.join("p.ward");
+            std::fs::write(&policy, OLD).unwrap();
+            let journal = Arc::new(MemoryJournal::default());
+            let options = Options {
+                protocol: Protocol {
+                    audit: true,
+                    ..Protocol::default()
+                },
+                ..Options::default()
+            };
+            let g = Arc::new(Guardian::with_journal(
+                Policy::load(&policy).unwrap(),
+                options,
+                journal.clone(),
+            ));
+            let watcher = watch::watch(g.clone(), policy.clone(), QUIET).unwrap();
+            let rig = Rig {
+                g,
+                journal,
+                policy,
+                sid: ids::counter(9, REQ.fetch_add(1, Ordering::SeqCst)),
+                _watcher: watcher,
+            };
+            assert_eq!(rig.decide("steps/sessionStart", json!({})), "allow");
+            rig
+        }
+
+        pub fn decide(&self, method: &str, payload: Value) -> String {
+            let env = envelope(method, &self.sid, payload, None);
+            let r: Value =
+                serde_json::from_slice(&self.g.handle(&serde_json::to_vec(&env).unwrap())).unwrap();
+            r["result"]["decision"].as_str().unwrap_or("?").to_string()
+        }
+
+        pub fn call(&self, tool: &str) -> String {
+            self.decide(
+                "steps/toolCallRequest",
+                json!({"tool": {"name": tool}, "arguments": {}}),
+            )
+        }
+
+        /// The digest of the policy file as it is now (a digest names the file too).
+        pub fn digest(&self) -> String {
+            Policy::load(&self.policy).unwrap().digest().to_string()
+        }
+
+        /// Decides `rm` (denied by OLD and NEW alike) until the policy in force is no longer
+        /// `old` or `within` has passed, asserting every answer is a deny; whether it changed.
+        pub fn rm_is_denied_until_not(&self, old: &str, within: Duration) -> bool {
+            let start = std::time::Instant::now();
+            while start.elapsed() < within {
+                assert_eq!(self.call("rm"), "deny", "rm was allowed");
+                if *self.g.policy_digest() != *old {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            false
+        }
+
+        /// The reload records journalled so far, and every chain entry.
+        pub fn records(&self) -> (Vec<(String, String)>, Vec<Value>) {
+            let records: Vec<Record> = self.journal.records.lock().unwrap().clone();
+            let reloads = journal::reloads(&records)
+                .into_iter()
+                .map(|(o, n, _)| (o.to_string(), n.to_string()))
+                .collect();
+            let chains = journal::chains(&records);
+            (reloads, chains.into_iter().flat_map(|(_, e)| e).collect())
+        }
+    }
+}
+
+/// An author saves the policy in place in two chunks, `pause` apart: the first chunk alone
+/// (`default allow`) is a complete policy that allows `rm`, which the old and the new policy deny.
+/// With `reopen`, the file is closed after the first chunk and opened again to append the second.
+/// Every `rm` decided meanwhile must be denied, and the one reload must go straight from the old
+/// policy to the finished file, recorded in the journal and in the session's chain.
+fn slow_save_is_never_swapped_in_half_written(name: &str, pause: Duration, reopen: bool) {
+    use reload::*;
+    let rig = Rig::start(name);
+    let old = rig.digest();
+    assert_eq!(rig.call("rm"), "deny");
+    let policy = rig.policy.clone();
+    let writer = std::thread::spawn(move || {
+        let (a, b) = NEW.split_at(NEW.find('\n').unwrap() + 1);
+        let mut f = std::fs::File::create(&policy).unwrap();
+        f.write_all(a.as_bytes()).unwrap();
+        if reopen {
+            drop(f);
+            std::thread::sleep(pause);
+            f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&policy)
+                .unwrap();
+        } else {
+            std::thread::sleep(pause);
+        }
+        f.write_all(b.as_bytes()).unwrap();
+    });
+    // Every `rm` decided meanwhile is decided by the old policy, then by the new one.
+    let swapped = rig.rm_is_denied_until_not(&old, Duration::from_secs(15));
+    writer.join().unwrap();
+    assert!(swapped, "the finished file was swapped in");
+    assert_eq!(rig.call("ls"), "deny");
+    // One reload, straight to the finished file: the first chunk was never in force.
+    let new = rig.digest();
+    let (reloads, entries) = rig.records();
+    assert_eq!(reloads, vec![(old.clone(), new.clone())]);
+    let reload = entries
+        .iter()
+        .find(|e| e["step_type"] == "warden/policy_reload")
+        .expect("the session's chain notes the reload");
+    assert_eq!(reload["previous_policy_digest"], json!(old));
+    assert_eq!(reload["policy_digest"], json!(new));
+    warden::acs::crypto::verify_chain(&entries).unwrap();
+}
+
+#[test]
+fn watch_never_swaps_in_a_file_still_being_written() {
+    // The writer closes the file between the chunks, so nothing but the two reads can tell:
+    // the pause is longer than the quiet period, shorter than the quiet period and the settle
+    // interval together, so the watcher reads the file once before the second chunk and once
+    // after.
+    slow_save_is_never_swapped_in_half_written("watch-slow", reload::QUIET * 3 / 2, true);
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn watch_waits_for_a_file_still_open_for_writing() {
+    // A pause the two reads cannot see (longer than the quiet period and the settle interval
+    // together), with the file held open: inotify says it is not closed yet.
+    slow_save_is_never_swapped_in_half_written("watch-open", reload::QUIET * 4, false);
+}
+
+#[test]
+fn watch_takes_a_write_then_rename_save() {
+    use reload::*;
+    let rig = Rig::start("watch-rename");
+    let old = rig.digest();
+    assert_eq!(rig.call("ls"), "allow");
+    // The new text goes to a temporary file beside the policy (not a `.ward`: the watcher
+    // ignores it), slowly, then replaces the policy in one rename.
+    let tmp = rig.policy.with_extension("ward.tmp");
+    {
+        let mut f = std::fs::File::create(&tmp).unwrap();
+        let (a, b) = NEW.split_at(NEW.find('\n').unwrap() + 1);
+        f.write_all(a.as_bytes()).unwrap();
+        std::thread::sleep(QUIET * 2);
+        f.write_all(b.as_bytes()).unwrap();
+        f.sync_all().unwrap();
+    }
+    assert_eq!(*rig.g.policy_digest(), *old);
+    std::fs::rename(&tmp, &rig.policy).unwrap();
+    assert!(
+        rig.rm_is_denied_until_not(&old, Duration::from_secs(10)),
+        "the rename was picked up"
+    );
+    assert_eq!(rig.call("ls"), "deny");
+    let new = rig.digest();
+    let (reloads, entries) = rig.records();
+    assert_eq!(reloads, vec![(old, new)]);
+    warden::acs::crypto::verify_chain(&entries).unwrap();
+    // A restore reads past the reload record (it belongs to no session).
+    let records = rig.journal.records.lock().unwrap().clone();
+    let restored =
+        warden::guardian::Guardian::new(warden::guardian::Policy::load(&rig.policy).unwrap());
+    assert_eq!(restored.restore(records.clone()), records.len());
+    assert_eq!(restored.session_count(), 1);
+    assert_eq!(restored.chain_head(&rig.sid), rig.g.chain_head(&rig.sid));
 }
 
 // ---------------------------------------------------------------------------------------------

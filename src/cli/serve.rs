@@ -478,6 +478,11 @@ pub fn run_audit(c: AuditCommand) -> i32 {
                 .unwrap_or("-");
             println!("{s}: {} entries, head {head}", entries.len());
         }
+        let reloads = guardian::journal::reloads(&records);
+        println!("{} policy reload(s)", reloads.len());
+        for (old, new, at) in reloads {
+            println!("policy reload at {at}: {old} -> {new}");
+        }
     }
     match guardian::audit::verify_sessions(&chains) {
         Ok(n) => {

@@ -85,9 +85,20 @@ pub fn own_entry(entry_id: String, step_type: &str, timestamp: String) -> Map<St
     e
 }
 
-/// The entry recording that a session's later steps are decided by a new policy.
-pub fn reload_entry(entry_id: String, digest: &str, timestamp: String) -> Map<String, Value> {
+/// The entry recording that a session's later steps are decided by a new policy: its digest,
+/// and the digest of the policy the session's previous step was decided on (`null` if the
+/// session has none on record).
+pub fn reload_entry(
+    entry_id: String,
+    previous: Option<&str>,
+    digest: &str,
+    timestamp: String,
+) -> Map<String, Value> {
     let mut e = own_entry(entry_id, POLICY_RELOAD, timestamp);
+    e.insert(
+        "previous_policy_digest".into(),
+        previous.map_or(Value::Null, |d| Value::String(d.into())),
+    );
     e.insert("policy_digest".into(), Value::String(digest.into()));
     e
 }

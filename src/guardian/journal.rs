@@ -1,5 +1,6 @@
 //! What the Guardian writes down before it answers: the journal records from which every
-//! session (state, replay window, negotiation, chain head) is rebuilt after a restart.
+//! session (state, replay window, negotiation, chain head) is rebuilt after a restart, and the
+//! Guardian's own record of each policy reload.
 
 use std::sync::Mutex;
 
@@ -66,15 +67,27 @@ pub enum Record {
         at_ms: i64,
         entries: Vec<Value>,
     },
+    /// The Guardian swapped its policy (`warden serve --watch`): the digest of the policy it
+    /// replaced, the digest of the one it took, and when (server time, RFC 3339). Written
+    /// before the swap takes effect, so every step decided on the new policy comes after it in
+    /// the journal. It belongs to no session: each session's chain notes the change at its next
+    /// audited step (a `warden/policy_reload` entry).
+    PolicyReload {
+        old: String,
+        new: String,
+        at: String,
+    },
 }
 
 impl Record {
-    pub fn session(&self) -> &str {
+    /// The session the record belongs to (`None`: a Guardian-wide record, a policy reload).
+    pub fn session(&self) -> Option<&str> {
         match self {
             Record::Handshake { session, .. }
             | Record::Step { session, .. }
             | Record::EffectResolved { session, .. }
-            | Record::ApprovalGranted { session, .. } => session,
+            | Record::ApprovalGranted { session, .. } => Some(session),
+            Record::PolicyReload { .. } => None,
         }
     }
 
@@ -92,6 +105,7 @@ impl Record {
         match self {
             Record::Handshake { at_ms, .. } | Record::Step { at_ms, .. } => *at_ms,
             Record::ApprovalGranted { at_ms, .. } => Some(*at_ms),
+            Record::PolicyReload { at, .. } => crate::acs::time::rfc3339_unix_ms(at),
             Record::EffectResolved { .. } => None,
         }
     }
@@ -128,7 +142,7 @@ impl Journal for MemoryJournal {
         let all = self.records.lock().unwrap_or_else(|e| e.into_inner());
         Some(Ok(all
             .iter()
-            .filter(|r| r.session() == session)
+            .filter(|r| r.session() == Some(session))
             .cloned()
             .collect()))
     }
@@ -138,6 +152,21 @@ impl MemoryJournal {
     pub fn take(&self) -> Vec<Record> {
         std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()))
     }
+}
+
+/// The policy reloads in the records, in order: (old digest, new digest, time).
+pub fn reloads<'a>(
+    records: impl IntoIterator<Item = &'a Record>,
+) -> Vec<(&'a str, &'a str, &'a str)> {
+    records
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::PolicyReload { old, new, at } => {
+                Some((old.as_str(), new.as_str(), at.as_str()))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Each session's chain entries, in order of first appearance.
@@ -155,7 +184,7 @@ pub fn chains<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<(String,
             | Record::ApprovalGranted {
                 session, entries, ..
             } => (session, entries),
-            Record::Handshake { .. } => continue,
+            Record::Handshake { .. } | Record::PolicyReload { .. } => continue,
         };
         {
             let i = *index.entry(session.clone()).or_insert_with(|| {

@@ -29,7 +29,8 @@
 //! A `Guardian` is `Send + Sync`. Sessions are independent: each has its own lock, so
 //! requests of different sessions are decided in parallel, and requests of one session one at
 //! a time, in the order they take the lock. The policy can be swapped atomically
-//! ([`Guardian::set_policy`]); a decision in flight finishes on the policy it started with.
+//! ([`Guardian::set_policy`], or [`Guardian::reload_policy`], which journals the swap first); a
+//! decision in flight finishes on the policy it started with.
 
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
@@ -383,6 +384,27 @@ impl Guardian {
             digest: policy.digest,
             sources: policy.sources,
         };
+    }
+
+    /// Swaps the policy like [`Guardian::set_policy`], after writing a
+    /// [`Record::PolicyReload`] (the digest replaced, the digest taken, server time) to the
+    /// journal. Decisions wait for the record to be durable; if the journal refuses it, the
+    /// policy is not swapped and the error is returned. Gives back (old, new) digests.
+    pub fn reload_policy(&self, policy: Policy) -> Result<(Arc<str>, Arc<str>), String> {
+        let mut p = self.policy.write().unwrap_or_else(|e| e.into_inner());
+        let old = p.digest.clone();
+        let new = policy.digest.clone();
+        self.journal(vec![Record::PolicyReload {
+            old: old.to_string(),
+            new: new.to_string(),
+            at: time::now_rfc3339(),
+        }])?;
+        *p = Active {
+            program: policy.program,
+            digest: policy.digest,
+            sources: policy.sources,
+        };
+        Ok((old, new))
     }
 
     fn active(&self) -> Active {
@@ -766,8 +788,12 @@ impl Guardian {
         let mut entries = Vec::new();
         if proto.audit {
             if s.chain.len > 0 && s.policy_digest.as_deref() != Some(&*active.digest) {
-                let e =
-                    audit::reload_entry(s.chain.next_id(sid), &active.digest, time::now_rfc3339());
+                let e = audit::reload_entry(
+                    s.chain.next_id(sid),
+                    s.policy_digest.as_deref(),
+                    &active.digest,
+                    time::now_rfc3339(),
+                );
                 entries.push(s.chain.append(e));
             }
             let mut e = audit::step_entry(
@@ -1227,9 +1253,13 @@ impl Guardian {
         for record in records {
             n += 1;
             // Restored whatever the caps say (the journal holds what was admitted).
+            // A policy reload belongs to no session.
+            let Some(sid) = record.session() else {
+                continue;
+            };
             let agent = record.agent().unwrap_or("");
             let at_ms = record.at_ms().unwrap_or(now);
-            let Ok(session) = self.admit(record.session(), agent, false, at_ms) else {
+            let Ok(session) = self.admit(sid, agent, false, at_ms) else {
                 continue;
             };
             let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
@@ -1311,6 +1341,8 @@ impl Guardian {
         let at_ms = record.at_ms().unwrap_or(now);
         s.last_active_ms = at_ms;
         match record {
+            // Guardian-wide: nothing of a session's.
+            Record::PolicyReload { .. } => {}
             Record::Handshake { negotiated, .. } => {
                 s.negotiated = Some(Arc::new(negotiated));
             }

@@ -22,7 +22,10 @@ const BY_SESSION: MultimapTableDefinition<&str, u64> = MultimapTableDefinition::
 pub const FORMAT: &[u8] = b"warden-journal-1";
 
 /// Records to write, each with its session id, and where to say they are durable.
-type Batch = (Vec<(String, Vec<u8>)>, mpsc::SyncSender<Result<(), String>>);
+type Batch = (
+    Vec<(Option<String>, Vec<u8>)>,
+    mpsc::SyncSender<Result<(), String>>,
+);
 
 /// The redb-backed journal.
 pub struct Store {
@@ -75,7 +78,9 @@ impl Store {
                         let (k, v) = item.map_err(err)?;
                         let rec: Record = serde_json::from_slice(v.value())
                             .map_err(|e| format!("journal record {}: {e}", k.value()))?;
-                        index.insert(rec.session(), k.value()).map_err(err)?;
+                        if let Some(session) = rec.session() {
+                            index.insert(session, k.value()).map_err(err)?;
+                        }
                     }
                     meta.insert("indexed", b"1".as_slice()).map_err(err)?;
                 }
@@ -197,7 +202,9 @@ fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
                 for (recs, _) in &batch {
                     for (session, r) in recs {
                         t.insert(n, r.as_slice()).map_err(err)?;
-                        index.insert(session.as_str(), n).map_err(err)?;
+                        if let Some(session) = session {
+                            index.insert(session.as_str(), n).map_err(err)?;
+                        }
                         n += 1;
                     }
                 }
@@ -223,9 +230,14 @@ impl Journal for Store {
         if records.is_empty() {
             return Ok(());
         }
-        let encoded: Vec<(String, Vec<u8>)> = records
+        let encoded: Vec<(Option<String>, Vec<u8>)> = records
             .iter()
-            .map(|r| Ok((r.session().to_string(), serde_json::to_vec(r).map_err(err)?)))
+            .map(|r| {
+                Ok((
+                    r.session().map(str::to_string),
+                    serde_json::to_vec(r).map_err(err)?,
+                ))
+            })
             .collect::<Result<_, String>>()?;
         let (done_tx, done_rx) = mpsc::sync_channel(1);
         {
