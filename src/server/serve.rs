@@ -108,6 +108,21 @@ fn read_line_bounded(r: &mut impl BufRead, max: usize) -> io::Result<Option<(Vec
     }
 }
 
+/// The longest header line, and the most header lines, after `Content-Length`.
+const MAX_HEADER_LINE: usize = 8192;
+const MAX_HEADERS: usize = 32;
+
+/// `Name: value`, the name an HTTP token (a JSON message never starts like that).
+fn is_header_line(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|b| *b == b':') else {
+        return false;
+    };
+    colon > 0
+        && line[..colon]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b))
+}
+
 /// Reads the next message: a `Content-Length:` header block introduces a framed message,
 /// anything else is one message per line. Blank lines are skipped. `None` at EOF.
 pub fn read_frame(r: &mut impl BufRead, max: usize) -> io::Result<Option<Frame>> {
@@ -134,12 +149,31 @@ pub fn read_frame(r: &mut impl BufRead, max: usize) -> io::Result<Option<Frame>>
                 "Content-Length {text:?} is not a number"
             ))));
         };
-        // Further headers (Content-Type) until the blank line.
+        // Further headers (Content-Type) until the blank line. A line that is not a header
+        // means the blank line is missing: that message is answered with a parse error (the
+        // line is dropped with it) and reading resumes at the next line, instead of the body
+        // and every later message being taken for headers.
+        let mut headers = 0;
         loop {
-            match read_line_bounded(r, 8192)? {
+            match read_line_bounded(r, MAX_HEADER_LINE)? {
                 None => return Ok(None),
                 Some((h, _)) if h.is_empty() => break,
-                Some(_) => {}
+                Some((h, total)) if total <= MAX_HEADER_LINE && is_header_line(&h) => {
+                    headers += 1;
+                    if headers > MAX_HEADERS {
+                        return Ok(Some(Frame::BadHeader(format!(
+                            "more than {MAX_HEADERS} headers after Content-Length; a blank line \
+                             must end the header block"
+                        ))));
+                    }
+                }
+                Some((h, _)) => {
+                    let shown: String = String::from_utf8_lossy(&h).chars().take(40).collect();
+                    return Ok(Some(Frame::BadHeader(format!(
+                        "Content-Length: {len} must be followed by a blank line (\\r\\n\\r\\n) \
+                         before the body; found {shown:?} instead"
+                    ))));
+                }
             }
         }
         if len > max {
@@ -713,6 +747,33 @@ mod tests {
                 Frame::Line(b"{\"c\":3}".to_vec()),
             ]
         );
+    }
+
+    #[test]
+    fn a_header_without_its_blank_line_is_refused_and_reading_resumes() {
+        // Before: the body and every later message were read as headers, without an answer.
+        let input = b"Content-Length: 7\r\n{\"a\":1}\n{\"b\":2}\nContent-Length: 7\r\nContent-Type: x\r\n\r\n{\"c\":3}";
+        let f = frames(input, 100);
+        assert_eq!(f.len(), 3, "{f:?}");
+        let Frame::BadHeader(why) = &f[0] else {
+            panic!("{f:?}")
+        };
+        assert!(why.contains("must be followed by a blank line"), "{why}");
+        assert!(why.contains("{\\\"a\\\":1}"), "{why}");
+        assert_eq!(f[1], Frame::Line(b"{\"b\":2}".to_vec()));
+        assert_eq!(f[2], Frame::Framed(b"{\"c\":3}".to_vec()));
+    }
+
+    #[test]
+    fn a_stdio_header_without_its_blank_line_gets_a_parse_error() {
+        let g = Guardian::new(Policy::embedded_default());
+        let mut out = Vec::new();
+        run_stdio(&g, &b"Content-Length: 7\r\n{\"a\":1}\n"[..], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let body = text.split("\r\n\r\n").nth(1).unwrap();
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], -32700, "{v}");
+        assert_eq!(v["id"], serde_json::Value::Null);
     }
 
     #[test]
