@@ -777,6 +777,59 @@ mod tests {
     }
 
     #[test]
+    fn one_peer_at_its_cap_leaves_room_for_the_others() {
+        let limiter = ConnLimiter::new(5, 2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = limiter.admit(a).unwrap();
+        let _a2 = limiter.admit(a).unwrap();
+        assert_eq!(limiter.admit(a).err(), Some(OverCap::Peer));
+        let _b1 = limiter.admit(b).unwrap();
+        drop(a1);
+        let _a3 = limiter.admit(a).unwrap();
+        let _b2 = limiter.admit(b).unwrap();
+        let c: IpAddr = "10.0.0.3".parse().unwrap();
+        let c1 = limiter.admit(c).unwrap();
+        assert_eq!(limiter.admit(c).err(), Some(OverCap::Total));
+        drop(c1);
+        assert!(limiter.admit(c).is_ok());
+        let open = limiter.open.lock().unwrap();
+        assert_eq!(open.0, 4, "the dropped guards freed their places");
+        assert!(
+            !open.1.contains_key(&c),
+            "a peer with no connection is forgotten"
+        );
+    }
+
+    #[test]
+    fn a_strict_guardian_answers_ping_whatever_its_params() {
+        let options = Options {
+            protocol: crate::guardian::Protocol::strict(),
+            ..Options::default()
+        };
+        let g = Guardian::with_options(Policy::embedded_default(), options);
+        let input = concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"system/ping","params":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"system/ping"}"#,
+            "\n"
+        );
+        let mut out = Vec::new();
+        run_stdio(&g, input.as_bytes(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let answers: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(answers.len(), 2);
+        for (i, v) in answers.iter().enumerate() {
+            assert_eq!(v["id"], i + 1, "{v}");
+            assert_eq!(v["result"]["decision"], "allow", "{v}");
+            assert_eq!(v["result"]["payload"]["status"], "ok", "{v}");
+        }
+    }
+
+    #[test]
     fn oversized_messages_are_skipped_in_bounded_memory() {
         let mut input = vec![b'x'; 1000];
         input.extend_from_slice(b"\nContent-Length: 500\r\n\r\n");
