@@ -1,7 +1,8 @@
 //! `warden serve`: the Guardian as a process. JSON-RPC over stdio (newline-delimited, or
 //! LSP-style `Content-Length` framing, detected per message) or over HTTP/1.1 (`POST /acs` or
-//! `POST /`, one envelope per request) on hyper + tokio; an optional durable journal
-//! (`--state DIR`, [`super::store`]). Policy reload is [`super::watch`].
+//! `POST /`, one envelope per request) on hyper + tokio, with every phase of a request
+//! time-boxed and connections capped in total and per peer ([`HttpLimits`]); an optional
+//! durable journal (`--state DIR`, [`super::store`]). Policy reload is [`super::watch`].
 
 use std::collections::HashMap;
 use std::convert::Infallible;
