@@ -75,8 +75,8 @@ pub struct ServeArgs {
     /// longest a client may leave the answer unread (the connection is closed)
     #[arg(long, value_name = "MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
     request_timeout_ms: u64,
-    /// HTTP: connections served at once, per listener (one more is answered 503 and closed)
-    #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// HTTP: connections served at once (one more is answered 503 and closed)
+    #[arg(long, value_name = "N", default_value_t = 960, value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
     /// HTTP: connections served at once from one IP address (one more is answered 503 and
     /// closed)
@@ -437,7 +437,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             guardian: g.clone(),
             token,
             max_body: a.max_envelope_bytes,
-            limits: a.http_limits(),
+            limits: a.http_limits().for_operator(),
         };
         match operator::spawn(op, addr) {
             Ok(bound) => eprintln!("warden: operator endpoint on http://{bound}/"),

@@ -258,15 +258,31 @@ pub struct HttpLimits {
     pub max_connections_per_peer: usize,
 }
 
+/// Connections the operator endpoint serves at once (in total and per peer): a few operators
+/// and scripts, never the agent platform.
+pub const OPERATOR_MAX_CONNECTIONS: usize = 16;
+
+impl HttpLimits {
+    /// The operator endpoint's limits: these time limits, [`OPERATOR_MAX_CONNECTIONS`].
+    pub fn for_operator(self) -> HttpLimits {
+        HttpLimits {
+            max_connections: OPERATOR_MAX_CONNECTIONS,
+            max_connections_per_peer: OPERATOR_MAX_CONNECTIONS,
+            ..self
+        }
+    }
+}
+
 impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(60),
-            // Headroom under the usual 1 024 descriptors for the listener, the journal and
-            // the refusals in flight.
-            max_connections: 1_000,
+            // Headroom under the usual 1 024 descriptors for the operator endpoint
+            // (`OPERATOR_MAX_CONNECTIONS`), the refusals in flight, the listeners, the journal
+            // and stdio.
+            max_connections: 960,
             max_connections_per_peer: 64,
         }
     }
@@ -493,7 +509,7 @@ impl Drop for ConnGuard {
 
 /// Refusals answered at once; beyond it an over-cap connection is closed without an answer
 /// (each refusal holds its descriptor for up to [`REFUSAL_LINGER`]).
-const MAX_REFUSALS: usize = 32;
+const MAX_REFUSALS: usize = 8;
 /// How long a refused connection is kept to read what the client sent, so that closing it
 /// does not reset the connection before the client reads the 503.
 const REFUSAL_LINGER: Duration = Duration::from_millis(500);
