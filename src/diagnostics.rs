@@ -6,9 +6,46 @@
 //! machines, as the JSON object `warden check --format json` prints.
 
 use std::fmt;
+use std::io::Read as _;
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::Serialize;
+
+/// The most a policy import (`use module`, `use rego`, `use rego data`) may read, per file.
+pub const MAX_IMPORT_BYTES: u64 = 16 << 20;
+
+/// Reads a file a policy imports: a regular file (symbolic links followed) of at most `max`
+/// bytes. A device, FIFO or socket is refused before it is opened, and a file is never read
+/// past `max` (even one that grows meanwhile), so `use rego "/dev/zero"` fails at once. The
+/// error names the file and the limit.
+pub fn read_import(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{shown}: not a regular file (a folder, device, FIFO or socket cannot be imported)"
+        ));
+    }
+    let too_large = |len: u64| {
+        format!(
+            "{shown}: {len} bytes or more, over the import limit of {max} bytes ({} MiB)",
+            max >> 20
+        )
+    };
+    if meta.len() > max {
+        return Err(too_large(meta.len()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
 
 /// A byte range in one source file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]

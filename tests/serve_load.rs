@@ -33,6 +33,9 @@ fn run(extra: &[&str]) -> Report {
         policy.to_str().unwrap(),
         "--skew-window-ms",
         "3600000",
+        // CONNS keep-alive connections, all from loopback (the default cap is 64 per peer).
+        "--max-connections-per-peer",
+        "1000",
     ];
     args.extend_from_slice(extra);
     let state = dir.join("state");

@@ -1,7 +1,8 @@
 //! The operator endpoint of a running `warden serve` (`--operator-listen`,
 //! `--operator-token-file`; docs/serve.md): approving an ask and resolving an ambiguous
 //! effect without stopping the server, over the HTTP and the stdio transports; the bearer
-//! token; the error statuses; that the agent-facing listener does not serve these paths; and
+//! token; the error statuses; the body timeout and connection cap (docs/serve.md, "HTTP
+//! limits"); that the agent-facing listener does not serve these paths; and
 //! that the CLI's operator commands, refused by the lock on a running server's state folder,
 //! point at the endpoint.
 
@@ -630,5 +631,27 @@ fn the_operator_flags_go_together_and_need_a_usable_token() {
         err.contains("warden: operator endpoint on http://127.0.0.1:"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stalled_operator_body_gets_408_and_the_endpoint_is_capped() {
+    let dir = tmp("operator-limits");
+    let w = Warden::start(true, &dir, &["--body-timeout-ms", "300"]);
+    let head = format!(
+        "POST /approvals/approve HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 100\r\n\r\n"
+    );
+    let (st, r) = raw(&w.operator, head.as_bytes(), b"{\"request_id\":");
+    assert_eq!(st, 408, "{r}");
+    assert_eq!(r["reason"], "body_timeout", "{r}");
+    assert!(r["error"].as_str().unwrap().contains("300 ms"), "{r}");
+    // The endpoint serves 16 connections at once; the 17th is answered 503, not left waiting.
+    let idle: Vec<TcpStream> = (0..16)
+        .map(|_| TcpStream::connect(&w.operator).unwrap())
+        .collect();
+    let (st, r) = http(&w.operator, "GET", "/approvals", Some(TOKEN), None);
+    assert_eq!(st, 503, "{r}");
+    assert_eq!(r["reason"], "too_many_connections", "{r}");
+    drop(idle);
     let _ = std::fs::remove_dir_all(&dir);
 }

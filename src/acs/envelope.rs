@@ -1219,6 +1219,19 @@ pub fn validate_request(v: &Value, opts: &DecodeOptions<'_>) -> Result<Request, 
             )
         })?,
     };
+    if let Id::Num(n) = &id {
+        if !n.is_i64() && !n.is_u64() && n.as_f64().is_some_and(|f| f.abs() >= TWO_POW_63) {
+            // Read as a 64-bit float, its digits are lost: the answer could not be matched.
+            return Err(err(
+                Id::Null,
+                RpcError::invalid_request(
+                    "a numeric id must be an integer that fits in 64 bits (from -2^63 to \
+                     2^64-1), or a number of magnitude below 2^63; send a larger id as a string",
+                )
+                .with_data("reason", "id_out_of_range"),
+            ));
+        }
+    }
     let bad_request = |msg: String| err(id.clone(), RpcError::invalid_request(msg));
     if top.get("jsonrpc").and_then(Value::as_str) != Some(JSONRPC_VERSION) {
         return Err(bad_request("jsonrpc must be \"2.0\"".into()));
@@ -1237,6 +1250,16 @@ pub fn validate_request(v: &Value, opts: &DecodeOptions<'_>) -> Result<Request, 
     if !is_namespaced_method(method) || opts.known_method.is_some_and(|known| !known(method)) {
         return Err(err(id, RpcError::method_not_found(method)));
     }
+    if method == PING {
+        // A liveness probe is answered whatever its params: as decoded when they are valid,
+        // with what could be read otherwise.
+        let decoded = top
+            .get("params")
+            .and_then(Value::as_object)
+            .filter(|p| check_params(p).is_ok())
+            .and_then(|_| serde_json::from_value::<Request>(v.clone()).ok());
+        return Ok(decoded.unwrap_or_else(|| lenient_ping(&id, top.get("params"))));
+    }
     let params = match top.get("params") {
         None => return Err(err(id, RpcError::invalid_params("params", "is required"))),
         Some(Value::Object(p)) => p,
@@ -1247,6 +1270,20 @@ pub fn validate_request(v: &Value, opts: &DecodeOptions<'_>) -> Result<Request, 
             ))
         }
     };
+    if let Some(Value::String(v)) = params.get("acs_version") {
+        if is_semver(v) && v.split('.').next().and_then(|m| m.parse::<u64>().ok()) != Some(0) {
+            return Err(err(
+                id,
+                RpcError::unsupported_version(
+                    format!(
+                        "params.acs_version {v:?}: this Guardian speaks ACS {ACS_VERSION} (major \
+                         version 0)"
+                    ),
+                    &[ACS_VERSION],
+                ),
+            ));
+        }
+    }
     check_params(params)
         .map_err(|(field, why)| err(id.clone(), RpcError::invalid_params(&field, why)))?;
     serde_json::from_value::<Request>(v.clone()).map_err(|e| {
@@ -1256,6 +1293,71 @@ pub fn validate_request(v: &Value, opts: &DecodeOptions<'_>) -> Result<Request, 
         )
     })
 }
+
+/// 2^63: a float id at least this large lost digits (smaller integers are read exactly).
+const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+
+const PING: &str = "system/ping";
+
+/// A `system/ping` whose params do not make a valid envelope, with what could be read from
+/// them (a nil UUID for a missing `request_id` or `session_id`).
+fn lenient_ping(id: &Id, params: Option<&Value>) -> Request {
+    let empty = Map::new();
+    let p = params.and_then(Value::as_object).unwrap_or(&empty);
+    let text = |key: &str, valid: fn(&str) -> bool, fallback: &str| {
+        p.get(key)
+            .and_then(Value::as_str)
+            .filter(|s| valid(s))
+            .unwrap_or(fallback)
+            .to_owned()
+    };
+    let meta = p.get("metadata").and_then(Value::as_object);
+    let session_id = meta
+        .and_then(|m| m.get("session_id"))
+        .and_then(Value::as_str)
+        .filter(|s| is_uuid(s))
+        .unwrap_or(NIL_UUID)
+        .to_owned();
+    let agent_id = meta
+        .and_then(|m| m.get("agent_id"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    Request {
+        jsonrpc: JSONRPC_VERSION.to_owned(),
+        method: PING.to_owned(),
+        id: id.clone(),
+        params: Params {
+            acs_version: ACS_VERSION.to_owned(),
+            request_id: text("request_id", is_uuid, NIL_UUID),
+            timestamp: text("timestamp", is_rfc3339, "1970-01-01T00:00:00Z"),
+            nonce: None,
+            tenant_id: None,
+            metadata: Metadata {
+                agent_id,
+                session_id,
+                turn_id: None,
+                parent_turn_id: None,
+                agent_name: None,
+                platform: None,
+                platform_version: None,
+                environment: None,
+                user_context: None,
+                session_state: None,
+                extra: Map::new(),
+            },
+            payload: match p.get("payload") {
+                Some(v @ Value::Object(_)) => v.clone(),
+                _ => Value::Object(Map::new()),
+            },
+            signature: None,
+            extra: Map::new(),
+        },
+    }
+}
+
+/// The nil UUID, standing in for a ping's missing `request_id` or `session_id`.
+const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
 
 fn err(id: Id, e: RpcError) -> Box<Response> {
     Box::new(Response::error(id, e))
@@ -1417,6 +1519,71 @@ fn check_metadata(m: &Map<String, Value>) -> Result<(), FieldError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn ping_text(id: &str, params: &str) -> Vec<u8> {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"system/ping","params":{params}}}"#)
+            .into_bytes()
+    }
+
+    const PARAMS: &str = r#"{"acs_version":"0.1.0","request_id":"8d0b6b0e-4d6b-4f7a-9d1c-1f1c7f0e2a10","timestamp":"2026-09-19T10:00:00Z","metadata":{"agent_id":"a","session_id":"5c3f1b8e-9a0d-4c2e-8f4b-2d6a7e9c1b30"},"payload":{}}"#;
+
+    #[test]
+    fn ids_beyond_64_bits_are_refused_not_rounded() {
+        for id in ["-9223372036854775809", "18446744073709551616", "1e300"] {
+            let e = decode_request(&ping_text(id, PARAMS)).unwrap_err();
+            let v = e.to_value();
+            assert_eq!(v["id"], Value::Null, "{id}: {v}");
+            assert_eq!(v["error"]["code"], -32600, "{id}: {v}");
+            assert_eq!(v["error"]["data"]["reason"], "id_out_of_range", "{id}");
+        }
+        // The 64-bit extremes, and fractions, are echoed as sent.
+        for id in ["-9223372036854775808", "18446744073709551615", "-3.5", "0"] {
+            let r = decode_request(&ping_text(id, PARAMS)).unwrap();
+            let echoed = Response::error(r.id, RpcError::internal("x")).to_vec();
+            let text = String::from_utf8(echoed).unwrap();
+            assert!(text.contains(&format!(r#""id":{id}"#)), "{id}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_ping_is_decoded_whatever_its_params() {
+        for params in [
+            "{}",
+            "[]",
+            "null",
+            r#"{"payload":{"echo":1},"acs_version":"9.9.9"}"#,
+        ] {
+            let r = decode_request(&ping_text("7", params))
+                .unwrap_or_else(|e| panic!("{params}: {}", e.to_value()));
+            assert_eq!(r.method, "system/ping");
+            assert_eq!(r.id, Id::from(7));
+            assert!(is_uuid(&r.params.request_id));
+        }
+        let r = decode_request(&ping_text("1", r#"{"payload":{"echo":1}}"#)).unwrap();
+        assert_eq!(r.params.payload, json!({"echo": 1}));
+        // Without params at all, too.
+        let r = decode_request(br#"{"jsonrpc":"2.0","id":1,"method":"system/ping"}"#).unwrap();
+        assert_eq!(r.params.request_id, NIL_UUID);
+        // A valid ping decodes as before.
+        let r = decode_request(&ping_text("1", PARAMS)).unwrap();
+        assert_eq!(r.params.request_id, "8d0b6b0e-4d6b-4f7a-9d1c-1f1c7f0e2a10");
+    }
+
+    #[test]
+    fn another_major_version_is_unsupported_version() {
+        let text = PARAMS.replace("0.1.0", "1.0.0");
+        let bytes =
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"steps/sessionStart","params":{text}}}"#);
+        let v = decode_request(bytes.as_bytes()).unwrap_err().to_value();
+        assert_eq!(v["error"]["code"], codes::UNSUPPORTED_VERSION, "{v}");
+        assert_eq!(v["error"]["data"]["reason"], "unsupported_version");
+        assert_eq!(v["error"]["data"]["supported_versions"], json!(["0.1.0"]));
+        assert_eq!(v["id"], 3);
+        // Not a version at all is still invalid params.
+        let bytes = bytes.replace("1.0.0", "one");
+        let v = decode_request(bytes.as_bytes()).unwrap_err().to_value();
+        assert_eq!(v["error"]["code"], codes::INVALID_PARAMS, "{v}");
+    }
 
     #[test]
     fn uuid_semver_method() {

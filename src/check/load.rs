@@ -54,8 +54,19 @@ pub struct Loaded {
 /// Reads a file as a source; a file that is not UTF-8 is reported at its first bad byte.
 pub fn read_source(path: &Path) -> Result<(SourceFile, Option<Diagnostic>), std::io::Error> {
     let bytes = std::fs::read(path)?;
+    Ok(source_of(path, bytes))
+}
+
+/// Reads a module a policy `use`s: like [`read_source`], within
+/// [`crate::diagnostics::MAX_IMPORT_BYTES`] and only from a regular file.
+fn read_module(path: &Path) -> Result<(SourceFile, Option<Diagnostic>), String> {
+    let bytes = crate::diagnostics::read_import(path, crate::diagnostics::MAX_IMPORT_BYTES)?;
+    Ok(source_of(path, bytes))
+}
+
+fn source_of(path: &Path, bytes: Vec<u8>) -> (SourceFile, Option<Diagnostic>) {
     let name = path.display().to_string();
-    Ok(match String::from_utf8(bytes) {
+    match String::from_utf8(bytes) {
         Ok(text) => (SourceFile::new(name, text), None),
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
@@ -70,7 +81,7 @@ pub fn read_source(path: &Path) -> Result<(SourceFile, Option<Diagnostic>), std:
             .with_help("save the file as UTF-8");
             (SourceFile::new(name, text), Some(diag))
         }
-    })
+    }
 }
 
 impl Loaded {
@@ -201,7 +212,7 @@ impl Loaded {
                 let rel = rel.with_extension("ward");
                 let candidate = dir.map(|d| d.join(&rel));
                 match candidate.filter(|p| p.is_file()) {
-                    Some(p) => match read_source(&p) {
+                    Some(p) => match read_module(&p) {
                         Ok((source, bad)) => {
                             let file = self.sources.add(source);
                             if let Some(mut d) = bad {
@@ -270,9 +281,11 @@ impl Loaded {
                             format!("cannot load `{}`: {e}", path.value),
                         )
                         .with_label("Rego that does not load")
-                        .with_help(
-                            "fix the Rego file (it must parse, and declare one package per alias)",
-                        ),
+                        .with_help(format!(
+                            "a Rego import is a regular UTF-8 file (or a folder of them) of at \
+                             most {} MiB that parses and declares one package per alias",
+                            crate::diagnostics::MAX_IMPORT_BYTES >> 20
+                        )),
                     ),
                 }
             }
@@ -329,4 +342,62 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(loaded: &Loaded) -> Vec<(&'static str, String)> {
+        loaded
+            .diagnostics
+            .iter()
+            .map(|d| (d.code, d.message.clone()))
+            .collect()
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_device_is_not_imported() {
+        // Before the cap, this read /dev/zero until memory ran out.
+        let text = "use rego \"dev/zero\" as z\nuse rego data \"dev/zero\" as d\n";
+        let loaded = Loaded::from_source("p.ward", text, Some(PathBuf::from("/")));
+        let errs = errors(&loaded);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        for (code, message) in errs {
+            assert_eq!(code, "check::bad_rego");
+            assert!(
+                message.contains("/dev/zero: not a regular file"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_import_over_the_cap_is_refused_unread() {
+        let dir = std::env::temp_dir().join(format!("warden-import-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = std::fs::File::create(dir.join("big.rego")).unwrap();
+        big.set_len(crate::diagnostics::MAX_IMPORT_BYTES + 1)
+            .unwrap();
+        let module = std::fs::File::create(dir.join("huge.ward")).unwrap();
+        module
+            .set_len(crate::diagnostics::MAX_IMPORT_BYTES + 1)
+            .unwrap();
+        let text = "use rego \"big.rego\" as big\nuse huge\n";
+        let loaded = Loaded::from_source("p.ward", text, Some(dir.clone()));
+        let errs = errors(&loaded);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert_eq!(errs[0].0, "check::bad_rego");
+        assert_eq!(errs[1].0, "check::unreadable_module");
+        for (_, message) in &errs {
+            assert!(
+                message.contains("over the import limit of 16777216 bytes (16 MiB)"),
+                "{message}"
+            );
+        }
+        assert!(errs[0].1.contains("big.rego"), "{}", errs[0].1);
+        assert!(errs[1].1.contains("huge.ward"), "{}", errs[1].1);
+    }
 }

@@ -75,6 +75,38 @@ pub struct ServeArgs {
     /// File holding the operator endpoint's bearer token (surrounding whitespace dropped)
     #[arg(long, value_name = "FILE", requires = "operator_listen")]
     operator_token_file: Option<PathBuf>,
+    /// HTTP: milliseconds to send a request's headers, and to keep an idle keep-alive
+    /// connection (the connection is closed beyond)
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_ms: u64,
+    /// HTTP: milliseconds to send a request's body once its headers are in (408 beyond)
+    #[arg(long, value_name = "MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout_ms: u64,
+    /// HTTP: milliseconds from a request's headers to its answer (503 beyond), and the
+    /// longest a client may leave the answer unread (the connection is closed)
+    #[arg(long, value_name = "MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    request_timeout_ms: u64,
+    /// HTTP: connections served at once (one more is answered 503 and closed)
+    #[arg(long, value_name = "N", default_value_t = 960, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// HTTP: connections served at once from one IP address (one more is answered 503 and
+    /// closed)
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections_per_peer: u64,
+}
+
+impl ServeArgs {
+    /// The HTTP listeners' time limits and connection caps.
+    fn http_limits(&self) -> serve::HttpLimits {
+        serve::HttpLimits {
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            body_timeout: Duration::from_millis(self.body_timeout_ms),
+            request_timeout: Duration::from_millis(self.request_timeout_ms),
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+            max_connections_per_peer: usize::try_from(self.max_connections_per_peer)
+                .unwrap_or(usize::MAX),
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -434,6 +466,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             guardian: g.clone(),
             token,
             max_body: a.max_envelope_bytes,
+            limits: a.http_limits().for_operator(),
         };
         match operator::spawn(op, addr) {
             Ok(bound) => eprintln!("warden: operator endpoint on http://{bound}/"),
@@ -446,7 +479,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             if !addr.ip().is_loopback() {
                 eprintln!("warden: warning: {addr} is not a loopback address; ACS traffic should stay on the host or behind TLS");
             }
-            let r = serve::run_http(g, addr, |bound| {
+            let r = serve::run_http(g, addr, a.http_limits(), |bound| {
                 eprintln!("warden: listening on http://{bound}/acs");
             });
             match r {

@@ -221,9 +221,12 @@ pub fn negotiate(
             a.iter()
                 .any(|w| w.get("protocol").and_then(Value::as_str) == Some("MCP"))
         });
+    // What this session will evaluate: a wrapped-MCP method only when MCP was declared
+    // (otherwise it would be listed here and refused with -32003 later).
     let mut methods: Vec<String> = implemented
         .iter()
         .filter(|m| known(m) && m.as_str() != "handshake/hello")
+        .filter(|m| mcp || !m.starts_with("protocols/MCP/"))
         .cloned()
         .collect();
     methods.sort();
@@ -428,6 +431,17 @@ mod tests {
             e.data.unwrap()["supported_versions"],
             serde_json::json!(["0.1.0"])
         );
+        // Without MCP in wrapped_protocols, the wrapped MCP method is neither listed nor
+        // allowed.
+        let mut v = hello.clone();
+        v.as_object_mut().unwrap().remove("wrapped_protocols");
+        let (n, h) = negotiate(&p, &v, known).unwrap();
+        assert_eq!(n.methods, vec!["steps/toolCallRequest"]);
+        assert_eq!(
+            h["methods_evaluated"],
+            serde_json::json!(["steps/toolCallRequest"])
+        );
+        assert!(!n.mcp && !n.allows("protocols/MCP/tools/call"));
         let mut v = hello.clone();
         v["transports_supported"] = serde_json::json!(["http"]);
         assert_eq!(negotiate(&p, &v, known).unwrap_err().code, -32000);

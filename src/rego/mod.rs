@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::diagnostics::{read_import, MAX_IMPORT_BYTES};
+
 /// Longest a single Rego evaluation may run.
 pub const CALL_LIMIT: Duration = Duration::from_millis(50);
 
@@ -48,6 +50,12 @@ impl RegoImport {
     }
 }
 
+/// One imported file as text: a regular file within [`MAX_IMPORT_BYTES`], in UTF-8.
+fn read_text(path: &Path) -> Result<String, String> {
+    let bytes = read_import(path, MAX_IMPORT_BYTES)?;
+    String::from_utf8(bytes).map_err(|_| format!("{}: not valid UTF-8", path.display()))
+}
+
 /// Loads a `use rego` path: a `.rego` file, a folder of them, or (for data) a JSON file.
 pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport, String> {
     let mut files = Vec::new();
@@ -59,14 +67,14 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
             .collect();
         entries.sort();
         for p in entries {
-            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text = read_text(&p)?;
             files.push((p, text));
         }
         if files.is_empty() {
             return Err(format!("{} holds no .rego files", path.display()));
         }
     } else {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = read_text(path)?;
         files.push((path.to_path_buf(), text));
     }
     if is_data {

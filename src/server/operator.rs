@@ -16,11 +16,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
+use super::serve::{BodyError, ErrorStyle};
 use crate::acs::crypto;
 use crate::guardian::{ApprovalInfo, ApproveError, Guardian};
 use crate::state::{EffectStatus, Extension, GrantError};
@@ -75,6 +76,8 @@ pub struct Operator {
     pub token: Token,
     /// Largest request body accepted (serve's `--max-envelope-bytes`).
     pub max_body: usize,
+    /// Time limits and connection caps (serve's, on a listener of its own).
+    pub limits: super::serve::HttpLimits,
 }
 
 type Answer = hyper::Response<Full<Bytes>>;
@@ -145,7 +148,7 @@ pub async fn handle(
     }
     let path = req.uri().path().to_string();
     let body = if method == Method::POST {
-        match read_body(req, op.max_body).await {
+        match read_body(req, op.max_body, op.limits.body_timeout).await {
             Ok(v) => Some(v),
             Err(r) => return Ok(r),
         }
@@ -162,10 +165,12 @@ pub async fn handle(
     }))
 }
 
-/// The body as a JSON object (strict: duplicate members are refused), within `max` bytes.
+/// The body as a JSON object (strict: duplicate members are refused), within `max` bytes and
+/// `limit` time (408 beyond).
 async fn read_body(
     req: hyper::Request<Incoming>,
     max: usize,
+    limit: std::time::Duration,
 ) -> Result<Map<String, Value>, Answer> {
     let too_large = || {
         error(
@@ -181,9 +186,16 @@ async fn read_body(
     if declared.is_some_and(|l| l > max) {
         return Err(too_large());
     }
-    let bytes = match Limited::new(req.into_body(), max).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return Err(too_large()),
+    let bytes = match super::serve::collect_body(req.into_body(), max, limit).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => return Err(too_large()),
+        Err(BodyError::TimedOut) => {
+            let e = super::serve::body_timeout_error(limit);
+            return Err(answer(
+                StatusCode::REQUEST_TIMEOUT,
+                &json!({"error": e.data.as_ref().and_then(|d| d.get("message")), "reason": "body_timeout"}),
+            ));
+        }
     };
     match crate::acs::json::parse_strict(&bytes) {
         Ok(Value::Object(m)) => Ok(m),
@@ -375,13 +387,17 @@ pub fn spawn(op: Operator, addr: SocketAddr) -> io::Result<SocketAddr> {
         let _in_runtime = rt.enter();
         tokio::net::TcpListener::from_std(listener)?
     };
+    let limits = op.limits;
     let op = Arc::new(op);
     std::thread::Builder::new()
         .name("warden-operator".into())
         .spawn(move || {
-            rt.block_on(super::serve::serve_connections(listener, move |req| {
-                handle(op.clone(), req)
-            }))
+            rt.block_on(super::serve::serve_connections(
+                listener,
+                limits,
+                ErrorStyle::Plain,
+                move |req| handle(op.clone(), req),
+            ))
         })?;
     Ok(bound)
 }

@@ -1,14 +1,19 @@
 //! `warden serve`: the Guardian as a process. JSON-RPC over stdio (newline-delimited, or
 //! LSP-style `Content-Length` framing, detected per message) or over HTTP/1.1 (`POST /acs` or
-//! `POST /`, one envelope per request) on hyper + tokio; an optional durable journal
-//! (`--state DIR`, [`super::store`]). Policy reload is [`super::watch`].
+//! `POST /`, one envelope per request) on hyper + tokio, with every phase of a request
+//! time-boxed and connections capped in total and per peer ([`HttpLimits`]); an optional
+//! durable journal (`--state DIR`, [`super::store`]). Policy reload is [`super::watch`].
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::{self, BufRead, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -125,6 +130,21 @@ fn read_line_bounded(r: &mut impl BufRead, max: usize) -> io::Result<Option<(Vec
     }
 }
 
+/// The longest header line, and the most header lines, after `Content-Length`.
+const MAX_HEADER_LINE: usize = 8192;
+const MAX_HEADERS: usize = 32;
+
+/// `Name: value`, the name an HTTP token (a JSON message never starts like that).
+fn is_header_line(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|b| *b == b':') else {
+        return false;
+    };
+    colon > 0
+        && line[..colon]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b))
+}
+
 /// Reads the next message: a `Content-Length:` header block introduces a framed message,
 /// anything else is one message per line. Blank lines are skipped. `None` at EOF.
 pub fn read_frame(r: &mut impl BufRead, max: usize) -> io::Result<Option<Frame>> {
@@ -151,12 +171,31 @@ pub fn read_frame(r: &mut impl BufRead, max: usize) -> io::Result<Option<Frame>>
                 "Content-Length {text:?} is not a number"
             ))));
         };
-        // Further headers (Content-Type) until the blank line.
+        // Further headers (Content-Type) until the blank line. A line that is not a header
+        // means the blank line is missing: that message is answered with a parse error (the
+        // line is dropped with it) and reading resumes at the next line, instead of the body
+        // and every later message being taken for headers.
+        let mut headers = 0;
         loop {
-            match read_line_bounded(r, 8192)? {
+            match read_line_bounded(r, MAX_HEADER_LINE)? {
                 None => return Ok(None),
                 Some((h, _)) if h.is_empty() => break,
-                Some(_) => {}
+                Some((h, total)) if total <= MAX_HEADER_LINE && is_header_line(&h) => {
+                    headers += 1;
+                    if headers > MAX_HEADERS {
+                        return Ok(Some(Frame::BadHeader(format!(
+                            "more than {MAX_HEADERS} headers after Content-Length; a blank line \
+                             must end the header block"
+                        ))));
+                    }
+                }
+                Some((h, _)) => {
+                    let shown: String = String::from_utf8_lossy(&h).chars().take(40).collect();
+                    return Ok(Some(Frame::BadHeader(format!(
+                        "Content-Length: {len} must be followed by a blank line (\\r\\n\\r\\n) \
+                         before the body; found {shown:?} instead"
+                    ))));
+                }
             }
         }
         if len > max {
@@ -221,8 +260,129 @@ pub(crate) fn json_response(status: StatusCode, body: Vec<u8>) -> hyper::Respons
     r
 }
 
+/// Time limits and connection caps of an HTTP listener (docs/serve.md, "HTTP limits"). Every
+/// phase of a request is time-boxed and every connection counts against a cap, so slow or
+/// numerous clients cannot hold the descriptors a well-behaved client needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// To send a request's headers, counted from when the connection waits for them: also how
+    /// long an idle keep-alive connection is kept. Beyond it the connection is closed.
+    pub header_timeout: Duration,
+    /// To send a request's body once its headers are in (408 beyond).
+    pub body_timeout: Duration,
+    /// From a request's headers to its answer (503 beyond); also the longest a write of the
+    /// answer may wait on a client that does not read (the connection is closed).
+    pub request_timeout: Duration,
+    /// Connections served at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// Connections served at once from one IP address; one more is answered 503 and closed.
+    pub max_connections_per_peer: usize,
+}
+
+/// Connections the operator endpoint serves at once (in total and per peer): a few operators
+/// and scripts, never the agent platform.
+pub const OPERATOR_MAX_CONNECTIONS: usize = 16;
+
+impl HttpLimits {
+    /// The operator endpoint's limits: these time limits, [`OPERATOR_MAX_CONNECTIONS`].
+    pub fn for_operator(self) -> HttpLimits {
+        HttpLimits {
+            max_connections: OPERATOR_MAX_CONNECTIONS,
+            max_connections_per_peer: OPERATOR_MAX_CONNECTIONS,
+            ..self
+        }
+    }
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(60),
+            // Headroom under the usual 1 024 descriptors for the operator endpoint
+            // (`OPERATOR_MAX_CONNECTIONS`), the refusals in flight, the listeners, the journal
+            // and stdio.
+            max_connections: 960,
+            max_connections_per_peer: 64,
+        }
+    }
+}
+
+/// How a listener words the errors it makes itself (over a cap, past a deadline): JSON-RPC
+/// error responses on the ACS listener, `{"error": …}` on the operator endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorStyle {
+    JsonRpc,
+    Plain,
+}
+
+impl ErrorStyle {
+    fn body(self, error: crate::acs::envelope::RpcError) -> Vec<u8> {
+        match self {
+            ErrorStyle::JsonRpc => {
+                crate::acs::envelope::Response::error(crate::acs::envelope::Id::Null, error)
+                    .to_vec()
+            }
+            ErrorStyle::Plain => serde_json::json!({
+                "error": error.data.as_ref().and_then(|d| d.get("message")).cloned(),
+                "reason": error.reason(),
+            })
+            .to_string()
+            .into_bytes(),
+        }
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+/// The error for a body that did not arrive within `limit` (HTTP 408).
+pub(crate) fn body_timeout_error(limit: Duration) -> crate::acs::envelope::RpcError {
+    crate::acs::envelope::RpcError::invalid_request(format!(
+        "the request body did not arrive within {}; send the whole body at once",
+        seconds(limit)
+    ))
+    .with_data("reason", "body_timeout")
+    .with_data("body_timeout_ms", limit.as_millis() as u64)
+}
+
+fn request_timeout_error(limit: Duration) -> crate::acs::envelope::RpcError {
+    crate::acs::envelope::RpcError::internal(format!(
+        "no answer within {} of the request's headers; retry later",
+        seconds(limit)
+    ))
+    .with_data("reason", "request_timeout")
+    .with_data("request_timeout_ms", limit.as_millis() as u64)
+}
+
+/// Collects a request body within `max` bytes and `limit` time.
+pub(crate) enum BodyError {
+    TooLarge,
+    TimedOut,
+}
+
+pub(crate) async fn collect_body(
+    body: Incoming,
+    max: usize,
+    limit: Duration,
+) -> Result<Bytes, BodyError> {
+    match tokio::time::timeout(limit, Limited::new(body, max).collect()).await {
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+        Ok(Err(_)) => Err(BodyError::TooLarge),
+        Err(_) => Err(BodyError::TimedOut),
+    }
+}
+
 async fn handle_http(
     g: Arc<Guardian>,
+    limits: HttpLimits,
     req: hyper::Request<Incoming>,
 ) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
     let max = g.options().protocol.caps.max_envelope_bytes;
@@ -254,12 +414,18 @@ async fn handle_http(
             crate::guardian::too_large_response(len, max).to_vec(),
         ));
     }
-    let body = match Limited::new(req.into_body(), max).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
+    let body = match collect_body(req.into_body(), max, limits.body_timeout).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
             return Ok(json_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 crate::guardian::too_large_response(max + 1, max).to_vec(),
+            ))
+        }
+        Err(BodyError::TimedOut) => {
+            return Ok(json_response(
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorStyle::JsonRpc.body(body_timeout_error(limits.body_timeout)),
             ))
         }
     };
@@ -282,6 +448,7 @@ async fn handle_http(
 pub fn run_http(
     g: Arc<Guardian>,
     addr: SocketAddr,
+    limits: HttpLimits,
     ready: impl FnOnce(SocketAddr),
 ) -> io::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -292,23 +459,172 @@ pub fn run_http(
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         ready(listener.local_addr()?);
-        serve_connections(listener, move |req| handle_http(g.clone(), req)).await
+        serve_connections(listener, limits, ErrorStyle::JsonRpc, move |req| {
+            handle_http(g.clone(), limits, req)
+        })
+        .await
     })
 }
 
+/// Counts the connections being served, in total and per peer address.
+struct ConnLimiter {
+    max_total: usize,
+    max_per_peer: usize,
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+/// Why a connection was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OverCap {
+    Total,
+    Peer,
+}
+
+/// One admitted connection; dropping it frees its place.
+struct ConnGuard {
+    limiter: Arc<ConnLimiter>,
+    peer: IpAddr,
+}
+
+impl ConnLimiter {
+    fn new(max_total: usize, max_per_peer: usize) -> Arc<ConnLimiter> {
+        Arc::new(ConnLimiter {
+            max_total,
+            max_per_peer,
+            open: Mutex::new((0, HashMap::new())),
+        })
+    }
+
+    fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<ConnGuard, OverCap> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let (total, per_peer) = &mut *open;
+        if *total >= self.max_total {
+            return Err(OverCap::Total);
+        }
+        let mine = per_peer.entry(peer).or_insert(0);
+        if *mine >= self.max_per_peer {
+            return Err(OverCap::Peer);
+        }
+        *mine += 1;
+        *total += 1;
+        Ok(ConnGuard {
+            limiter: self.clone(),
+            peer,
+        })
+    }
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let mut open = self.limiter.open.lock().unwrap_or_else(|e| e.into_inner());
+        let (total, per_peer) = &mut *open;
+        *total = total.saturating_sub(1);
+        if let Some(n) = per_peer.get_mut(&self.peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                per_peer.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// Refusals answered at once; beyond it an over-cap connection is closed without an answer
+/// (each refusal holds its descriptor for up to [`REFUSAL_LINGER`]).
+const MAX_REFUSALS: usize = 8;
+/// How long a refused connection is kept to read what the client sent, so that closing it
+/// does not reset the connection before the client reads the 503.
+const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+
+fn over_cap_error(why: OverCap, limits: &HttpLimits) -> crate::acs::envelope::RpcError {
+    match why {
+        OverCap::Total => crate::acs::envelope::RpcError::session_refused(format!(
+            "this Guardian serves at most {} connections at once; retry later",
+            limits.max_connections
+        ))
+        .with_data("reason", "too_many_connections")
+        .with_data("max_connections", limits.max_connections as u64),
+        OverCap::Peer => crate::acs::envelope::RpcError::session_refused(format!(
+            "this Guardian serves at most {} connections at once from one address; reuse a \
+             keep-alive connection or close idle ones",
+            limits.max_connections_per_peer
+        ))
+        .with_data("reason", "too_many_connections_from_peer")
+        .with_data(
+            "max_connections_per_peer",
+            limits.max_connections_per_peer as u64,
+        ),
+    }
+}
+
+/// Answers an over-cap connection `503` with `body` and closes it, after reading (and
+/// dropping) what the client sent for up to [`REFUSAL_LINGER`].
+async fn refuse(stream: tokio::net::TcpStream, body: Vec<u8>) {
+    let mut msg = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    msg.extend_from_slice(&body);
+    let deadline = tokio::time::Instant::now() + REFUSAL_LINGER;
+    let mut sent = 0;
+    while sent < msg.len() {
+        if tokio::time::timeout_at(deadline, stream.writable())
+            .await
+            .is_err()
+        {
+            return;
+        }
+        match stream.try_write(&msg[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
+    // Half-close, then read until the client closes (or the linger ends).
+    let Ok(std_stream) = stream.into_std() else {
+        return;
+    };
+    let _ = std_stream.shutdown(std::net::Shutdown::Write);
+    let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else {
+        return;
+    };
+    let mut sink = [0u8; 4096];
+    loop {
+        if tokio::time::timeout_at(deadline, stream.readable())
+            .await
+            .is_err()
+        {
+            return;
+        }
+        match stream.try_read(&mut sink) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
+}
+
 /// Accepts connections on `listener` forever and serves each with `handler` (HTTP/1.1,
-/// keep-alive, 30 s to send the headers). Shared by the ACS listener and the operator
-/// endpoint ([`super::operator`]).
+/// keep-alive) within `limits`: a connection over a cap is answered 503 and closed, a request
+/// is answered within `request_timeout` (503 otherwise), and a connection whose client neither
+/// sends nor reads in time is closed. Shared by the ACS listener and the operator endpoint
+/// ([`super::operator`]).
 pub(crate) async fn serve_connections<F, Fut>(
     listener: tokio::net::TcpListener,
+    limits: HttpLimits,
+    style: ErrorStyle,
     handler: F,
 ) -> io::Result<()>
 where
     F: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<hyper::Response<Full<Bytes>>, Infallible>> + Send + 'static,
 {
+    let limiter = ConnLimiter::new(limits.max_connections, limits.max_connections_per_peer);
+    let refusals = Arc::new(AtomicUsize::new(0));
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
             Err(_) => {
                 // Out of descriptors and the like: wait instead of spinning.
@@ -316,17 +632,132 @@ where
                 continue;
             }
         };
+        let guard = match limiter.admit(peer.ip()) {
+            Ok(g) => g,
+            Err(why) => {
+                if refusals.fetch_add(1, Ordering::SeqCst) >= MAX_REFUSALS {
+                    refusals.fetch_sub(1, Ordering::SeqCst);
+                    drop(stream);
+                    continue;
+                }
+                let body = style.body(over_cap_error(why, &limits));
+                let refusals = refusals.clone();
+                tokio::spawn(async move {
+                    refuse(stream, body).await;
+                    refusals.fetch_sub(1, Ordering::SeqCst);
+                });
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
         tokio::spawn(async move {
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let svc = hyper::service::service_fn(handler);
+            let _guard = guard;
+            let io = WriteDeadline {
+                inner: hyper_util::rt::TokioIo::new(stream),
+                limit: limits.request_timeout,
+                sleep: None,
+            };
+            let svc = hyper::service::service_fn(move |req| {
+                let answer = handler(req);
+                async move {
+                    match tokio::time::timeout(limits.request_timeout, answer).await {
+                        Ok(r) => r,
+                        Err(_) => Ok(json_response(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            style.body(request_timeout_error(limits.request_timeout)),
+                        )),
+                    }
+                }
+            });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
+                .header_read_timeout(limits.header_timeout)
                 .serve_connection(io, svc)
                 .await;
         });
+    }
+}
+
+/// A connection whose writes fail once one has waited `limit` on a client that does not
+/// read: hyper then closes it, and its place and descriptor are freed.
+struct WriteDeadline<T> {
+    inner: T,
+    limit: Duration,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    fn stalled<R>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<R>> {
+        let limit = self.limit;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not read the answer in time",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn settle<R>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        match r {
+            Poll::Pending => self.stalled(cx),
+            ready => {
+                self.sleep = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WriteDeadline<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WriteDeadline<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.settle(cx, r)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.settle(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_flush(cx);
+        this.settle(cx, r)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.settle(cx, r)
     }
 }
 
@@ -354,6 +785,86 @@ mod tests {
                 Frame::Line(b"{\"c\":3}".to_vec()),
             ]
         );
+    }
+
+    #[test]
+    fn a_header_without_its_blank_line_is_refused_and_reading_resumes() {
+        // Before: the body and every later message were read as headers, without an answer.
+        let input = b"Content-Length: 7\r\n{\"a\":1}\n{\"b\":2}\nContent-Length: 7\r\nContent-Type: x\r\n\r\n{\"c\":3}";
+        let f = frames(input, 100);
+        assert_eq!(f.len(), 3, "{f:?}");
+        let Frame::BadHeader(why) = &f[0] else {
+            panic!("{f:?}")
+        };
+        assert!(why.contains("must be followed by a blank line"), "{why}");
+        assert!(why.contains("{\\\"a\\\":1}"), "{why}");
+        assert_eq!(f[1], Frame::Line(b"{\"b\":2}".to_vec()));
+        assert_eq!(f[2], Frame::Framed(b"{\"c\":3}".to_vec()));
+    }
+
+    #[test]
+    fn a_stdio_header_without_its_blank_line_gets_a_parse_error() {
+        let g = Guardian::new(Policy::embedded_default());
+        let mut out = Vec::new();
+        run_stdio(&g, &b"Content-Length: 7\r\n{\"a\":1}\n"[..], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let body = text.split("\r\n\r\n").nth(1).unwrap();
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], -32700, "{v}");
+        assert_eq!(v["id"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn one_peer_at_its_cap_leaves_room_for_the_others() {
+        let limiter = ConnLimiter::new(5, 2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = limiter.admit(a).unwrap();
+        let _a2 = limiter.admit(a).unwrap();
+        assert_eq!(limiter.admit(a).err(), Some(OverCap::Peer));
+        let _b1 = limiter.admit(b).unwrap();
+        drop(a1);
+        let _a3 = limiter.admit(a).unwrap();
+        let _b2 = limiter.admit(b).unwrap();
+        let c: IpAddr = "10.0.0.3".parse().unwrap();
+        let c1 = limiter.admit(c).unwrap();
+        assert_eq!(limiter.admit(c).err(), Some(OverCap::Total));
+        drop(c1);
+        assert!(limiter.admit(c).is_ok());
+        let open = limiter.open.lock().unwrap();
+        assert_eq!(open.0, 4, "the dropped guards freed their places");
+        assert!(
+            !open.1.contains_key(&c),
+            "a peer with no connection is forgotten"
+        );
+    }
+
+    #[test]
+    fn a_strict_guardian_answers_ping_whatever_its_params() {
+        let options = Options {
+            protocol: crate::guardian::Protocol::strict(),
+            ..Options::default()
+        };
+        let g = Guardian::with_options(Policy::embedded_default(), options);
+        let input = concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"system/ping","params":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"system/ping"}"#,
+            "\n"
+        );
+        let mut out = Vec::new();
+        run_stdio(&g, input.as_bytes(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let answers: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(answers.len(), 2);
+        for (i, v) in answers.iter().enumerate() {
+            assert_eq!(v["id"], i + 1, "{v}");
+            assert_eq!(v["result"]["decision"], "allow", "{v}");
+            assert_eq!(v["result"]["payload"]["status"], "ok", "{v}");
+        }
     }
 
     #[test]

@@ -121,19 +121,38 @@ impl Conn {
     }
 
     pub fn post(&mut self, body: &[u8]) -> std::io::Result<Value> {
+        self.post_status(body).map(|(_, v)| v)
+    }
+
+    /// POSTs `body` to `/acs`; the answer's status and JSON body.
+    pub fn post_status(&mut self, body: &[u8]) -> std::io::Result<(u16, Value)> {
         let head = format!(
             "POST /acs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             body.len()
         );
-        let s = self.stream.get_mut();
-        s.write_all(head.as_bytes())?;
-        s.write_all(body)?;
+        self.send_raw(head.as_bytes())?;
+        self.send_raw(body)?;
+        self.read_answer()
+    }
+
+    /// Writes bytes as they are (a request in pieces, or a partial one).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.get_mut().write_all(bytes)
+    }
+
+    /// Reads one HTTP answer: its status and JSON body.
+    pub fn read_answer(&mut self) -> std::io::Result<(u16, Value)> {
         let mut len = None;
         let mut status = String::new();
         self.stream.read_line(&mut status)?;
         if status.is_empty() {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
+        let code = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse::<u16>().ok())
+            .ok_or_else(|| std::io::Error::other(format!("not an HTTP status line: {status:?}")))?;
         loop {
             let mut line = String::new();
             if self.stream.read_line(&mut line)? == 0 {
@@ -151,7 +170,19 @@ impl Conn {
         }
         let mut body = vec![0; len.unwrap_or(0)];
         self.stream.read_exact(&mut body)?;
-        serde_json::from_slice(&body).map_err(|e| std::io::Error::other(e.to_string()))
+        let v = serde_json::from_slice(&body).map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok((code, v))
+    }
+
+    /// Whether the server closed the connection: the next read is end of file (within the
+    /// read timeout).
+    pub fn closed_by_server(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0))
+    }
+
+    pub fn set_read_timeout(&self, d: Duration) {
+        self.stream.get_ref().set_read_timeout(Some(d)).unwrap();
     }
 }
 
