@@ -363,3 +363,103 @@ fn the_server_evicts_idle_sessions_and_restores_them() {
     );
     assert!(r["result"]["chain_hash"].is_string(), "{r}");
 }
+
+#[test]
+fn an_ended_session_is_compacted_to_its_chain_once_its_tombstone_leaves() {
+    let journal = Arc::new(MemoryJournal::default());
+    let options = Options {
+        protocol: Protocol {
+            skew_window_ms: Some(200),
+            ..Protocol::strict()
+        },
+        ..Options::default()
+    };
+    let policy = || Policy::from_source("p.ward", POLICY).unwrap();
+    let g = Guardian::with_journal(policy(), options.clone(), journal.clone());
+    let sid = ids::counter(60, 1);
+    let mut n = 0;
+    tainted_session(&g, &sid, &mut n);
+    n += 1;
+    let r = send(
+        &g,
+        &req(
+            n,
+            "steps/sessionEnd",
+            "a",
+            &sid,
+            json!({"reason": "completed"}),
+        ),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    let before = journal.records.lock().unwrap().clone();
+    let chain_before = warden::guardian::journal::chains(&before);
+    assert!(before.len() > 1);
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    g.sweep_sessions();
+    let after = journal.records.lock().unwrap().clone();
+    assert!(
+        matches!(&after[..], [Record::Sealed { session, .. }] if *session == sid),
+        "{after:?}"
+    );
+    // The chain is whole and verifies.
+    let chain_after = warden::guardian::journal::chains(&after);
+    assert_eq!(chain_after, chain_before);
+    warden::acs::crypto::verify_chain(&chain_after[0].1).unwrap();
+    // A restart from the compacted journal still refuses the ended session.
+    let restarted = Guardian::with_journal(policy(), options, journal.clone());
+    restarted.restore(after);
+    n += 1;
+    let r = send(
+        &restarted,
+        &req(n, "steps/toolCallRequest", "a", &sid, send_call()),
+    );
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert!(r.to_string().contains("ended"), "{r}");
+}
+
+/// The same through `warden serve --state`: the housekeeping thread compacts the ended
+/// session in the store, and `warden audit verify` still verifies its chain.
+#[test]
+fn the_server_compacts_ended_sessions_in_its_store() {
+    let dir = serve_common::tmp("compact");
+    let state = dir.join("state");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let server = Server::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--skew-window-ms",
+        "500",
+    ]);
+    let mut c = Conn::open(&server.addr).unwrap();
+    let sid = ids::counter(61, 1);
+    let mut n = 0;
+    let mut go = |c: &mut Conn, method: &str, payload: Value| {
+        n += 1;
+        post(c, &req(n, method, "a", &sid, payload))
+    };
+    go(&mut c, "handshake/hello", hello());
+    go(&mut c, "steps/sessionStart", json!({}));
+    go(&mut c, "steps/toolCallResult", untrusted_result());
+    let r = go(&mut c, "steps/sessionEnd", json!({"reason": "completed"}));
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    server.kill9();
+    let records = warden::server::store::read_dir(&state).unwrap();
+    assert!(
+        matches!(&records[..], [Record::Sealed { .. }]),
+        "{records:?}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["audit", "verify"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

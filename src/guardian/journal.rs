@@ -77,6 +77,19 @@ pub enum Record {
         new: String,
         at: String,
     },
+    /// An ended session, compacted: written in place of all its records once its tombstone
+    /// time has passed. It keeps the whole audit chain (so `warden audit verify` verifies it as
+    /// before) and what the tombstone holds; the requests themselves are gone.
+    Sealed {
+        session: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        /// When the session ended (Guardian clock, ms).
+        at_ms: i64,
+        /// The labels of everything that entered its context.
+        labels: u64,
+        entries: Vec<Value>,
+    },
 }
 
 impl Record {
@@ -86,7 +99,8 @@ impl Record {
             Record::Handshake { session, .. }
             | Record::Step { session, .. }
             | Record::EffectResolved { session, .. }
-            | Record::ApprovalGranted { session, .. } => Some(session),
+            | Record::ApprovalGranted { session, .. }
+            | Record::Sealed { session, .. } => Some(session),
             Record::PolicyReload { .. } => None,
         }
     }
@@ -94,7 +108,7 @@ impl Record {
     /// The agent whose session this is, when the record says.
     pub fn agent(&self) -> Option<&str> {
         match self {
-            Record::Handshake { agent, .. } => agent.as_deref(),
+            Record::Handshake { agent, .. } | Record::Sealed { agent, .. } => agent.as_deref(),
             Record::Step { params, .. } => params.pointer("/metadata/agent_id")?.as_str(),
             _ => None,
         }
@@ -104,7 +118,7 @@ impl Record {
     pub fn at_ms(&self) -> Option<i64> {
         match self {
             Record::Handshake { at_ms, .. } | Record::Step { at_ms, .. } => *at_ms,
-            Record::ApprovalGranted { at_ms, .. } => Some(*at_ms),
+            Record::ApprovalGranted { at_ms, .. } | Record::Sealed { at_ms, .. } => Some(*at_ms),
             Record::PolicyReload { at, .. } => crate::acs::time::rfc3339_unix_ms(at),
             Record::EffectResolved { .. } => None,
         }
@@ -121,6 +135,12 @@ pub trait Journal: Send + Sync {
     fn session_records(&self, _session: &str) -> Option<Result<Vec<Record>, String>> {
         None
     }
+
+    /// Replaces every record of `session` with `summary` (a [`Record::Sealed`]), durably;
+    /// `Ok(false)` when this journal does not compact.
+    fn compact(&self, _session: &str, _summary: Record) -> Result<bool, String> {
+        Ok(false)
+    }
 }
 
 /// A journal in memory (for tests and embedding).
@@ -136,6 +156,13 @@ impl Journal for MemoryJournal {
             .unwrap_or_else(|e| e.into_inner())
             .extend(records);
         Ok(())
+    }
+
+    fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
+        let mut all = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|r| r.session() != Some(session));
+        all.push(summary);
+        Ok(true)
     }
 
     fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
@@ -182,6 +209,9 @@ pub fn chains<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<(String,
                 session, entries, ..
             }
             | Record::ApprovalGranted {
+                session, entries, ..
+            }
+            | Record::Sealed {
                 session, entries, ..
             } => (session, entries),
             Record::Handshake { .. } | Record::PolicyReload { .. } => continue,

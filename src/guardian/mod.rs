@@ -282,6 +282,8 @@ struct Session {
     family: bool,
     /// Being rebuilt from the journal outside the table: it opens no subagent sessions.
     detached: bool,
+    /// Its records are already one compacted [`Record::Sealed`].
+    compacted: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -556,7 +558,19 @@ impl Guardian {
     /// every second; admissions sweep a few as they go. Returns how many left.
     pub fn sweep_sessions(&self) -> usize {
         let limits = self.limits();
-        self.sessions.sweep(time::now_ms(), &limits)
+        let removed = self.sessions.sweep(time::now_ms(), &limits);
+        self.compact_ended_sessions();
+        removed
+    }
+
+    /// Compacts the journal records of every ended session whose tombstone left memory since
+    /// the last call (see [`Record::Sealed`]); `sweep_sessions` calls it. Returns how many.
+    pub fn compact_ended_sessions(&self) -> usize {
+        self.sessions
+            .take_listed()
+            .iter()
+            .filter(|id| self.compact_ended(id))
+            .count()
     }
 
     fn process_session(&self, req: &Request, raw: &Value, key: Option<&[u8; 32]>) -> Decided {
@@ -1293,22 +1307,8 @@ impl Guardian {
                 ))))
             }
         };
-        let now = time::now_ms();
-        let agent = records
-            .iter()
-            .find_map(Record::agent)
-            .unwrap_or("")
-            .to_string();
-        let mut s = Session {
-            detached: true,
-            agent: Arc::from(agent.as_str()),
-            ..Session::default()
-        };
-        for r in records {
-            self.restore_record(&mut s, r, now);
-        }
-        s.detached = false;
-        s.window.prune(now, self.options.protocol.skew_window_ms);
+        let s = self.rebuild(records);
+        let agent = s.agent.clone();
         let sealed_at = s.sealed.then_some(s.sealed_at_ms);
         let last_active = s.last_active_ms;
         let admitted = self.admit_with(sid, &agent, true, last_active, move || s);
@@ -1316,6 +1316,56 @@ impl Guardian {
             self.sessions.note_sealed(sid, at);
         }
         Some(admitted)
+    }
+
+    /// A session rebuilt from its own records, outside the table.
+    fn rebuild(&self, records: Vec<Record>) -> Session {
+        let now = time::now_ms();
+        let agent = records.iter().find_map(Record::agent).unwrap_or("");
+        let mut s = Session {
+            detached: true,
+            agent: Arc::from(agent),
+            ..Session::default()
+        };
+        for r in records {
+            self.restore_record(&mut s, r, now);
+        }
+        s.detached = false;
+        s.window.prune(now, self.options.protocol.skew_window_ms);
+        s
+    }
+
+    /// Compacts an ended session whose tombstone left memory: its records are replaced by
+    /// one [`Record::Sealed`] that keeps its audit chain and what its tombstone held. Only a
+    /// session outside any subagent family (whose records others' restores read) is
+    /// compacted. Returns whether it was.
+    fn compact_ended(&self, sid: &str) -> bool {
+        let Some(journal) = &self.journal else {
+            return false;
+        };
+        let records = match journal.session_records(sid) {
+            Some(Ok(r)) => r,
+            _ => return false,
+        };
+        if records.is_empty() || matches!(records[..], [Record::Sealed { .. }]) {
+            return false;
+        }
+        let entries: Vec<Value> = journal::chains(&records)
+            .into_iter()
+            .flat_map(|(_, e)| e)
+            .collect();
+        let s = self.rebuild(records);
+        if !s.sealed || s.family {
+            return false;
+        }
+        let summary = Record::Sealed {
+            session: sid.to_string(),
+            agent: Some(s.agent.to_string()).filter(|a| !a.is_empty()),
+            at_ms: s.sealed_at_ms,
+            labels: s.final_labels.unwrap_or(0),
+            entries,
+        };
+        journal.compact(sid, summary).unwrap_or(false)
     }
 
     /// Re-applies one journal record to a session (restart and returning sessions alike).
@@ -1343,6 +1393,22 @@ impl Guardian {
         match record {
             // Guardian-wide: nothing of a session's.
             Record::PolicyReload { .. } => {}
+            Record::Sealed {
+                session,
+                labels,
+                entries,
+                at_ms,
+                ..
+            } => {
+                restore_chain(s, &entries);
+                s.sealed = true;
+                s.sealed_at_ms = at_ms;
+                s.final_labels = Some(labels);
+                s.state = None;
+                s.window = ReplayWindow::default();
+                s.compacted = true;
+                self.sessions.note_sealed(&session, at_ms);
+            }
             Record::Handshake { negotiated, .. } => {
                 s.negotiated = Some(Arc::new(negotiated));
             }
@@ -1457,7 +1523,12 @@ impl sessions::Retire for Session {
         if s.sealed {
             let due = s.sealed_at_ms.saturating_add(tombstone);
             return if sealed_queue || due <= now {
-                Verdict::Remove
+                // Outside a subagent family, its records can be compacted.
+                if s.family || s.compacted {
+                    Verdict::Remove
+                } else {
+                    Verdict::RemoveAndList
+                }
             } else {
                 Verdict::Keep(due)
             };

@@ -36,6 +36,9 @@ pub trait Retire {
 pub enum Verdict {
     /// Drop it from memory.
     Remove,
+    /// Drop it from memory, and list it for [`Table::take_listed`] (an ended session
+    /// whose records can be compacted).
+    RemoveAndList,
     /// Look again at this time (Guardian clock, ms).
     Keep(i64),
 }
@@ -58,6 +61,8 @@ pub struct Table<T> {
     sealed: Mutex<VecDeque<(i64, Arc<str>)>>,
     /// Sessions to look at for idleness, roughly in the order they become due: (due at, id).
     idle: Mutex<VecDeque<(i64, Arc<str>)>>,
+    /// Removed sessions listed by their verdict, until someone takes them.
+    listed: Mutex<Vec<Arc<str>>>,
 }
 
 impl<T> Default for Table<T> {
@@ -69,6 +74,7 @@ impl<T> Default for Table<T> {
             agents: (0..SHARDS).map(|_| Mutex::default()).collect(),
             sealed: Mutex::default(),
             idle: Mutex::default(),
+            listed: Mutex::default(),
         }
     }
 }
@@ -207,6 +213,11 @@ impl<T: Retire> Table<T> {
         }
     }
 
+    /// The sessions removed with [`Verdict::RemoveAndList`] since the last call.
+    pub fn take_listed(&self) -> Vec<Arc<str>> {
+        std::mem::take(&mut *lock(&self.listed))
+    }
+
     /// Session `id` ended at `at_ms`: its tombstone is due for removal after the skew window.
     pub fn note_sealed(&self, id: &str, at_ms: i64) {
         lock(&self.sealed).push_back((at_ms, Arc::from(id)));
@@ -285,6 +296,13 @@ impl<T: Retire> Table<T> {
         };
         match verdict {
             Verdict::Remove => self.remove(id),
+            Verdict::RemoveAndList => {
+                let removed = self.remove(id);
+                if removed {
+                    lock(&self.listed).push(id.clone());
+                }
+                removed
+            }
             Verdict::Keep(due) => {
                 if !sealed_queue {
                     lock(&self.idle).push_back((due, id.clone()));

@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use redb::{Database, Durability, MultimapTableDefinition, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, MultimapTableDefinition, ReadableMultimapTable, ReadableTable,
+    TableDefinition,
+};
 
 use crate::guardian::journal::{Journal, Record};
 
@@ -21,9 +24,11 @@ const BY_SESSION: MultimapTableDefinition<&str, u64> = MultimapTableDefinition::
 /// Format of the records in `log`: JSON of [`Record`].
 pub const FORMAT: &[u8] = b"warden-journal-1";
 
-/// Records to write, each with its session id, and where to say they are durable.
+/// Records to write, each with its session id; a session whose records they replace (a
+/// compaction); and where to say they are durable.
 type Batch = (
     Vec<(Option<String>, Vec<u8>)>,
+    Option<String>,
     mpsc::SyncSender<Result<(), String>>,
 );
 
@@ -199,7 +204,19 @@ fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
             {
                 let mut t = w.open_table(LOG).map_err(err)?;
                 let mut index = w.open_multimap_table(BY_SESSION).map_err(err)?;
-                for (recs, _) in &batch {
+                for (recs, replaces, _) in &batch {
+                    if let Some(old) = replaces {
+                        let seqs: Vec<u64> = index
+                            .get(old.as_str())
+                            .map_err(err)?
+                            .map(|s| s.map(|s| s.value()))
+                            .collect::<Result<_, _>>()
+                            .map_err(err)?;
+                        for seq in seqs {
+                            t.remove(seq).map_err(err)?;
+                        }
+                        index.remove_all(old.as_str()).map_err(err)?;
+                    }
                     for (session, r) in recs {
                         t.insert(n, r.as_slice()).map_err(err)?;
                         if let Some(session) = session {
@@ -219,17 +236,14 @@ fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
             }
             Err(e) => Err(format!("the journal could not commit: {e}")),
         };
-        for (_, done) in batch {
+        for (_, _, done) in batch {
             let _ = done.send(outcome.clone());
         }
     }
 }
 
-impl Journal for Store {
-    fn append(&self, records: Vec<Record>) -> Result<(), String> {
-        if records.is_empty() {
-            return Ok(());
-        }
+impl Store {
+    fn write(&self, records: Vec<Record>, replaces: Option<String>) -> Result<(), String> {
         let encoded: Vec<(Option<String>, Vec<u8>)> = records
             .iter()
             .map(|r| {
@@ -243,12 +257,26 @@ impl Journal for Store {
         {
             let tx = self.tx.lock().map_err(err)?;
             let tx = tx.as_ref().ok_or("the journal is closed")?;
-            tx.send((encoded, done_tx))
+            tx.send((encoded, replaces, done_tx))
                 .map_err(|_| "the journal writer stopped".to_string())?;
         }
         done_rx
             .recv()
             .map_err(|_| "the journal writer stopped".to_string())?
+    }
+}
+
+impl Journal for Store {
+    fn append(&self, records: Vec<Record>) -> Result<(), String> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.write(records, None)
+    }
+
+    fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
+        self.write(vec![summary], Some(session.to_string()))?;
+        Ok(true)
     }
 
     fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
