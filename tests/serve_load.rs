@@ -14,7 +14,13 @@ use warden::acs::time;
 
 const SESSIONS: u64 = 1_000;
 const HOOKS: u64 = 100;
-const CONNS: u64 = 100;
+/// Keep-alive connections (`WARDEN_LOAD_CONNS`, default 100).
+fn conns() -> u64 {
+    std::env::var("WARDEN_LOAD_CONNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100)
+}
 const DEADLINE: Duration = Duration::from_secs(600);
 
 struct Report {
@@ -33,7 +39,7 @@ fn run(extra: &[&str]) -> Report {
         policy.to_str().unwrap(),
         "--skew-window-ms",
         "3600000",
-        // CONNS keep-alive connections, all from loopback (the default cap is 64 per peer).
+        // The keep-alive connections all come from loopback (the default cap is 64 per peer).
         "--max-connections-per-peer",
         "1000",
     ];
@@ -47,13 +53,14 @@ fn run(extra: &[&str]) -> Report {
     let srv = Server::start(&args);
     let ts = time::now_rfc3339_ms();
     let started = Instant::now();
-    let handles: Vec<_> = (0..CONNS)
+    let conns = conns();
+    let handles: Vec<_> = (0..conns)
         .map(|c| {
             let addr = srv.addr.clone();
             let ts = ts.clone();
             std::thread::spawn(move || {
                 let mut conn = Conn::open(&addr).expect("connect");
-                let mine: Vec<u64> = (0..SESSIONS).filter(|s| s % CONNS == c).collect();
+                let mine: Vec<u64> = (0..SESSIONS).filter(|s| s % conns == c).collect();
                 let mut lat = Vec::with_capacity(mine.len() * HOOKS as usize);
                 let mut errors = 0;
                 'outer: for i in 0..HOOKS {
@@ -106,7 +113,7 @@ fn print(name: &str, r: &Report) {
         "serve load [{name}]: {} sessions x {} hooks over {} connections: {} requests in {:.2} s = {:.0} req/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} errors",
         SESSIONS,
         HOOKS,
-        CONNS,
+        conns(),
         r.requests,
         r.wall.as_secs_f64(),
         r.requests as f64 / r.wall.as_secs_f64(),

@@ -32,7 +32,7 @@ pub fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
 }
 
 /// Journal records read and restored at a time when a server starts.
-const RESTORE_CHUNK: usize = 4096;
+const RESTORE_CHUNK: usize = 1024;
 
 /// Builds the Guardian: with `state`, opens the journal there and restores every session
 /// from it before serving.

@@ -21,6 +21,9 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Session id → the sequence numbers of its records.
 const BY_SESSION: MultimapTableDefinition<&str, u64> = MultimapTableDefinition::new("by_session");
 
+/// redb's page cache for the journal.
+const CACHE_BYTES: usize = 32 << 20;
+
 /// Format of the records in `log`: JSON of [`Record`].
 pub const FORMAT: &[u8] = b"warden-journal-1";
 
@@ -54,7 +57,13 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let path = db_path(dir);
-        let db = Database::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // A small page cache: the journal is written once and read back only at a restart or
+        // for a returning session, and redb's default (1 GiB) would let a restart's reads grow
+        // the process by up to the journal's size.
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         {
             let w = db.begin_write().map_err(err)?;
             {
