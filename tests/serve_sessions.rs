@@ -463,3 +463,41 @@ fn the_server_compacts_ended_sessions_in_its_store() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn a_restart_under_another_policy_records_the_reload_in_the_chain() {
+    let journal = Arc::new(MemoryJournal::default());
+    let g = guardian(Caps::default(), Some(journal.clone()));
+    let sid = ids::counter(62, 1);
+    let mut n = 0;
+    tainted_session(&g, &sid, &mut n);
+    let old = g.policy_digest().to_string();
+    let records = journal.take();
+    // The same journal, restored under another policy.
+    let options = Options {
+        protocol: Protocol::strict(),
+        ..Options::default()
+    };
+    let other = Policy::from_source("q.ward", "default allow").unwrap();
+    let restarted = Guardian::with_journal(other, options, journal.clone());
+    restarted.restore(records);
+    n += 1;
+    let r = send(
+        &restarted,
+        &req(n, "steps/toolCallRequest", "a", &sid, send_call()),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    let last = journal.records.lock().unwrap().last().cloned().unwrap();
+    let Record::Step { entries, .. } = last else {
+        panic!("a step record")
+    };
+    assert_eq!(
+        entries[0]["step_type"], "warden/policy_reload",
+        "{entries:?}"
+    );
+    assert_eq!(
+        entries[0]["previous_policy_digest"],
+        json!(old),
+        "{entries:?}"
+    );
+}

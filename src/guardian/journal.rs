@@ -24,6 +24,10 @@ pub enum Record {
         /// When it was settled (Guardian clock, ms): a restored session keeps its age.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at_ms: Option<i64>,
+        /// The digest of the policy the session started under: a restart under another
+        /// policy then writes the session's `warden/policy_reload` entry at its next step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<String>,
     },
     /// A decided step: the request (`method`, `params` as received), whether it went ahead,
     /// the labels it inherited from outside the session (a subagent's, at `subagentStop`),

@@ -966,6 +966,7 @@ impl Guardian {
             negotiated: negotiated.clone(),
             agent: Some(p.metadata.agent_id.clone()),
             at_ms: Some(time::now_ms()),
+            policy: Some(self.policy_digest().to_string()),
         }])
         .map_err(RpcError::internal)?;
         s.negotiated = Some(Arc::new(negotiated));
@@ -1409,8 +1410,13 @@ impl Guardian {
                 s.compacted = true;
                 self.sessions.note_sealed(&session, at_ms);
             }
-            Record::Handshake { negotiated, .. } => {
+            Record::Handshake {
+                negotiated, policy, ..
+            } => {
                 s.negotiated = Some(Arc::new(negotiated));
+                if let Some(d) = policy {
+                    s.policy_digest = Some(Arc::from(d));
+                }
             }
             Record::EffectResolved {
                 key, to, entries, ..
