@@ -199,3 +199,15 @@ fn the_vscode_grammars_builtins_are_the_registrys() {
         "editors/vscode/syntaxes/ward.tmLanguage.json's builtins differ from check::builtins"
     );
 }
+
+/// The five decision words are the ACS decision type's: the grammar and the language server
+/// spell each one `acs::DecisionKind` names, and no other.
+#[test]
+fn the_decision_words_are_the_decision_types() {
+    let grammar = grammar_keywords();
+    let lsp: BTreeSet<String> = warden::lsp::keywords::all().map(str::to_string).collect();
+    for d in warden::acs::DecisionKind::ALL {
+        assert!(grammar.contains(d.as_str()), "the grammar lacks {}", d.as_str());
+        assert!(lsp.contains(d.as_str()), "the language server lacks {}", d.as_str());
+    }
+}

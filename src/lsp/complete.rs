@@ -133,9 +133,9 @@ fn is_reason_context(before_quote: &str) -> bool {
         }
         break;
     }
-    ["allow", "deny", "ask", "defer", "modify"]
+    crate::acs::DecisionKind::ALL
         .iter()
-        .any(|w| ends_with_word(s, w))
+        .any(|d| ends_with_word(s, d.as_str()))
 }
 
 fn is_hook_context(before: &str) -> bool {
