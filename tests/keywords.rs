@@ -207,7 +207,15 @@ fn the_decision_words_are_the_decision_types() {
     let grammar = grammar_keywords();
     let lsp: BTreeSet<String> = warden::lsp::keywords::all().map(str::to_string).collect();
     for d in warden::acs::DecisionKind::ALL {
-        assert!(grammar.contains(d.as_str()), "the grammar lacks {}", d.as_str());
-        assert!(lsp.contains(d.as_str()), "the language server lacks {}", d.as_str());
+        assert!(
+            grammar.contains(d.as_str()),
+            "the grammar lacks {}",
+            d.as_str()
+        );
+        assert!(
+            lsp.contains(d.as_str()),
+            "the language server lacks {}",
+            d.as_str()
+        );
     }
 }

@@ -1168,6 +1168,7 @@ impl<'a> Lower<'a> {
                     Self::emit(code, Op::LineageInferred, span);
                 }
                 "requested_by_user" => {
+                    self.program.reads_requested = true;
                     Self::emit(code, Op::Requested, span);
                 }
                 "links" => {

@@ -289,6 +289,9 @@ pub struct Program {
     pub regexes: Vec<Pattern>,
     /// `tool` declarations by tool name: the arguments each call must carry.
     pub tools: HashMap<Arc<str>, ToolSpec>,
+    /// Some rule or label reads `requested_by_user()`: only then does a session remember
+    /// which calls the user asked for (work on every `toolCallRequest` otherwise wasted).
+    pub reads_requested: bool,
 }
 
 /// `tool NAME(ARG: TYPE, …)`: what a call of the tool must look like.

@@ -1066,7 +1066,7 @@ impl<'a> Draft<'a> {
             }
         }
         match ev.method {
-            "steps/toolCallRequest" => self.note_requested(program, ev),
+            "steps/toolCallRequest" if program.reads_requested => self.note_requested(program, ev),
             "steps/toolCallResult" => {
                 self.requested_now = ev
                     .payload
