@@ -295,24 +295,16 @@ fn acs_citations_resolve_to_docs_acs_md() {
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
-/// The examples that show a behaviour carry `test` blocks stating it; each such block is run by
-/// `warden test` and must pass, and every block that checks must also compile (a policy that
-/// checks clean but cannot load would be a door that looks locked).
-#[test]
-fn every_behaviour_example_runs_as_documented() {
-    let doc = doc();
-    let dir = std::env::temp_dir().join(format!("warden-doc-examples-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+/// Writes each block to `dir` as `NAME.ward` and loads it (a block that checks clean but cannot
+/// load would be a door that looks locked); keeps the files that state behaviour as `test`
+/// blocks, then runs `warden test` over them. Returns how many blocks had tests.
+fn run_blocks(dir: &Path, source: &str, blocks: &[(String, &Block)]) -> usize {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
     let mut with_tests = 0;
     let mut problems = Vec::new();
-    // Rego imports name files beside the policy, which a doc block has none of.
-    for b in blocks(&doc)
-        .iter()
-        .filter(|b| b.fails.is_none() && !b.text.contains("use rego"))
-    {
-        let name = format!("example_{}.ward", b.line);
-        let path = dir.join(&name);
+    for (name, b) in blocks {
+        let path = dir.join(format!("{name}.ward"));
         std::fs::write(&path, &b.text).unwrap();
         if let Err(e) = warden::guardian::Policy::load(&path) {
             let codes: Vec<String> = e
@@ -321,35 +313,52 @@ fn every_behaviour_example_runs_as_documented() {
                 .map(|d| format!("{}: {}", d.code, d.message))
                 .collect();
             problems.push(format!(
-                "docs/language.md:{}: checks but does not load: {}",
+                "{source}:{}: checks but does not load: {}",
                 b.line,
                 codes.join("; ")
             ));
             continue;
         }
-        if !b.text.contains("test \"") {
+        if b.text.contains("test \"") {
+            with_tests += 1;
+        } else {
             std::fs::remove_file(&path).unwrap();
-            continue;
         }
-        with_tests += 1;
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("test")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{source}: documented behaviour does not hold:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    with_tests
+}
+
+/// The examples that show a behaviour carry `test` blocks stating it; each such block is run by
+/// `warden test` and must pass, and every block that checks must also load.
+#[test]
+fn every_behaviour_example_runs_as_documented() {
+    let doc = doc();
+    let dir = std::env::temp_dir().join(format!("warden-doc-examples-{}", std::process::id()));
+    let all = blocks(&doc);
+    // Rego imports name files beside the policy, which a doc block has none of.
+    let runnable: Vec<(String, &Block)> = all
+        .iter()
+        .filter(|b| b.fails.is_none() && !b.text.contains("use rego"))
+        .map(|b| (format!("example_{}", b.line), b))
+        .collect();
+    let with_tests = run_blocks(&dir, "docs/language.md", &runnable);
     assert!(
         with_tests >= 25,
         "only {with_tests} examples state their behaviour as tests"
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
-        .arg("test")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "documented behaviour does not hold:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The role catalogue table in docs/language.md §5 lists exactly what `src/roles.rs` reads.
@@ -412,50 +421,21 @@ fn every_guide_example_runs_as_documented() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no guides in docs/guides");
-    let dir = std::env::temp_dir().join(format!("warden-guide-examples-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut problems = Vec::new();
     let mut with_tests = 0;
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let stem = file.file_stem().unwrap().to_string_lossy().to_string();
-        for b in blocks(&text).iter().filter(|b| b.fails.is_none()) {
-            let path = dir.join(format!("{stem}_{}.ward", b.line));
-            std::fs::write(&path, &b.text).unwrap();
-            if let Err(e) = warden::guardian::Policy::load(&path) {
-                let codes: Vec<String> = e
-                    .items
-                    .iter()
-                    .map(|d| format!("{}: {}", d.code, d.message))
-                    .collect();
-                problems.push(format!(
-                    "{}:{}: does not load: {}",
-                    file.display(),
-                    b.line,
-                    codes.join("; ")
-                ));
-                continue;
-            }
-            if b.text.contains("test \"") {
-                with_tests += 1;
-            } else {
-                std::fs::remove_file(&path).unwrap();
-            }
-        }
+        let all = blocks(&text);
+        let runnable: Vec<(String, &Block)> = all
+            .iter()
+            .filter(|b| b.fails.is_none())
+            .map(|b| (format!("{stem}_{}", b.line), b))
+            .collect();
+        let dir = std::env::temp_dir().join(format!(
+            "warden-guide-examples-{stem}-{}",
+            std::process::id()
+        ));
+        with_tests += run_blocks(&dir, &file.display().to_string(), &runnable);
     }
-    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
     assert!(with_tests > 0, "the guides state no behaviour as tests");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
-        .arg("test")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "a guide's examples do not hold:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _ = std::fs::remove_dir_all(&dir);
 }
