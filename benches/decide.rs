@@ -28,6 +28,29 @@ fn policy() -> Policy {
 }
 
 /// One envelope, taken apart as `decide_event` wants it.
+/// Checks that `step` is allowed on a copy of `state` (a benchmark of the wrong path would
+/// measure nothing), then benchmarks deciding it as `id`.
+fn bench_allowed(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: BenchmarkId,
+    program: &warden::compile::Program,
+    state: &mut SessionState,
+    step: &Step,
+    why: &str,
+) {
+    let kind = decide_event(program, step.hook, &mut state.clone(), &step.event(), false)
+        .unwrap()
+        .kind;
+    assert_eq!(kind, DecisionKind::Allow, "{why}");
+    group.bench_function(id, |b| {
+        b.iter(|| {
+            let ev = step.event();
+            let d = decide_event(program, step.hook, black_box(&mut *state), &ev, false).unwrap();
+            black_box(d.kind)
+        })
+    });
+}
+
 struct Step {
     hook: &'static fields::HookSpec,
     request_id: String,
@@ -286,27 +309,14 @@ fn inference(c: &mut Criterion) {
                 "amount": {"value": 100, "provenance": {"origin": "agent_generated"}}}}),
         );
         let step = Step::new(&probe);
-        assert_eq!(
-            decide_event(
-                &program,
-                step.hook,
-                &mut state.clone(),
-                &step.event(),
-                false
-            )
-            .unwrap()
-            .kind,
-            DecisionKind::Allow,
-            "the user's own recipient is allowed"
+        bench_allowed(
+            &mut group,
+            BenchmarkId::from_parameter(h),
+            &program,
+            &mut state,
+            &step,
+            "the user's own recipient is allowed",
         );
-        group.bench_with_input(BenchmarkId::from_parameter(h), &h, |b, _| {
-            b.iter(|| {
-                let ev = step.event();
-                let d =
-                    decide_event(&program, step.hook, black_box(&mut state), &ev, false).unwrap();
-                black_box(d.kind)
-            })
-        });
         // Inference alone, for one argument value: its tokens looked up in the index (a fresh
         // draft each time, so nothing is cached).
         let value = json!("friend7@home.example");
@@ -333,20 +343,6 @@ fn inference(c: &mut Criterion) {
                     "recipients": {"value": recipients, "provenance": {"origin": "agent_generated"}}}}),
             );
             let step = Step::new(&probe);
-            let kind = decide_event(
-                &program,
-                step.hook,
-                &mut state.clone(),
-                &step.event(),
-                false,
-            )
-            .unwrap()
-            .kind;
-            assert_eq!(
-                kind,
-                DecisionKind::Allow,
-                "addresses the user typed are allowed"
-            );
             let args: serde_json::Map<String, serde_json::Value> = (1..=k)
                 .map(|i| {
                     (
@@ -362,37 +358,22 @@ fn inference(c: &mut Criterion) {
                 json!({"tool": {"name": "notify"}, "arguments": args}),
             );
             let step_args = Step::new(&probe_args);
-            let kind = decide_event(
+            bench_allowed(
+                &mut group,
+                BenchmarkId::new(format!("arguments_{k}"), h),
                 &program,
-                step_args.hook,
-                &mut state.clone(),
-                &step_args.event(),
-                false,
-            )
-            .unwrap()
-            .kind;
-            assert_eq!(
-                kind,
-                DecisionKind::Allow,
-                "destinations the user typed are allowed"
+                &mut state,
+                &step_args,
+                "destinations the user typed are allowed",
             );
-            group.bench_with_input(BenchmarkId::new(format!("arguments_{k}"), h), &h, |b, _| {
-                b.iter(|| {
-                    let ev = step_args.event();
-                    let d =
-                        decide_event(&program, step_args.hook, black_box(&mut state), &ev, false)
-                            .unwrap();
-                    black_box(d.kind)
-                })
-            });
-            group.bench_with_input(BenchmarkId::new(format!("elements_{k}"), h), &h, |b, _| {
-                b.iter(|| {
-                    let ev = step.event();
-                    let d = decide_event(&program, step.hook, black_box(&mut state), &ev, false)
-                        .unwrap();
-                    black_box(d.kind)
-                })
-            });
+            bench_allowed(
+                &mut group,
+                BenchmarkId::new(format!("elements_{k}"), h),
+                &program,
+                &mut state,
+                &step,
+                "addresses the user typed are allowed",
+            );
         }
     }
     group.finish();
