@@ -10,6 +10,7 @@ use crate::check::{self, collect_files};
 use crate::diagnostics::{Diagnostic, Diagnostics, JsonDiagnostic, SourceFile, SourceMap};
 use crate::guardian::{self, Guardian, Policy};
 
+mod diff;
 mod efficacy;
 mod serve;
 
@@ -91,6 +92,9 @@ enum Command {
     /// Score a policy on the AgentDojo efficacy corpus: attacker calls blocked, attacks
     /// stopped, benign calls blocked, benign tasks disturbed (benches/efficacy/README.md)
     Efficacy(efficacy::EfficacyArgs),
+    /// Replay recorded traffic through two policies and report the decisions that change,
+    /// grouped by the rule whose firing changed (exit 1 when any does)
+    Diff(diff::DiffArgs),
     /// Run the language server on standard input and output (for editors)
     Lsp {
         /// Accepted for clients that pass it; stdio is the only transport
@@ -183,6 +187,7 @@ pub fn main() -> i32 {
         Command::Approve(args) => serve::run_approve(args),
         Command::Approvals(args) => serve::run_approvals(args),
         Command::Efficacy(args) => efficacy::run(args),
+        Command::Diff(args) => diff::run(args),
     }
 }
 

@@ -429,9 +429,18 @@ impl Guardian {
 
     /// Like [`Guardian::handle`], returning the typed response.
     pub fn handle_response(&self, bytes: &[u8]) -> Response {
+        self.handle_traced(bytes).0
+    }
+
+    /// Like [`Guardian::handle_response`], with the trace of every rule that ran (each rule's
+    /// checks only when the Guardian was built with `Options::explain`).
+    pub fn handle_traced(&self, bytes: &[u8]) -> (Response, Vec<RuleTrace>) {
         let max = self.options.protocol.caps.max_envelope_bytes;
         if bytes.len() > max {
-            return Response::error(Id::Null, too_large(bytes.len(), max));
+            return (
+                Response::error(Id::Null, too_large(bytes.len(), max)),
+                Vec::new(),
+            );
         }
         let known = |m: &str| is_known_method(m);
         let opts = DecodeOptions {
@@ -442,8 +451,8 @@ impl Guardian {
             },
         };
         match envelope::decode_request_with(bytes, &opts) {
-            Ok((req, raw)) => self.process(&req, Some(&raw)).0,
-            Err(resp) => *resp,
+            Ok((req, raw)) => self.process(&req, Some(&raw)),
+            Err(resp) => (*resp, Vec::new()),
         }
     }
 
