@@ -17,7 +17,7 @@ mod serve;
 #[derive(Parser, Debug)]
 #[command(
     name = "warden",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("WARDEN_COMMIT"), ")"),
     about = "Policies for Agent Control Standard Guardians: check, format, test and run them"
 )]
 struct Cli {
@@ -95,6 +95,10 @@ enum Command {
     /// Replay recorded traffic through two policies and report the decisions that change,
     /// grouped by the rule whose firing changed (exit 1 when any does)
     Diff(diff::DiffArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff) on stdout: `warden manpage > warden.1`
+    Manpage,
     /// Run the language server on standard input and output (for editors)
     Lsp {
         /// Accepted for clients that pass it; stdio is the only transport
@@ -188,6 +192,18 @@ pub fn main() -> i32 {
         Command::Approvals(args) => serve::run_approvals(args),
         Command::Efficacy(args) => efficacy::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "warden", &mut std::io::stdout());
+            0
+        }
+        Command::Manpage => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
+                Ok(()) => 0,
+                Err(e) => usage_error(&format!("writing the manual page: {e}")),
+            }
+        }
     }
 }
 

@@ -1,0 +1,49 @@
+//! What a packager needs from the binary: the commit in `--version`, shell completions and a
+//! manual page generated from the same command definitions the parser uses.
+
+use std::process::Command;
+
+fn warden(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .output()
+        .expect("run warden");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_version_names_the_commit() {
+    let (code, out, _) = warden(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("warden 0."), "{out}");
+    assert!(out.contains("(commit "), "{out}");
+}
+
+#[test]
+fn completions_cover_every_subcommand() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, err) = warden(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}: {err}");
+        for sub in ["check", "replay", "serve", "diff", "efficacy"] {
+            assert!(out.contains(sub), "{shell} completions lack {sub}");
+        }
+    }
+    let (code, _, err) = warden(&["completions", "tcsh"]);
+    assert_eq!(code, 2, "an unknown shell is a usage error: {err}");
+}
+
+#[test]
+fn the_manual_page_is_roff_with_the_commands() {
+    let (code, out, _) = warden(&["manpage"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(".TH warden 1"),
+        "{}",
+        &out[..out.len().min(300)]
+    );
+    assert!(out.contains("serve"), "the manual page lists the commands");
+}
