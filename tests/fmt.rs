@@ -263,3 +263,73 @@ proptest! {
         }
     }
 }
+
+fn warden_fmt(args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("fmt")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn fmt_dash_formats_standard_input_to_standard_output() {
+    let messy = "default   allow\n";
+    let (code, out, _) = warden_fmt(&["-"], messy);
+    assert_eq!((code, out.as_str()), (0, "default allow\n"));
+    let (code, out, _) = warden_fmt(&["--check", "-"], messy);
+    assert_eq!((code, out.as_str()), (1, ""), "--check writes nothing");
+    let (code, _, _) = warden_fmt(&["--check", "-"], "default allow\n");
+    assert_eq!(code, 0);
+    let (code, _, err) = warden_fmt(&["-"], "rule r on\n");
+    assert_eq!(code, 1);
+    assert!(err.contains("syntax errors"), "{err}");
+}
+
+#[test]
+fn fmt_diff_shows_a_unified_diff_with_context_and_writes_nothing() {
+    let dir = std::env::temp_dir().join(format!("warden-fmt-diff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("p.ward");
+    // Ten formatted lines, one of them spaced badly in the middle.
+    let mut lines: Vec<String> = (0..4).map(|i| format!("let c{i} = {i}\n")).collect();
+    lines.push("let    middle = 1\n".into());
+    lines.extend((5..9).map(|i| format!("let c{i} = {i}\n")));
+    lines.push("default allow\n".into());
+    let text: String = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| if i == 9 { format!("\n{l}") } else { l.clone() })
+        .collect();
+    std::fs::write(&path, &text).unwrap();
+    let (code, out, _) = warden_fmt(&["--diff", path.to_str().unwrap()], "");
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("@@ -2,7 +2,7 @@"), "{out}");
+    assert!(
+        out.contains("-let    middle = 1\n+let middle = 1\n"),
+        "{out}"
+    );
+    assert!(out.contains(" let c1 = 1\n"), "context before: {out}");
+    assert!(out.contains(" let c7 = 7\n"), "context after: {out}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "--diff writes nothing"
+    );
+}

@@ -82,12 +82,15 @@ enum Command {
     Hook(serve::HookArgs),
     /// Format policies canonically (in place, or report with --check)
     Fmt {
-        /// Files or folders
+        /// Files or folders, or `-`: standard input, formatted to standard output
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Do not write; list the files that would change and exit 1 if any
         #[arg(long)]
         check: bool,
+        /// Do not write; print what would change as a unified diff and exit 1 if anything would
+        #[arg(long, conflicts_with = "check")]
+        diff: bool,
     },
     /// Score a policy on the AgentDojo efficacy corpus: attacker calls blocked, attacks
     /// stopped, benign calls blocked, benign tasks disturbed (benches/efficacy/README.md)
@@ -174,7 +177,13 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Check { paths, format } => run_check(&paths, format),
-        Command::Fmt { paths, check } => run_fmt(&paths, check),
+        Command::Fmt { paths, check, diff } => {
+            if paths.len() == 1 && paths[0].as_os_str() == "-" {
+                run_fmt_stdin(check, diff)
+            } else {
+                run_fmt(&paths, check, diff)
+            }
+        }
         Command::Replay {
             trace,
             policy,
@@ -257,7 +266,109 @@ fn run_check(paths: &[PathBuf], format: Format) -> i32 {
     i32::from(errors > 0)
 }
 
-fn run_fmt(paths: &[PathBuf], check_only: bool) -> i32 {
+/// `warden fmt -`: standard input formatted to standard output (`--check`: nothing written,
+/// exit 1 if it would change; `--diff`: the unified diff instead).
+fn run_fmt_stdin(check_only: bool, diff: bool) -> i32 {
+    let mut text = String::new();
+    if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+        return usage_error(&format!("standard input: {e}"));
+    }
+    let mut sources = SourceMap::default();
+    let file = sources.add(SourceFile::new("<stdin>", text.as_str()));
+    match crate::fmt::format_source(file, &text) {
+        Ok(formatted) => {
+            let changes = formatted != text;
+            if diff {
+                print!("{}", unified_diff("<stdin>", &text, &formatted));
+            } else if !check_only {
+                print!("{formatted}");
+            }
+            i32::from(changes && (check_only || diff))
+        }
+        Err(items) => {
+            let d = Diagnostics { sources, items };
+            eprint!("{}", d.render(color_stderr()));
+            eprintln!("standard input could not be formatted: fix its syntax errors first");
+            1
+        }
+    }
+}
+
+/// A unified diff (3 lines of context) from `old` to `new`, labelled `path`; empty when they
+/// are equal. Line-based, from a longest common subsequence (policy files are small; a pair
+/// too large for that is shown as one hunk replacing the whole file).
+fn unified_diff(path: &str, old: &str, new: &str) -> String {
+    if old == new {
+        return String::new();
+    }
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    // ops: (kind, line) with kind ' ', '-', '+'.
+    let mut ops: Vec<(char, &str)> = Vec::new();
+    if a.len().saturating_mul(b.len()) <= 25_000_000 {
+        let (n, m) = (a.len(), b.len());
+        let mut lcs = vec![0u32; (n + 1) * (m + 1)];
+        for i in (0..n).rev() {
+            for j in (0..m).rev() {
+                lcs[i * (m + 1) + j] = if a[i] == b[j] {
+                    lcs[(i + 1) * (m + 1) + j + 1] + 1
+                } else {
+                    lcs[(i + 1) * (m + 1) + j].max(lcs[i * (m + 1) + j + 1])
+                };
+            }
+        }
+        let (mut i, mut j) = (0, 0);
+        while i < n || j < m {
+            if i < n && j < m && a[i] == b[j] {
+                ops.push((' ', a[i]));
+                i += 1;
+                j += 1;
+            } else if i < n && (j == m || lcs[(i + 1) * (m + 1) + j] >= lcs[i * (m + 1) + j + 1]) {
+                // Deletions before insertions, as diff(1) shows them.
+                ops.push(('-', a[i]));
+                i += 1;
+            } else {
+                ops.push(('+', b[j]));
+                j += 1;
+            }
+        }
+    } else {
+        ops.extend(a.iter().map(|l| ('-', *l)));
+        ops.extend(b.iter().map(|l| ('+', *l)));
+    }
+    const CONTEXT: usize = 3;
+    let mut out = format!("--- {path}\n+++ {path} (formatted)\n");
+    let changed: Vec<usize> = (0..ops.len()).filter(|&k| ops[k].0 != ' ').collect();
+    let mut k = 0;
+    while k < changed.len() {
+        // One hunk: changes closer than two contexts apart run together.
+        let start = changed[k].saturating_sub(CONTEXT);
+        let mut end = changed[k];
+        while k < changed.len() && changed[k] <= end + 2 * CONTEXT {
+            end = changed[k];
+            k += 1;
+        }
+        let end = (end + CONTEXT + 1).min(ops.len());
+        // Line numbers of the hunk's first line in each file.
+        let before = &ops[..start];
+        let old_start = before.iter().filter(|o| o.0 != '+').count() + 1;
+        let new_start = before.iter().filter(|o| o.0 != '-').count() + 1;
+        let hunk = &ops[start..end];
+        let old_len = hunk.iter().filter(|o| o.0 != '+').count();
+        let new_len = hunk.iter().filter(|o| o.0 != '-').count();
+        out.push_str(&format!(
+            "@@ -{old_start},{old_len} +{new_start},{new_len} @@\n"
+        ));
+        for (kind, line) in hunk {
+            out.push(*kind);
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn run_fmt(paths: &[PathBuf], check_only: bool, diff: bool) -> i32 {
     let files = match collect_files(paths) {
         Ok(files) => files,
         Err(e) => return usage_error(&e),
@@ -283,7 +394,12 @@ fn run_fmt(paths: &[PathBuf], check_only: bool) -> i32 {
             Ok(formatted) => {
                 if formatted.as_str() != &*source.text {
                     changed.push(path.clone());
-                    if !check_only {
+                    if diff {
+                        print!(
+                            "{}",
+                            unified_diff(&path.display().to_string(), &source.text, &formatted)
+                        );
+                    } else if !check_only {
                         if let Err(e) = std::fs::write(path, formatted) {
                             return usage_error(&format!("{}: {e}", path.display()));
                         }
@@ -298,14 +414,16 @@ fn run_fmt(paths: &[PathBuf], check_only: bool) -> i32 {
         }
     }
     let mut out = std::io::stdout().lock();
-    for p in &changed {
-        let _ = writeln!(out, "{}", p.display());
+    if !diff {
+        for p in &changed {
+            let _ = writeln!(out, "{}", p.display());
+        }
     }
     if failed {
         eprintln!("some files could not be formatted: fix their syntax errors first");
         return 1;
     }
-    if check_only && !changed.is_empty() {
+    if (check_only || diff) && !changed.is_empty() {
         eprintln!("{} file(s) would be reformatted", changed.len());
         return 1;
     }
