@@ -49,7 +49,14 @@ fn replayed_traces_match_golden_output() {
     for trace in traces {
         let policy = trace.with_extension("ward");
         let (out, code) = replay(policy.is_file().then_some(policy.as_path()), &trace, &[]);
-        assert_eq!(code, 0, "replay of {} failed", trace.display());
+        // Exit 1 says some lines were not requests at all (the malformed-input trace).
+        let malformed = trace.file_name().is_some_and(|n| n == "malformed.jsonl");
+        assert_eq!(
+            code,
+            i32::from(malformed),
+            "replay of {} exited {code}",
+            trace.display()
+        );
         let input_lines = std::fs::read_to_string(&trace)
             .unwrap()
             .lines()
@@ -240,7 +247,8 @@ fn decisions_combine_deny_over_defer_over_ask_over_modify_over_allow() {
 #[test]
 fn malformed_lines_get_errors_and_replay_goes_on() {
     let (out, code) = replay(None, &root().join("tests/traces/malformed.jsonl"), &[]);
-    assert_eq!(code, 0);
+    // Every line is answered, and the exit code says some were not requests at all.
+    assert_eq!(code, 1);
     let rs = responses(&out);
     let codes: Vec<i64> = rs
         .iter()
@@ -330,4 +338,25 @@ fn stdin_is_accepted_and_a_broken_policy_is_refused() {
     );
     assert_eq!(code, 2);
     assert!(out.is_empty(), "nothing is decided with a broken policy");
+}
+
+#[test]
+fn malformed_lines_are_named_by_line_on_stderr() {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("replay")
+        .arg(root().join("tests/traces/malformed.jsonl"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("malformed.jsonl:1: Parse error (-32700): unexpected end of input"),
+        "{err}"
+    );
+    assert!(
+        err.contains("malformed.jsonl:5: Invalid Request (-32600)"),
+        "{err}"
+    );
+    // A well-formed request answered with an error (line 2: an unknown method) is not
+    // malformed input.
+    assert!(!err.contains("malformed.jsonl:2:"), "{err}");
 }

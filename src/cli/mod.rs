@@ -471,7 +471,13 @@ fn run_replay(
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let (mut lines, mut errors) = (0u64, 0u64);
-    for line in input.split(b'\n') {
+    // Lines that are not JSON (-32700) or not a JSON-RPC request (-32600): named on stderr,
+    // and the exit code is 1. Other errors are answers to well-formed requests.
+    let mut malformed = 0u64;
+    let started = std::time::Instant::now();
+    let mut progress_at = started + std::time::Duration::from_secs(2);
+    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    for (number, line) in input.split(b'\n').enumerate() {
         let line = match line {
             Ok(l) => l,
             Err(e) => return usage_error(&format!("{}: {e}", trace.display())),
@@ -482,8 +488,33 @@ fn run_replay(
         }
         lines += 1;
         let response = guardian.handle_response(&line);
-        if response.as_error().is_some() {
+        if let Some(e) = response.as_error() {
             errors += 1;
+            if matches!(e.code, -32700 | -32600) {
+                malformed += 1;
+                if malformed <= 20 {
+                    let why = e
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("message"))
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or(&e.message);
+                    eprintln!(
+                        "warden replay: {}:{}: {} ({}): {why}",
+                        trace.display(),
+                        number + 1,
+                        e.message,
+                        e.code
+                    );
+                }
+            }
+        }
+        if show_progress && lines % 1024 == 0 && std::time::Instant::now() >= progress_at {
+            progress_at = std::time::Instant::now() + std::time::Duration::from_secs(1);
+            eprint!(
+                "\rreplayed {lines} request(s) in {:.0} s…",
+                started.elapsed().as_secs_f64()
+            );
         }
         let mut bytes = response.to_vec();
         bytes.push(b'\n');
@@ -494,10 +525,19 @@ fn run_replay(
     if out.flush().is_err() {
         return 2;
     }
+    if show_progress && started.elapsed() >= std::time::Duration::from_secs(2) {
+        eprintln!();
+    }
+    if malformed > 20 {
+        eprintln!(
+            "warden replay: … and {} more malformed line(s)",
+            malformed - 20
+        );
+    }
     if errors > 0 {
         eprintln!("replayed {lines} request(s); {errors} answered with a JSON-RPC error");
     }
-    0
+    i32::from(malformed > 0)
 }
 
 fn run_compile(path: &std::path::Path, dump: bool) -> i32 {
