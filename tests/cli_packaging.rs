@@ -1,18 +1,10 @@
 //! What a packager needs from the binary: the commit in `--version`, shell completions and a
 //! manual page generated from the same command definitions the parser uses.
 
-use std::process::Command;
+mod common;
 
 fn warden(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args(args)
-        .output()
-        .expect("run warden");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::warden(args, b"")
 }
 
 #[test]

@@ -2,9 +2,10 @@
 //! change between two policies on recorded traffic, grouped by the rule whose firing changed.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
+
+mod common;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -15,16 +16,9 @@ fn trace() -> PathBuf {
 }
 
 fn diff(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .arg("diff")
-        .args(args)
-        .output()
-        .expect("run warden");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut all = vec!["diff"];
+    all.extend_from_slice(args);
+    common::warden(&all, b"")
 }
 
 fn policy(name: &str, text: &str) -> PathBuf {

@@ -3,6 +3,8 @@
 //! every expected file must be a fixed point, and formatting must never change the AST.
 //! A property test does the same for random expressions and rules.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -265,27 +267,9 @@ proptest! {
 }
 
 fn warden_fmt(args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write as _;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
-        .arg("fmt")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut all = vec!["fmt"];
+    all.extend_from_slice(args);
+    common::warden(&all, stdin.as_bytes())
 }
 
 #[test]

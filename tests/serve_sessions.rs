@@ -57,6 +57,29 @@ fn error_code(r: &Value) -> Option<i64> {
     r["error"]["code"].as_i64()
 }
 
+/// `warden serve --state` with the test policy and `extra` flags; its state folder.
+fn stateful_server(name: &str, extra: &[&str]) -> (Server, std::path::PathBuf) {
+    let dir = serve_common::tmp(name);
+    let state = dir.join("state");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let mut args = vec![
+        "--policy",
+        policy.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    (Server::start(&args), state)
+}
+
+/// A request of an ended session is refused as such.
+fn assert_refused_as_ended(g: &Guardian, n: u64, sid: &str) {
+    let r = send(g, &req(n, "steps/toolCallRequest", "a", sid, send_call()));
+    assert_eq!(error_code(&r), Some(-32000), "{r}");
+    assert!(r.to_string().contains("ended"), "{r}");
+}
+
 fn untrusted_result() -> Value {
     json!({"tool": {"name": "fetch"}, "exit_status": "success",
         "outputs": [{"value": "page", "provenance": {"provenance_id": "u1",
@@ -295,33 +318,14 @@ fn an_ended_session_keeps_its_age_across_a_restart_and_stays_ended() {
         "the old tombstone was not made young"
     );
     // Its requests are still refused: the session comes back from the journal, ended.
-    n += 1;
-    let r = send(
-        &restarted,
-        &req(n, "steps/toolCallRequest", "a", &sid, send_call()),
-    );
-    assert_eq!(error_code(&r), Some(-32000), "{r}");
-    assert!(r.to_string().contains("ended"), "{r}");
+    assert_refused_as_ended(&restarted, n + 1, &sid);
 }
 
 /// Over HTTP against `warden serve --state`: a flood of handshake-less requests does not fill
 /// the table, and an idle session evicted by the housekeeping thread comes back.
 #[test]
 fn the_server_evicts_idle_sessions_and_restores_them() {
-    let dir = serve_common::tmp("sessions");
-    let state = dir.join("state");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
-    let server = Server::start(&[
-        "--policy",
-        policy.to_str().unwrap(),
-        "--state",
-        state.to_str().unwrap(),
-        "--max-sessions",
-        "5",
-        "--idle-timeout",
-        "1",
-    ]);
+    let (server, _) = stateful_server("sessions", &["--max-sessions", "5", "--idle-timeout", "1"]);
     let mut c = Conn::open(&server.addr).unwrap();
     for n in 0..200 {
         let r = post(
@@ -408,31 +412,14 @@ fn an_ended_session_is_compacted_to_its_chain_once_its_tombstone_leaves() {
     // A restart from the compacted journal still refuses the ended session.
     let restarted = Guardian::with_journal(policy(), options, journal.clone());
     restarted.restore(after);
-    n += 1;
-    let r = send(
-        &restarted,
-        &req(n, "steps/toolCallRequest", "a", &sid, send_call()),
-    );
-    assert_eq!(r["error"]["code"], -32000, "{r}");
-    assert!(r.to_string().contains("ended"), "{r}");
+    assert_refused_as_ended(&restarted, n + 1, &sid);
 }
 
 /// The same through `warden serve --state`: the housekeeping thread compacts the ended
 /// session in the store, and `warden audit verify` still verifies its chain.
 #[test]
 fn the_server_compacts_ended_sessions_in_its_store() {
-    let dir = serve_common::tmp("compact");
-    let state = dir.join("state");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
-    let server = Server::start(&[
-        "--policy",
-        policy.to_str().unwrap(),
-        "--state",
-        state.to_str().unwrap(),
-        "--skew-window-ms",
-        "500",
-    ]);
+    let (server, state) = stateful_server("compact", &["--skew-window-ms", "500"]);
     let mut c = Conn::open(&server.addr).unwrap();
     let sid = ids::counter(61, 1);
     let mut n = 0;

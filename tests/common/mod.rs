@@ -2,3 +2,25 @@
 #![allow(dead_code)]
 
 pub mod schema;
+
+/// Runs the `warden` binary with `args`, `stdin` on its standard input; returns the exit code
+/// (-1 when killed), standard output and standard error.
+pub fn warden(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run warden");
+    // A command that does not read its input closes the pipe early: not an error here.
+    let _ = child.stdin.take().expect("stdin").write_all(stdin);
+    let out = child.wait_with_output().expect("warden's output");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
