@@ -73,6 +73,19 @@ fn stateful_server(name: &str, extra: &[&str]) -> (Server, std::path::PathBuf) {
     (Server::start(&args), state)
 }
 
+/// Ends the session.
+fn end_session(g: &Guardian, sid: &str, n: &mut u64) {
+    *n += 1;
+    let end = req(
+        *n,
+        "steps/sessionEnd",
+        "a",
+        sid,
+        json!({"reason": "completed"}),
+    );
+    assert_eq!(send(g, &end)["result"]["decision"], "allow");
+}
+
 /// A request of an ended session is refused as such.
 fn assert_refused_as_ended(g: &Guardian, n: u64, sid: &str) {
     let r = send(g, &req(n, "steps/toolCallRequest", "a", sid, send_call()));
@@ -286,18 +299,7 @@ fn an_ended_session_keeps_its_age_across_a_restart_and_stays_ended() {
     let sid = ids::counter(57, 1);
     let mut n = 0;
     tainted_session(&g, &sid, &mut n);
-    n += 1;
-    let r = send(
-        &g,
-        &req(
-            n,
-            "steps/sessionEnd",
-            "a",
-            &sid,
-            json!({"reason": "completed"}),
-        ),
-    );
-    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    end_session(&g, &sid, &mut n);
     // The records say the session ended ten minutes ago (beyond the five-minute window).
     let mut records = journal.take();
     for r in &mut records {
@@ -383,18 +385,7 @@ fn an_ended_session_is_compacted_to_its_chain_once_its_tombstone_leaves() {
     let sid = ids::counter(60, 1);
     let mut n = 0;
     tainted_session(&g, &sid, &mut n);
-    n += 1;
-    let r = send(
-        &g,
-        &req(
-            n,
-            "steps/sessionEnd",
-            "a",
-            &sid,
-            json!({"reason": "completed"}),
-        ),
-    );
-    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    end_session(&g, &sid, &mut n);
     let before = journal.records.lock().unwrap().clone();
     let chain_before = warden::guardian::journal::chains(&before);
     assert!(before.len() > 1);
