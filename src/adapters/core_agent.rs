@@ -682,11 +682,16 @@ pub fn append_decisions(path: &Path, entries: &[Value]) -> Result<(), String> {
 /// through, killed after `limit`. `Err` says why it failed.
 pub fn notify(command: &str, input: &[u8], limit: Duration) -> Result<(), String> {
     use std::process::{Command, Stdio};
-    let mut child = Command::new("/bin/sh")
-        .arg("-c")
+    let mut sh = Command::new("/bin/sh");
+    sh.arg("-c")
         .arg(command)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::null());
+    // Its own process group, so a time-out ends what it started too (a `sleep` left behind
+    // would hold the hook's stderr open).
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut sh, 0);
+    let mut child = sh
         .spawn()
         .map_err(|e| format!("cannot start /bin/sh: {e}"))?;
     if let Some(mut stdin) = child.stdin.take() {
@@ -699,6 +704,11 @@ pub fn notify(command: &str, input: &[u8], limit: Duration) -> Result<(), String
             Ok(Some(status)) if status.success() => return Ok(()),
             Ok(Some(status)) => return Err(format!("it exited with {status}")),
             Ok(None) if Instant::now() >= deadline => {
+                #[cfg(unix)]
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
+                    .stderr(Stdio::null())
+                    .status();
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!("it ran over {} s and was killed", limit.as_secs()));
