@@ -631,10 +631,10 @@ pub fn is_notable(entry: &Value) -> bool {
 
 /// The stderr line for a notable entry: `warden: DENIED tool send: why (code)`.
 pub fn describe(entry: &Value) -> Option<String> {
-    let word = match entry["decision"].as_str()? {
-        "deny" => "DENIED",
-        "ask" => "ASK (not answerable here; the call went ahead)",
-        "defer" => "DEFERRED (not resolvable here; the call went ahead)",
+    let (word, after) = match entry["decision"].as_str()? {
+        "deny" => ("DENIED", ""),
+        "ask" => ("ASK", "; no one can be asked here, the call went ahead"),
+        "defer" => ("DEFERRED", "; nothing can wait here, the call went ahead"),
         _ => return None,
     };
     let what = match (entry["tool"].as_str(), entry["method"].as_str()) {
@@ -651,9 +651,9 @@ pub fn describe(entry: &Value) -> Option<String> {
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     Some(if codes.is_empty() {
-        format!("warden: {word} {what}: {why}")
+        format!("warden: {word} {what}: {why}{after}")
     } else {
-        format!("warden: {word} {what}: {why} ({})", codes.join(", "))
+        format!("warden: {word} {what}: {why} ({}){after}", codes.join(", "))
     })
 }
 
@@ -851,5 +851,134 @@ mod tests {
         );
         assert!(map_core_agent(&json!({"hook_event_name": "x"}), &mut s).is_err());
         assert!(map_core_agent(&json!({}), &mut s).is_err());
+    }
+
+    fn allow(req: &Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": req["id"], "result": {"decision": "allow"}})
+    }
+
+    #[test]
+    fn a_guardian_out_of_reach_moves_the_session_on_by_nothing() {
+        let mut s = HookSession::fresh();
+        let before = s.clone();
+        let ev = json!({"hook_event_name": "tool-start", "tool_name": "t"});
+        let mut down = |_: &mut Value| -> Result<Value, String> { Err("refused".into()) };
+        let out = run(&mut s, Input::Event(&ev), AgentEnd::Session, &mut down).unwrap();
+        assert_eq!(out.error, Some(Failure::Unreachable("refused".into())));
+        assert_eq!(s, before);
+        // Up after the hello: the session is negotiated, not started.
+        let mut n = 0;
+        let mut once = |r: &mut Value| -> Result<Value, String> {
+            n += 1;
+            if n == 1 {
+                Ok(allow(r))
+            } else {
+                Err("gone".into())
+            }
+        };
+        run(&mut s, Input::Event(&ev), AgentEnd::Session, &mut once).unwrap();
+        assert!(s.handshaken && !s.started && s.events == 0, "{s:?}");
+        let mut up = |r: &mut Value| -> Result<Value, String> { Ok(allow(r)) };
+        let out = run(&mut s, Input::Event(&ev), AgentEnd::Session, &mut up).unwrap();
+        let sent: Vec<&str> = out
+            .exchanges
+            .iter()
+            .map(|x| x.request["method"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                "steps/sessionStart",
+                "steps/turnStart",
+                "steps/toolCallRequest"
+            ]
+        );
+        assert_eq!((s.started, s.events), (true, 1));
+    }
+
+    #[test]
+    fn handshake_required_handshakes_again_once() {
+        let mut s = HookSession::fresh();
+        let ev = json!({"hook_event_name": "tool-start", "tool_name": "t"});
+        let mut up = |r: &mut Value| -> Result<Value, String> { Ok(allow(r)) };
+        run(&mut s, Input::Event(&ev), AgentEnd::Session, &mut up).unwrap();
+        let mut sent = Vec::new();
+        let mut forgot = |r: &mut Value| -> Result<Value, String> {
+            let m = r["method"].as_str().unwrap().to_string();
+            let first = sent.is_empty();
+            sent.push(m);
+            Ok(if first {
+                json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32003,
+                    "message": "Capability not negotiated",
+                    "data": {"reason": "handshake_required"}}})
+            } else {
+                allow(r)
+            })
+        };
+        let out = run(&mut s, Input::Event(&ev), AgentEnd::Session, &mut forgot).unwrap();
+        assert!(out.error.is_none());
+        assert_eq!(
+            sent,
+            [
+                "steps/toolCallRequest",
+                "handshake/hello",
+                "steps/sessionStart",
+                "steps/turnStart",
+                "steps/toolCallRequest"
+            ]
+        );
+        // Twice in a row is an error, not a loop.
+        let mut always = |r: &mut Value| -> Result<Value, String> {
+            Ok(
+                json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32003,
+                "message": "Capability not negotiated", "data": {"reason": "handshake_required"}}}),
+            )
+        };
+        let out = run(&mut s, Input::Event(&ev), AgentEnd::Session, &mut always).unwrap();
+        assert!(
+            matches!(out.error, Some(Failure::Refused { code: -32003, .. })),
+            "{:?}",
+            out.error
+        );
+    }
+
+    #[test]
+    fn a_deny_is_described_for_people() {
+        let e = json!({"decision": "deny", "tool": "send", "method": "steps/toolCallRequest",
+                       "reasoning": "tainted", "reason_codes": ["taint"]});
+        assert_eq!(
+            describe(&e).unwrap(),
+            "warden: DENIED tool send: tainted (taint)"
+        );
+        assert!(is_notable(&e));
+        let e = json!({"decision": "allow"});
+        assert!(describe(&e).is_none() && !is_notable(&e));
+        let e = json!({"decision": "ask", "method": "steps/turnStart"});
+        assert!(describe(&e)
+            .unwrap()
+            .starts_with("warden: ASK turnStart: no reason given"));
+    }
+
+    #[test]
+    fn agent_end_closes_the_session_unless_told_the_turn() {
+        let mut s = HookSession::fresh();
+        let end = json!({"hook_event_name": "agent-end"});
+        assert!(plan(Input::Event(&end), &s, AgentEnd::Session)
+            .unwrap()
+            .is_empty());
+        map_core_agent(&json!({"hook_event_name": "model-start"}), &mut s).unwrap();
+        let m = |v: Vec<Step>| -> Vec<String> {
+            v.iter()
+                .map(|st| st.request["method"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            m(plan(Input::Event(&end), &s, AgentEnd::Session).unwrap()),
+            ["steps/turnEnd", "steps/sessionEnd"]
+        );
+        assert_eq!(
+            m(plan(Input::Event(&end), &s, AgentEnd::Turn).unwrap()),
+            ["steps/turnEnd"]
+        );
     }
 }

@@ -667,14 +667,24 @@ pub fn run_hook(a: HookArgs) -> i32 {
     };
     drop(local);
     let mut code = 0;
-    if outcome.ended {
+    // A session the Guardian has sealed refuses every later step: start a new one.
+    let sealed = matches!(&outcome.error, Some(hook::Failure::Refused { message, .. })
+        if message.contains("has ended"));
+    let over = outcome.ended || sealed || (a.end_session && outcome.error.is_none());
+    if over {
         if let Err(e) = std::fs::remove_file(&session_file) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 eprintln!("warden: {}: {e}", session_file.display());
                 code = 1;
             }
         }
-    } else if session != before || (!had_file && session.started) {
+        if sealed {
+            eprintln!(
+                "warden: the Guardian has sealed session {}; the next hook starts a new one",
+                session.session_id
+            );
+        }
+    } else if session != before && (had_file || session.handshaken) {
         if let Err(e) = hook::save_session(&session_file, &session) {
             eprintln!("warden: {e}");
             code = 1;
