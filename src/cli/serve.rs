@@ -678,12 +678,6 @@ pub fn run_hook(a: HookArgs) -> i32 {
                 code = 1;
             }
         }
-        if sealed {
-            eprintln!(
-                "warden: the Guardian has sealed session {}; the next hook starts a new one",
-                session.session_id
-            );
-        }
     } else if session != before && (had_file || session.handshaken) {
         if let Err(e) = hook::save_session(&session_file, &session) {
             eprintln!("warden: {e}");
@@ -713,7 +707,9 @@ pub fn run_hook(a: HookArgs) -> i32 {
             .clone()
             .or_else(|| a.state.as_ref().map(|d| d.display().to_string()))
             .unwrap_or_default();
-        let state = if session.started {
+        let state = if sealed {
+            "the session is over: the next hook starts a new one"
+        } else if session.started {
             "the session is kept"
         } else {
             "no session was started"
