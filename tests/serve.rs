@@ -959,6 +959,8 @@ fn core_agent_hooks_feed_a_running_server() {
         sf.to_str().unwrap(),
         "--key-file",
         keyp.to_str().unwrap(),
+        // agent-end closes the turn only: the session lasts until --end-session.
+        "--agent-end=turn",
     ];
     let (c, rs) = hook(&common, r#"{"hook_event_name":"model-start"}"#);
     assert_eq!(c, 0);

@@ -349,6 +349,7 @@ pub struct HookArgs {
     #[arg(long)]
     policy: Option<PathBuf>,
     /// Where the hook keeps its session between invocations
+    /// (default: .warden/core-agent-session.json)
     #[arg(long)]
     session_file: Option<PathBuf>,
     /// Sign requests with keys derived from this input keying material
@@ -359,9 +360,40 @@ pub struct HookArgs {
     /// Close the session (turnEnd if a turn is open, then sessionEnd); reads no stdin
     #[arg(long)]
     end_session: bool,
+    /// What core-agent's `agent-end` (fired once per turn) closes: the ACS session (the next
+    /// hook starts a new one) or only the turn (the session lasts until --end-session)
+    #[arg(long, value_enum, default_value_t = AgentEndArg::Session)]
+    agent_end: AgentEndArg,
     /// Seconds to wait for the Guardian
     #[arg(long, default_value_t = 5)]
     timeout: u64,
+    /// Seconds to wait for a concurrent hook of the same session to finish
+    #[arg(long, default_value_t = 30)]
+    lock_timeout: u64,
+    /// Append one JSON line per decision here (default: decisions.jsonl beside the session
+    /// file)
+    #[arg(long, conflicts_with = "no_decision_log")]
+    decision_log: Option<PathBuf>,
+    /// Keep no decision log
+    #[arg(long)]
+    no_decision_log: bool,
+    /// Run `sh -c CMD` with the decision-log entry on stdin for each deny, ask, defer or
+    /// error (its failure is reported, not fatal)
+    #[arg(long, value_name = "CMD")]
+    notify: Option<String>,
+    /// Seconds the --notify command may run before it is killed
+    #[arg(long, default_value_t = 5)]
+    notify_timeout: u64,
+    /// Exit status after a deny (core-agent logs a non-zero exit on its stderr; it cannot
+    /// stop the call either way)
+    #[arg(long, default_value_t = 0)]
+    deny_exit: u8,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum AgentEndArg {
+    Session,
+    Turn,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -542,13 +574,25 @@ pub fn run_hook(a: HookArgs) -> i32 {
         },
         None => None,
     };
+    if a.url.is_none() && a.state.is_none() {
+        return fail("give --url of a running warden serve, or --state DIR");
+    }
     let session_file = a
         .session_file
         .clone()
         .unwrap_or_else(hook::default_session_file);
-    let mut session = hook::load_session(&session_file);
-    let requests = if a.end_session {
-        hook::end_session(&mut session)
+    let decision_log = (!a.no_decision_log).then(|| {
+        a.decision_log
+            .clone()
+            .unwrap_or_else(|| hook::default_decision_log(&session_file))
+    });
+    let agent_end = match a.agent_end {
+        AgentEndArg::Session => hook::AgentEnd::Session,
+        AgentEndArg::Turn => hook::AgentEnd::Turn,
+    };
+    // The envelope is read and checked before the session is locked.
+    let event = if a.end_session {
+        None
     } else {
         let mut input = Vec::new();
         if let Err(e) = std::io::stdin().read_to_end(&mut input) {
@@ -558,63 +602,156 @@ pub fn run_hook(a: HookArgs) -> i32 {
             Ok(v) => v,
             Err(e) => return fail(&format!("the hook envelope is not JSON: {e}")),
         };
-        match hook::map_core_agent(&v, &mut session) {
-            Ok(r) => r,
-            Err(e) => return fail(&e),
+        if let Err(e) = hook::event_name(&v) {
+            return fail(&e);
+        }
+        Some(v)
+    };
+    let hook_name = match &event {
+        Some(v) => hook::event_name(v).unwrap_or("?").to_string(),
+        None => "end-session".to_string(),
+    };
+    let input = match &event {
+        Some(v) => hook::Input::Event(v),
+        None => hook::Input::EndSession,
+    };
+    // Concurrent hooks of one session take turns: read, send, save under one lock, so every
+    // event is sent in the order it is recorded and no update is lost.
+    let lock = match hook::lock_session(&session_file, Duration::from_secs(a.lock_timeout)) {
+        Ok(l) => l,
+        Err(e) => return fail(&e),
+    };
+    let loaded = match hook::read_session(&session_file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warden: {e}; starting a new session");
+            None
         }
     };
-    let mut requests = requests;
-    if let Some(k) = &key {
-        for r in &mut requests {
-            hook::sign_request(k, &a.key_id, r);
-        }
-    }
+    let had_file = loaded.is_some();
+    let mut session = loaded.unwrap_or_else(hook::HookSession::fresh);
+    let before = session.clone();
     let timeout = Duration::from_secs(a.timeout.max(1));
     let local = match (&a.url, &a.state) {
-        (None, Some(dir)) => {
-            let policy = match serve::load_policy(a.policy.as_deref()) {
-                Ok(p) => p,
-                Err(d) => {
-                    eprint!("{d}");
-                    return fail("the policy has errors");
-                }
-            };
-            let mut protocol = Protocol::strict();
-            protocol.key = key.clone();
-            protocol.key_id = a.key_id.clone();
-            let options = Options {
-                protocol,
-                ..Options::default()
-            };
-            match serve::build(policy, options, Some(dir)) {
-                Ok((g, store)) => Some((g, store)),
-                Err(e) => return fail(&e),
+        (None, Some(dir)) => match local_guardian(&a, key.clone(), dir) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!(
+                    "warden: core-agent {hook_name}: {e}; the event was not decided or audited"
+                );
+                return 1;
+            }
+        },
+        _ => None,
+    };
+    let mut send = |req: &mut Value| -> Result<Value, String> {
+        if let Some(k) = &key {
+            hook::sign_request(k, &a.key_id, req);
+        }
+        let body = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+        let bytes = match (&local, &a.url) {
+            (Some(g), _) => g.handle(&body),
+            (None, Some(url)) => hook::http_post(url, &body, timeout)?,
+            (None, None) => return Err("no Guardian".into()),
+        };
+        serde_json::from_slice(&bytes).map_err(|_| {
+            format!(
+                "the answer is not JSON: {}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+            )
+        })
+    };
+    let outcome = match hook::run(&mut session, input, agent_end, &mut send) {
+        Ok(o) => o,
+        Err(e) => return fail(&e),
+    };
+    drop(local);
+    let mut code = 0;
+    // A session the Guardian has sealed refuses every later step: start a new one.
+    let sealed = matches!(&outcome.error, Some(hook::Failure::Refused { message, .. })
+        if message.contains("has ended"));
+    let over = outcome.ended || sealed || (a.end_session && outcome.error.is_none());
+    if over {
+        if let Err(e) = std::fs::remove_file(&session_file) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!("warden: {}: {e}", session_file.display());
+                code = 1;
             }
         }
-        (Some(_), _) => None,
-        (None, None) => return fail("give --url of a running warden serve, or --state DIR"),
-    };
-    let mut code = 0;
-    for r in &requests {
-        let body = serde_json::to_vec(r).unwrap_or_default();
-        let out = match (&local, &a.url) {
-            (Some((g, _)), _) => Ok(g.handle(&body)),
-            (None, Some(url)) => hook::http_post(url, &body, timeout),
-            (None, None) => Err("no Guardian".to_string()),
+    } else if session != before && (had_file || session.handshaken) {
+        if let Err(e) = hook::save_session(&session_file, &session) {
+            eprintln!("warden: {e}");
+            code = 1;
+        }
+    }
+    let entries = hook::decision_entries(&hook_name, &session.session_id, &outcome);
+    if let Some(log) = &decision_log {
+        if let Err(e) = hook::append_decisions(log, &entries) {
+            eprintln!("warden: decision log: {e}");
+        }
+    }
+    drop(lock);
+    for x in &outcome.exchanges {
+        println!("{}", x.response);
+    }
+    let mut denied = false;
+    for e in &entries {
+        if let Some(line) = hook::describe(e) {
+            eprintln!("{line}");
+        }
+        denied |= e["decision"] == "deny";
+    }
+    if let Some(f) = &outcome.error {
+        let target = a
+            .url
+            .clone()
+            .or_else(|| a.state.as_ref().map(|d| d.display().to_string()))
+            .unwrap_or_default();
+        let state = if sealed {
+            "the session is over: the next hook starts a new one"
+        } else if session.started {
+            "the session is kept"
+        } else {
+            "no session was started"
         };
-        match out {
-            Ok(bytes) => println!("{}", String::from_utf8_lossy(&bytes)),
-            Err(e) => {
-                eprintln!("error: {e}");
-                code = 1;
-                break;
+        eprintln!(
+            "warden: core-agent {hook_name} at {target}: {f}; this event was not decided or audited ({state})"
+        );
+        code = 1;
+    }
+    if let Some(cmd) = &a.notify {
+        let limit = Duration::from_secs(a.notify_timeout.max(1));
+        for e in entries.iter().filter(|e| hook::is_notable(e)) {
+            if let Err(why) = hook::notify(cmd, e.to_string().as_bytes(), limit) {
+                eprintln!("warden: the --notify command failed: {why}");
             }
         }
     }
-    if a.end_session {
-        let _ = std::fs::remove_file(&session_file);
-    } else if let Err(e) = hook::save_session(&session_file, &session) {
-        return fail(&e);
+    if code == 0 && denied {
+        code = i32::from(a.deny_exit);
     }
     code
+}
+
+/// A Guardian over a state folder for one hook: only this session's records are read, on
+/// demand (the journal's per-session index), so a hook's cost does not grow with the folder.
+fn local_guardian(
+    a: &HookArgs,
+    key: Option<Arc<[u8]>>,
+    dir: &std::path::Path,
+) -> Result<Guardian, String> {
+    let policy = serve::load_policy(a.policy.as_deref()).map_err(|d| {
+        eprint!("{d}");
+        "the policy has errors".to_string()
+    })?;
+    let mut protocol = Protocol::strict();
+    protocol.key = key;
+    protocol.key_id = a.key_id.clone();
+    let options = Options {
+        protocol,
+        ..Options::default()
+    };
+    let store = Arc::new(store::Store::open(dir)?);
+    let journal: Arc<dyn guardian::Journal> = store;
+    Ok(Guardian::with_journal(policy, options, journal))
 }

@@ -231,7 +231,7 @@ pub fn stream_request(s: u64, i: u64, n: u64, timestamp: &str) -> Value {
                 json!({"turn_id": turn, "triggered_by": "user_message"}),
                 true,
             ),
-            1 if (s + turn_no) % 2 == 0 => (
+            1 if (s + turn_no).is_multiple_of(2) => (
                 "steps/toolCallResult",
                 json!({"tool": {"name": "fetch"}, "exit_status": "success",
                        "outputs": [{"value": "page", "provenance": {
@@ -246,7 +246,7 @@ pub fn stream_request(s: u64, i: u64, n: u64, timestamp: &str) -> Value {
             ),
             2..=4 => (
                 "steps/toolCallRequest",
-                json!({"tool": {"name": if i % 2 == 0 { "send" } else { "ls" }},
+                json!({"tool": {"name": if i.is_multiple_of(2) { "send" } else { "ls" }},
                        "arguments": {"to": {"value": "x"}}}),
                 true,
             ),
