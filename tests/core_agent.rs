@@ -365,11 +365,15 @@ fn a_deny_is_seen_on_stderr_in_the_log_and_by_the_notify_command() {
 }
 
 #[test]
-fn agent_end_ends_the_acs_session_and_the_next_hook_starts_another() {
+fn agent_end_in_session_mode_ends_the_acs_session_and_the_next_hook_starts_another() {
     let dir = tmp("ca-end");
     std::fs::write(dir.join("p.ward"), POLICY).unwrap();
     let srv = Server::start(&["--policy", dir.join("p.ward").to_str().unwrap()]);
-    let cmd = command(&["--url", &format!("http://{}", srv.addr)]);
+    let cmd = command(&[
+        "--url",
+        &format!("http://{}", srv.addr),
+        "--agent-end=session",
+    ]);
     let o = hook(&dir, &cmd, r#"{"hook_event_name":"model-start"}"#);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     hook(&dir, &cmd, TOOL_START);
@@ -401,4 +405,40 @@ fn agent_end_ends_the_acs_session_and_the_next_hook_starts_another() {
     // The ended session is sealed at the Guardian.
     let log = decisions(&dir);
     assert!(log.iter().all(|e| e["decision"] != "error"), "{log:?}");
+}
+
+#[test]
+fn by_default_agent_end_closes_the_turn_and_an_idle_gap_starts_a_new_session() {
+    let dir = tmp("ca-gap");
+    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
+    let srv = Server::start(&["--policy", dir.join("p.ward").to_str().unwrap()]);
+    let cmd = command(&["--url", &format!("http://{}", srv.addr)]);
+    hook(&dir, &cmd, TOOL_START);
+    let first = read_json(&session_file(&dir))["session_id"].clone();
+    let o = hook(&dir, &cmd, AGENT_END);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(responses(&o).len(), 1, "turnEnd only");
+    assert_eq!(
+        read_json(&session_file(&dir))["session_id"],
+        first,
+        "the session (and its taint) goes on across turns"
+    );
+    // The last hook was an hour ago: that was an earlier run of core-agent.
+    let mut s = read_json(&session_file(&dir));
+    s["last_at_ms"] = serde_json::json!(s["last_at_ms"].as_i64().unwrap() - 3_600_000);
+    std::fs::write(session_file(&dir), s.to_string()).unwrap();
+    let o = hook(&dir, &cmd, TOOL_START);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let second = read_json(&session_file(&dir))["session_id"].clone();
+    assert_ne!(second, first, "a new ACS session for the new run");
+    let ended: Vec<String> = decisions(&dir)
+        .iter()
+        .filter(|e| e["session"] == first)
+        .filter_map(|e| e["method"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        ended.last().map(String::as_str),
+        Some("steps/sessionEnd"),
+        "the idle session was ended: {ended:?}"
+    );
 }

@@ -14,7 +14,7 @@
 //! | `model-start`, turn open | nothing (a model call inside the turn) |
 //! | `tool-start` | (`turnStart` if no turn is open) `steps/toolCallRequest`, each `tool_input` member an argument with `agent_generated` provenance |
 //! | `tool-end` | (`turnStart` if needed) `steps/toolCallResult`, `tool_output` as one output with `tool_output` provenance (`source_id` = the tool) |
-//! | `agent-end` | `steps/turnEnd` (`outcome: completed`), then `steps/sessionEnd` ([`AgentEnd::Session`]) |
+//! | `agent-end` | `steps/turnEnd` (`outcome: completed`); with [`AgentEnd::Session`], then `steps/sessionEnd` |
 //! | `--end-session` | `steps/sessionEnd` (`reason: completed`); the session file is removed |
 //!
 //! [`run`] sends the steps and moves the session on only over the steps the Guardian
@@ -48,6 +48,10 @@ pub struct HookSession {
     /// Hook invocations whose steps the Guardian all accepted.
     #[serde(default)]
     pub events: u64,
+    /// When the last of them was (ms since the epoch): a session idle for longer than the
+    /// hook's `--new-session-after` belongs to an earlier run of core-agent.
+    #[serde(default)]
+    pub last_at_ms: i64,
 }
 
 /// What core-agent's `agent-end` closes. core-agent fires it once per turn, from its
@@ -55,10 +59,11 @@ pub struct HookSession {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum AgentEnd {
     /// `turnEnd`, then `sessionEnd`: the session file is removed and the next hook starts a
-    /// new ACS session.
-    #[default]
+    /// new ACS session (for an agent run with one prompt).
     Session,
-    /// `turnEnd` only: the ACS session spans core-agent's turns until `--end-session`.
+    /// `turnEnd` only (the default): the ACS session, and its taint and history, span
+    /// core-agent's turns until `--end-session` or an idle gap ends it.
+    #[default]
     Turn,
 }
 

@@ -360,10 +360,15 @@ pub struct HookArgs {
     /// Close the session (turnEnd if a turn is open, then sessionEnd); reads no stdin
     #[arg(long)]
     end_session: bool,
-    /// What core-agent's `agent-end` (fired once per turn) closes: the ACS session (the next
-    /// hook starts a new one) or only the turn (the session lasts until --end-session)
-    #[arg(long, value_enum, default_value_t = AgentEndArg::Session)]
+    /// What core-agent's `agent-end` (fired once per turn) closes: only the turn (the session,
+    /// its taint and history, lasts until --end-session or an idle gap) or the ACS session
+    /// (the next hook starts a new one: for an agent run with one prompt)
+    #[arg(long, value_enum, default_value_t = AgentEndArg::Turn)]
     agent_end: AgentEndArg,
+    /// A session with no hook for this many seconds belongs to an earlier run of core-agent
+    /// (which has no end-of-run event): the next hook ends it and starts a new one (0: never)
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    new_session_after: u64,
     /// Seconds to wait for the Guardian
     #[arg(long, default_value_t = 5)]
     timeout: u64,
@@ -661,10 +666,33 @@ pub fn run_hook(a: HookArgs) -> i32 {
             )
         })
     };
+    // A session idle for longer than --new-session-after belongs to an earlier run of
+    // core-agent, which has no end-of-run event: end it, and start a new one for this event.
+    let now_ms = crate::acs::time::now_ms();
+    let idle_ms = i64::try_from(a.new_session_after.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let mut idle_end = None;
+    if had_file
+        && !a.end_session
+        && a.new_session_after > 0
+        && session.last_at_ms > 0
+        && now_ms.saturating_sub(session.last_at_ms) > idle_ms
+    {
+        match hook::run(&mut session, hook::Input::EndSession, agent_end, &mut send) {
+            Ok(o) => idle_end = Some((session.session_id.clone(), o)),
+            Err(e) => eprintln!(
+                "warden: ending the idle session {}: {e}",
+                session.session_id
+            ),
+        }
+        session = hook::HookSession::fresh();
+    }
     let outcome = match hook::run(&mut session, input, agent_end, &mut send) {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
+    if outcome.error.is_none() {
+        session.last_at_ms = now_ms;
+    }
     drop(local);
     let mut code = 0;
     // A session the Guardian has sealed refuses every later step: start a new one.
@@ -684,7 +712,15 @@ pub fn run_hook(a: HookArgs) -> i32 {
             code = 1;
         }
     }
-    let entries = hook::decision_entries(&hook_name, &session.session_id, &outcome);
+    let mut entries = match &idle_end {
+        Some((sid, o)) => hook::decision_entries("new-run", sid, o),
+        None => Vec::new(),
+    };
+    entries.extend(hook::decision_entries(
+        &hook_name,
+        &session.session_id,
+        &outcome,
+    ));
     if let Some(log) = &decision_log {
         if let Err(e) = hook::append_decisions(log, &entries) {
             eprintln!("warden: decision log: {e}");
