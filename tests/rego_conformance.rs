@@ -358,8 +358,7 @@ fn a_rego_error_at_decision_time_is_a_decision_failure() {
 /// The decision a policy over `tests/rego` reaches for one `toolCallRequest` payload.
 fn decide(policy: &str, payload: &Value) -> Value {
     let p = Policy::from_source_in("case.ward", policy, dir()).unwrap_or_else(|d| panic!("{d}"));
-    let out: Value =
-        serde_json::from_slice(&Guardian::new(p).handle(&envelope(payload))).unwrap();
+    let out: Value = serde_json::from_slice(&Guardian::new(p).handle(&envelope(payload))).unwrap();
     out["result"].clone()
 }
 
@@ -385,7 +384,10 @@ fn a_rule_read_through_an_import_alias_evaluates_only_what_it_needs() {
         default allow\n";
     if let Ok(p) = Policy::from_source_in("level.ward", policy, dir()) {
         let out: Value = serde_json::from_slice(&Guardian::new(p).handle(&envelope(&ann))).unwrap();
-        assert_eq!(out["result"]["reason_codes"][0], "warden.decision_failure", "{out}");
+        assert_eq!(
+            out["result"]["reason_codes"][0], "warden.decision_failure",
+            "{out}"
+        );
     }
 }
 
@@ -435,7 +437,12 @@ fn a_missing_builtin_is_a_load_error_at_its_line() {
         let json = err.to_json();
         let mut got: Vec<(usize, String)> = Vec::new();
         for d in &json {
-            assert_eq!(d.code, "check::unknown_rego_builtin", "{name}: {}", err.render(false));
+            assert_eq!(
+                d.code,
+                "check::unknown_rego_builtin",
+                "{name}: {}",
+                err.render(false)
+            );
             assert!(d.file.ends_with(&name), "{name}: reported in {}", d.file);
             let help = d.help.clone().unwrap_or_default();
             let called = want
@@ -449,4 +456,33 @@ fn a_missing_builtin_is_a_load_error_at_its_line() {
         got.sort();
         assert_eq!(got, want, "{name}: {}", err.render(false));
     }
+}
+
+/// docs/rego.md lists exactly the builtins this build of regorus has (the first ```text block
+/// under `## Builtins`).
+#[test]
+fn the_documented_builtins_are_the_built_ones() {
+    let doc =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/rego.md"))
+            .unwrap();
+    let section = &doc[doc
+        .find("\n## Builtins")
+        .expect("docs/rego.md has ## Builtins")..];
+    let start = section.find("```text\n").expect("a ```text block") + "```text\n".len();
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let mut documented: Vec<&str> = block.split_whitespace().collect();
+    documented.sort_unstable();
+    let mut built: Vec<&str> = regorus::unstable::BUILTINS
+        .keys()
+        .copied()
+        .filter(|n| !n.starts_with("__"))
+        .chain(["print"])
+        .collect();
+    built.sort_unstable();
+    let missing: Vec<&&str> = built.iter().filter(|b| !documented.contains(b)).collect();
+    let extra: Vec<&&str> = documented.iter().filter(|d| !built.contains(d)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/rego.md's builtins differ from the build: undocumented {missing:?}, not built {extra:?}"
+    );
 }

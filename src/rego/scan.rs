@@ -39,10 +39,6 @@ const LEFT_OUT: &[(&str, &str)] = &[
         "regorus has it behind its `uuid` feature, which Warden leaves out; the event's \
          identifiers are in `input.metadata`",
     ),
-    (
-        "rand.intn",
-        "a random number makes decisions irreproducible: Warden's decisions replay exactly",
-    ),
 ];
 
 /// The builtins this build of regorus runs (every name a Rego call may use without defining
@@ -209,7 +205,9 @@ pub fn hoist_imports(text: &str) -> String {
 fn call_path(e: &Expr) -> Option<String> {
     match e {
         Expr::Var { span, .. } => Some(span.text().to_string()),
-        Expr::RefDot { refr, field, .. } => Some(format!("{}.{}", call_path(refr)?, field.0.text())),
+        Expr::RefDot { refr, field, .. } => {
+            Some(format!("{}.{}", call_path(refr)?, field.0.text()))
+        }
         Expr::RefBrack { refr, index, .. } => match index.as_ref() {
             Expr::String { value, .. } => {
                 Some(format!("{}.{}", call_path(refr)?, value.as_string().ok()?))
@@ -294,13 +292,15 @@ impl Walker {
             Expr::UnaryExpr { expr, .. } => self.expr(expr),
             Expr::RefDot { refr, .. } => {
                 if let Expr::Var { span, .. } = refr.as_ref() {
-                    self.alias_refs.push((span.text().to_string(), span.clone()));
+                    self.alias_refs
+                        .push((span.text().to_string(), span.clone()));
                 }
                 self.expr(refr);
             }
             Expr::RefBrack { refr, index, .. } => {
                 if let Expr::Var { span, .. } = refr.as_ref() {
-                    self.alias_refs.push((span.text().to_string(), span.clone()));
+                    self.alias_refs
+                        .push((span.text().to_string(), span.clone()));
                 }
                 self.expr(refr);
                 self.expr(index);
