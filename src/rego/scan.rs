@@ -35,6 +35,11 @@ const LEFT_OUT: &[(&str, &str)] = &[
          JSON (`use rego data`) instead",
     ),
     (
+        "urlquery.",
+        "regorus has it behind its `urlquery` feature, which Warden leaves out for its \
+         dependencies (url and ICU); compare or build the query text with string builtins",
+    ),
+    (
         "uuid.",
         "regorus has it behind its `uuid` feature, which Warden leaves out; the event's \
          identifiers are in `input.metadata`",

@@ -24,5 +24,3 @@ recent_client(v) if semver.compare(v, "2.1.0") >= 0
 encoded(s) := base64.encode(s)
 
 hex_of(s) := hex.encode(s)
-
-query_of(o) := urlquery.encode_object(o)
