@@ -514,8 +514,7 @@ pub fn scan(modules: &[&Module], texts: &[&str], origins: &[&str]) -> Scan {
         .collect();
     let mut missing = Vec::new();
     let mut rewritten = Vec::new();
-    for (idx, m) in modules.iter().enumerate() {
-        let text = texts[idx];
+    for (idx, ((m, &text), &origin)) in modules.iter().zip(texts).zip(origins).enumerate() {
         let aliases = all_aliases(m);
         let data = data_aliases(m);
         let mut edits: Vec<(usize, usize, String)> = Vec::new();
@@ -531,7 +530,7 @@ pub fn scan(modules: &[&Module], texts: &[&str], origins: &[&str]) -> Scan {
                 {
                     continue;
                 }
-                let span = map_span(text, origins[idx], span);
+                let span = map_span(text, origin, span);
                 missing.push(Missing {
                     file: idx,
                     span,
