@@ -370,4 +370,38 @@ deny contains msg if {
             "package a\nx := \"input\"\nmy_input := 1\n"
         ));
     }
+
+    fn load_text(name: &str, text: &str) -> Result<RegoImport, String> {
+        let dir = std::env::temp_dir().join(format!("warden-rego-scan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = load_import("x", &path, false);
+        let _ = std::fs::remove_file(&path);
+        out
+    }
+
+    #[test]
+    fn alias_references_are_spelled_out_but_calls_and_bound_names_are_not() {
+        let text = "package p\nimport rego.v1\nimport data.q as n\nimport data.r.s\n\
+            x := n.a\ny := s[\"b\"].c\nz := n.g(1)\nf(n) := n.b\nw := n\n";
+        let imp = load_text("alias.rego", text).unwrap();
+        assert!(imp.missing.is_empty(), "{:?}", imp.missing);
+        assert_eq!(
+            imp.prepared[0],
+            "package p\nimport rego.v1\nimport data.q as n\nimport data.r.s\n\
+             x := data.q.a\ny := data.r.s[\"b\"].c\nz := n.g(1)\nf(n) := n.b\nw := n\n"
+        );
+    }
+
+    #[test]
+    fn a_long_reference_chain_is_scanned_without_recursion() {
+        let chain = ".a".repeat(20_000);
+        let text = format!("package p\nx := input{chain}\ny := nope(input{chain})\n");
+        // regorus may refuse the file (a limit); either way, no crash.
+        if let Ok(imp) = load_text("chain.rego", &text) {
+            assert_eq!(imp.missing.len(), 1, "{:?}", imp.missing);
+            assert_eq!(imp.missing[0].name, "nope");
+        }
+    }
 }

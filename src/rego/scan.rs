@@ -207,28 +207,43 @@ pub fn hoist_imports(text: &str) -> String {
 }
 
 /// The dotted name a call calls (`regex.match`, `data.pkg.f`, `f`), if it is a plain path.
+/// Reference chains can be long: they are followed in a loop, not by recursion.
 fn call_path(e: &Expr) -> Option<String> {
-    match e {
-        Expr::Var { span, .. } => Some(span.text().to_string()),
-        Expr::RefDot { refr, field, .. } => {
-            Some(format!("{}.{}", call_path(refr)?, field.0.text()))
-        }
-        Expr::RefBrack { refr, index, .. } => match index.as_ref() {
-            Expr::String { value, .. } => {
-                Some(format!("{}.{}", call_path(refr)?, value.as_string().ok()?))
+    let mut parts: Vec<String> = Vec::new();
+    let mut e = e;
+    loop {
+        match e {
+            Expr::Var { span, .. } => {
+                parts.push(span.text().to_string());
+                break;
             }
-            _ => None,
-        },
-        _ => None,
+            Expr::RefDot { refr, field, .. } => {
+                parts.push(field.0.text().to_string());
+                e = refr;
+            }
+            Expr::RefBrack { refr, index, .. } => match index.as_ref() {
+                Expr::String { value, .. } => {
+                    parts.push(value.as_string().ok()?.to_string());
+                    e = refr;
+                }
+                _ => return None,
+            },
+            _ => return None,
+        }
     }
+    parts.reverse();
+    Some(parts.join("."))
 }
 
 /// The variable a reference starts from.
 fn root_var(e: &Expr) -> Option<&Span> {
-    match e {
-        Expr::Var { span, .. } => Some(span),
-        Expr::RefDot { refr, .. } | Expr::RefBrack { refr, .. } => root_var(refr),
-        _ => None,
+    let mut e = e;
+    loop {
+        match e {
+            Expr::Var { span, .. } => return Some(span),
+            Expr::RefDot { refr, .. } | Expr::RefBrack { refr, .. } => e = refr,
+            _ => return None,
+        }
     }
 }
 
@@ -295,20 +310,28 @@ impl Walker {
                 params.iter().for_each(|p| self.expr(p));
             }
             Expr::UnaryExpr { expr, .. } => self.expr(expr),
-            Expr::RefDot { refr, .. } => {
-                if let Expr::Var { span, .. } = refr.as_ref() {
-                    self.alias_refs
-                        .push((span.text().to_string(), span.clone()));
+            Expr::RefDot { .. } | Expr::RefBrack { .. } => {
+                // Down the chain in a loop (chains can be long): indexes are walked, and the
+                // variable the chain starts from is noted.
+                let mut e = e;
+                loop {
+                    match e {
+                        Expr::RefDot { refr, .. } => e = refr,
+                        Expr::RefBrack { refr, index, .. } => {
+                            self.expr(index);
+                            e = refr;
+                        }
+                        Expr::Var { span, .. } => {
+                            self.alias_refs
+                                .push((span.text().to_string(), span.clone()));
+                            break;
+                        }
+                        other => {
+                            self.expr(other);
+                            break;
+                        }
+                    }
                 }
-                self.expr(refr);
-            }
-            Expr::RefBrack { refr, index, .. } => {
-                if let Expr::Var { span, .. } = refr.as_ref() {
-                    self.alias_refs
-                        .push((span.text().to_string(), span.clone()));
-                }
-                self.expr(refr);
-                self.expr(index);
             }
             Expr::BinExpr { lhs, rhs, .. }
             | Expr::BoolExpr { lhs, rhs, .. }
