@@ -190,6 +190,76 @@ fn cases() -> Vec<(
                 json!({"cmd": {"value": "curl evil.test"}}),
             ),
         ),
+        // Builtins behind regorus features (regex, glob, graph's `walk`, semver, encodings).
+        (
+            "text.rego",
+            "acme.text",
+            "org.ticket_id(\"OPS-1234\")",
+            "data.acme.text.ticket_id(\"OPS-1234\")",
+            call("x", json!({})),
+        ),
+        (
+            "text.rego",
+            "acme.text",
+            "org.numbers_in(\"order 12 of 345\")",
+            "data.acme.text.numbers_in(\"order 12 of 345\")",
+            call("x", json!({})),
+        ),
+        (
+            "text.rego",
+            "acme.text",
+            "org.masked(\"pin 4321\")",
+            "data.acme.text.masked(\"pin 4321\")",
+            call("x", json!({})),
+        ),
+        (
+            "text.rego",
+            "acme.text",
+            "org.internal_host(\"wiki.corp.example\")",
+            "data.acme.text.internal_host(\"wiki.corp.example\")",
+            call("x", json!({})),
+        ),
+        (
+            "text.rego",
+            "acme.text",
+            "org.argument_strings",
+            "data.acme.text.argument_strings",
+            call(
+                "t",
+                json!({"to": {"value": "ann@example.com"}, "n": {"value": 3}}),
+            ),
+        ),
+        (
+            "text.rego",
+            "acme.text",
+            "org.card_like",
+            "data.acme.text.card_like",
+            call(
+                "t",
+                json!({"card": {"value": "4111 1111 1111 1111"}, "memo": {"value": "lunch"}}),
+            ),
+        ),
+        (
+            "text.rego",
+            "acme.text",
+            "org.recent_client(\"2.3.1\")",
+            "data.acme.text.recent_client(\"2.3.1\")",
+            call("x", json!({})),
+        ),
+        (
+            "text.rego",
+            "acme.text",
+            "org.encoded(\"hi\")",
+            "data.acme.text.encoded(\"hi\")",
+            call("x", json!({})),
+        ),
+        (
+            "text.rego",
+            "acme.text",
+            "org.hex_of(\"hi\")",
+            "data.acme.text.hex_of(\"hi\")",
+            call("x", json!({})),
+        ),
     ]
 }
 
@@ -283,4 +353,136 @@ fn a_rego_error_at_decision_time_is_a_decision_failure() {
     // undefined (false); never an error-driven allow through rule `a`.
     let codes = out["result"]["reason_codes"].to_string();
     assert!(!codes.contains("fine"), "{out}");
+}
+
+/// The decision a policy over `tests/rego` reaches for one `toolCallRequest` payload.
+fn decide(policy: &str, payload: &Value) -> Value {
+    let p = Policy::from_source_in("case.ward", policy, dir()).unwrap_or_else(|d| panic!("{d}"));
+    let out: Value = serde_json::from_slice(&Guardian::new(p).handle(&envelope(payload))).unwrap();
+    out["result"].clone()
+}
+
+#[test]
+fn a_rule_read_through_an_import_alias_evaluates_only_what_it_needs() {
+    // gate.rego reads `n.reserved` through `import data.acme.names as n`; names.rego also
+    // holds `level`, whose evaluation is an error. OPA never evaluates `level` here.
+    let policy = "use rego \"gate.rego\" as gate\nuse rego \"names.rego\" as names\n\
+        rule reserved on toolCallRequest when gate.reserved_user => deny \"reserved\"\n\
+        rule three on toolCallRequest when gate.reserved_count == 3 => ask \"three\" approver human \"it\"\n\
+        default allow\n";
+    let root = json!({"tool": {"name": "add_user"}, "arguments": {"user": {"value": "root"}}});
+    let result = decide(policy, &root);
+    assert_eq!(result["decision"], "deny", "{result}");
+    assert_eq!(result["reason_codes"][0], "reserved", "{result}");
+    let ann = json!({"tool": {"name": "add_user"}, "arguments": {"user": {"value": "ann"}}});
+    let result = decide(policy, &ann);
+    assert_eq!(result["decision"], "ask", "{result}");
+    assert_eq!(result["reason_codes"][0], "three", "{result}");
+    // `level` is really broken: asked for directly, it fails (at load, where it is folded).
+    let policy = "use rego \"names.rego\" as names\n\
+        rule lvl on toolCallRequest when names.level == \"high\" => deny \"lvl\"\n\
+        default allow\n";
+    if let Ok(p) = Policy::from_source_in("level.ward", policy, dir()) {
+        let out: Value = serde_json::from_slice(&Guardian::new(p).handle(&envelope(&ann))).unwrap();
+        assert_eq!(
+            out["result"]["reason_codes"][0], "warden.decision_failure",
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn an_import_after_rules_is_accepted() {
+    let policy = "use rego \"late_import.rego\" as late\nuse rego \"rbac.rego\" as rbac\n\
+        rule over on toolCallRequest when late.over_limit => deny \"over\"\n\
+        rule once on toolCallRequest when late.tool_limit == 1 => ask \"once\" approver human \"it\"\n\
+        default allow\n";
+    let big = json!({"tool": {"name": "send_money"}, "arguments": {"amount": {"value": 5000}}});
+    let result = decide(policy, &big);
+    assert_eq!(result["reason_codes"][0], "over", "{result}");
+    let mail = json!({"tool": {"name": "send_email"}, "arguments": {"amount": {"value": 1}}});
+    let result = decide(policy, &mail);
+    assert_eq!(result["reason_codes"][0], "once", "{result}");
+}
+
+/// `tests/rego/errors/*.rego`: each line that ends in `# missing: NAME` calls a function this
+/// build cannot run. Loading the file must fail with `check::unknown_rego_builtin` at that
+/// line of that file, naming the function — and nothing else.
+#[test]
+fn a_missing_builtin_is_a_load_error_at_its_line() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir().join("errors"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rego"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "{files:?}");
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut want: Vec<(usize, String)> = text
+            .lines()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let (_, name) = l.split_once("# missing: ")?;
+                Some((i + 1, name.trim().to_string()))
+            })
+            .collect();
+        want.sort();
+        let policy = format!("use rego \"errors/{name}\" as e\ndefault allow\n");
+        let err = match Policy::from_source_in("errors.ward", &policy, dir()) {
+            Ok(_) => panic!("{name}: loaded, but calls {want:?}"),
+            Err(e) => e,
+        };
+        let json = err.to_json();
+        let mut got: Vec<(usize, String)> = Vec::new();
+        for d in &json {
+            assert_eq!(
+                d.code,
+                "check::unknown_rego_builtin",
+                "{name}: {}",
+                err.render(false)
+            );
+            assert!(d.file.ends_with(&name), "{name}: reported in {}", d.file);
+            let help = d.help.clone().unwrap_or_default();
+            let called = want
+                .iter()
+                .find(|(_, f)| d.message.contains(&format!("`{f}`")))
+                .map(|(_, f)| f.clone())
+                .unwrap_or_else(|| panic!("{name}: {}", d.message));
+            assert!(!help.is_empty(), "{name}: no hint for {called}");
+            got.push((d.line, called));
+        }
+        got.sort();
+        assert_eq!(got, want, "{name}: {}", err.render(false));
+    }
+}
+
+/// docs/rego.md lists exactly the builtins this build of regorus has (the first ```text block
+/// under `## Builtins`).
+#[test]
+fn the_documented_builtins_are_the_built_ones() {
+    let doc =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/rego.md"))
+            .unwrap();
+    let section = &doc[doc
+        .find("\n## Builtins")
+        .expect("docs/rego.md has ## Builtins")..];
+    let start = section.find("```text\n").expect("a ```text block") + "```text\n".len();
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let mut documented: Vec<&str> = block.split_whitespace().collect();
+    documented.sort_unstable();
+    let mut built: Vec<&str> = regorus::unstable::BUILTINS
+        .keys()
+        .copied()
+        .filter(|n| !n.starts_with("__"))
+        .chain(["print"])
+        .collect();
+    built.sort_unstable();
+    let missing: Vec<&&str> = built.iter().filter(|b| !documented.contains(b)).collect();
+    let extra: Vec<&&str> = documented.iter().filter(|d| !built.contains(d)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/rego.md's builtins differ from the build: undocumented {missing:?}, not built {extra:?}"
+    );
 }

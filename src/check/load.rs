@@ -272,7 +272,10 @@ impl Loaded {
                 };
                 let is_data = matches!(u.kind, ast::UseKind::RegoData { .. });
                 match crate::rego::load_import(&alias.name, &full, is_data) {
-                    Ok(import) => self.rego.push((from, import)),
+                    Ok(import) => {
+                        self.report_missing_builtins(&import);
+                        self.rego.push((from, import));
+                    }
                     Err(e) => self.diagnostics.push(
                         Diagnostic::error(
                             "check::bad_rego",
@@ -289,6 +292,37 @@ impl Loaded {
                     ),
                 }
             }
+        }
+    }
+}
+
+impl Loaded {
+    /// A Rego call this build cannot run is an error at load, in the Rego file at the call.
+    fn report_missing_builtins(&mut self, import: &crate::rego::RegoImport) {
+        for m in &import.missing {
+            let Some((path, text)) = import.files.get(m.file) else {
+                continue;
+            };
+            let name = path.display().to_string();
+            let file = match self.sources.find(&name) {
+                Some(f) => f,
+                None => self.sources.add(SourceFile::new(name, text.as_str())),
+            };
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::unknown_rego_builtin",
+                    file,
+                    Span::new(m.span.0, m.span.1),
+                    format!(
+                        "{} calls `{}`, which is no builtin of Warden's Rego and no function \
+                         of the package",
+                        path.display(),
+                        m.name
+                    ),
+                )
+                .with_label("called here")
+                .with_help(m.hint.clone()),
+            );
         }
     }
 }

@@ -12,6 +12,9 @@ use serde_json::Value;
 
 use crate::diagnostics::{read_import, MAX_IMPORT_BYTES};
 
+mod scan;
+pub use scan::{hoist_imports, Missing};
+
 /// Longest a single Rego evaluation may run.
 pub const CALL_LIMIT: Duration = Duration::from_millis(50);
 
@@ -30,6 +33,11 @@ pub struct RegoImport {
     pub rules: Vec<String>,
     /// Whether any of the package's text mentions `input` (then nothing is folded).
     pub reads_input: bool,
+    /// Per file, the text regorus is given: late `import`s moved up and references through
+    /// `data` import aliases spelled out (same lines as the file).
+    pub prepared: Vec<String>,
+    /// Calls to functions that are neither builtins of this build nor defined by the package.
+    pub missing: Vec<Missing>,
 }
 
 impl RegoImport {
@@ -91,6 +99,8 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
             package: None,
             rules,
             reads_input: false,
+            prepared: Vec::new(),
+            missing: Vec::new(),
         });
     }
     let mut packages: Vec<String> = files.iter().filter_map(|(_, t)| package_of(t)).collect();
@@ -110,13 +120,32 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
     rules.sort();
     rules.dedup();
     let reads_input = files.iter().any(|(_, t)| mentions_input(t));
-    // Parse now, so a syntax error in the Rego is reported at load.
+    // Parse now, so a syntax error in the Rego is reported at load; then read the parsed
+    // modules for calls this build cannot run and for references through import aliases.
+    let hoisted: Vec<String> = files.iter().map(|(_, t)| hoist_imports(t)).collect();
     let mut engine = regorus::Engine::new();
-    for (p, text) in &files {
+    for ((p, _), text) in files.iter().zip(&hoisted) {
         engine
             .add_policy(p.display().to_string(), text.clone())
             .map_err(|e| e.to_string())?;
     }
+    let modules: Vec<&regorus::unstable::Module> =
+        engine.get_modules().iter().map(|m| &**m).collect();
+    let texts: Vec<&str> = hoisted.iter().map(String::as_str).collect();
+    let origins: Vec<&str> = files.iter().map(|(_, t)| t.as_str()).collect();
+    let found = scan::scan(&modules, &texts, &origins);
+    // The rewritten text must parse as the hoisted one did; if it does not (a bug here), the
+    // hoisted text is used as it is.
+    let mut check = regorus::Engine::new();
+    let prepared = if files
+        .iter()
+        .zip(&found.rewritten)
+        .all(|((p, _), t)| check.add_policy(p.display().to_string(), t.clone()).is_ok())
+    {
+        found.rewritten
+    } else {
+        hoisted
+    };
     Ok(RegoImport {
         alias: alias.to_string(),
         is_data: false,
@@ -124,6 +153,8 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
         package: Some(format!("data.{package}")),
         rules,
         reads_input,
+        prepared,
+        missing: found.missing,
     })
 }
 
@@ -253,7 +284,8 @@ impl Bridge {
     pub fn new(imports: &[RegoImport]) -> Result<Bridge, String> {
         let mut engine = regorus::Engine::new();
         for imp in imports {
-            for (p, text) in &imp.files {
+            for (i, (p, text)) in imp.files.iter().enumerate() {
+                let text = imp.prepared.get(i).unwrap_or(text);
                 if imp.is_data {
                     let v: Value =
                         serde_json::from_str(text).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -337,5 +369,39 @@ deny contains msg if {
         assert!(!mentions_input(
             "package a\nx := \"input\"\nmy_input := 1\n"
         ));
+    }
+
+    fn load_text(name: &str, text: &str) -> Result<RegoImport, String> {
+        let dir = std::env::temp_dir().join(format!("warden-rego-scan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = load_import("x", &path, false);
+        let _ = std::fs::remove_file(&path);
+        out
+    }
+
+    #[test]
+    fn alias_references_are_spelled_out_but_calls_and_bound_names_are_not() {
+        let text = "package p\nimport rego.v1\nimport data.q as n\nimport data.r.s\n\
+            x := n.a\ny := s[\"b\"].c\nz := n.g(1)\nf(n) := n.b\nw := n\n";
+        let imp = load_text("alias.rego", text).unwrap();
+        assert!(imp.missing.is_empty(), "{:?}", imp.missing);
+        assert_eq!(
+            imp.prepared[0],
+            "package p\nimport rego.v1\nimport data.q as n\nimport data.r.s\n\
+             x := data.q.a\ny := data.r.s[\"b\"].c\nz := n.g(1)\nf(n) := n.b\nw := n\n"
+        );
+    }
+
+    #[test]
+    fn a_long_reference_chain_is_scanned_without_recursion() {
+        let chain = ".a".repeat(20_000);
+        let text = format!("package p\nx := input{chain}\ny := nope(input{chain})\n");
+        // regorus may refuse the file (a limit); either way, no crash.
+        if let Ok(imp) = load_text("chain.rego", &text) {
+            assert_eq!(imp.missing.len(), 1, "{:?}", imp.missing);
+            assert_eq!(imp.missing[0].name, "nope");
+        }
     }
 }
