@@ -4,10 +4,9 @@
 
 mod serve_common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -115,35 +114,16 @@ fn free_port() -> u16 {
 /// `warden serve --listen 127.0.0.1:PORT` (a fixed port, so it can be down and then up at the
 /// same URL).
 fn serve_at(port: u16, args: &[&str]) -> Server {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start warden serve");
-    let err = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let said = Arc::new(Mutex::new(Vec::new()));
-    let keep = said.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines() {
-            let Ok(line) = line else { return };
-            keep.lock().unwrap().push(line.clone());
-            if let Some(rest) = line.strip_prefix("warden: listening on http://") {
-                let _ = tx.send(rest.trim_end_matches("/acs").to_string());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(WAIT)
-        .expect("the server says where it listens");
-    Server {
-        child,
-        addr,
-        stderr: said,
-    }
+    Server::start_at(&format!("127.0.0.1:{port}"), args)
+}
+
+/// The methods the decision log shows for one session, in order.
+fn methods_of(dir: &Path, session: &Value) -> Vec<String> {
+    let log: Vec<Value> = decisions(dir)
+        .into_iter()
+        .filter(|e| e["session"] == *session)
+        .collect();
+    methods(&log)
 }
 
 fn methods(log: &[Value]) -> Vec<String> {
@@ -382,11 +362,7 @@ fn agent_end_in_session_mode_ends_the_acs_session_and_the_next_hook_starts_anoth
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(responses(&o).len(), 2, "turnEnd, sessionEnd");
     assert!(!session_file(&dir).exists(), "the session is over");
-    let ended: Vec<String> = decisions(&dir)
-        .iter()
-        .filter(|e| e["session"] == first)
-        .filter_map(|e| e["method"].as_str().map(str::to_string))
-        .collect();
+    let ended = methods_of(&dir, &first);
     assert_eq!(
         ended.last().map(String::as_str),
         Some("steps/sessionEnd"),
@@ -431,11 +407,7 @@ fn by_default_agent_end_closes_the_turn_and_an_idle_gap_starts_a_new_session() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let second = read_json(&session_file(&dir))["session_id"].clone();
     assert_ne!(second, first, "a new ACS session for the new run");
-    let ended: Vec<String> = decisions(&dir)
-        .iter()
-        .filter(|e| e["session"] == first)
-        .filter_map(|e| e["method"].as_str().map(str::to_string))
-        .collect();
+    let ended = methods_of(&dir, &first);
     assert_eq!(
         ended.last().map(String::as_str),
         Some("steps/sessionEnd"),

@@ -37,8 +37,13 @@ pub struct Server {
 
 impl Server {
     pub fn start(args: &[&str]) -> Server {
+        Server::start_at("127.0.0.1:0", args)
+    }
+
+    /// On a given address (a fixed port: a server can be down and then up at one URL).
+    pub fn start_at(listen: &str, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
