@@ -39,3 +39,44 @@ fn the_manual_page_is_roff_with_the_commands() {
     );
     assert!(out.contains("serve"), "the manual page lists the commands");
 }
+
+/// `warden … | head`: when the reader of a report goes away, the command ends quietly (killed
+/// by SIGPIPE, as other tools are), not with a panic.
+#[cfg(unix)]
+#[test]
+fn a_closed_output_pipe_ends_a_report_quietly() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let policy = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/payments_effects.ward"),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["fmt", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..400 {
+            if stdin.write_all(policy.as_bytes()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("//"), "{first}");
+    // The reader is gone (stdout was dropped above).
+    writer.join().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    const SIGPIPE: i32 = 13;
+    assert_eq!(out.status.signal(), Some(SIGPIPE), "{:?}", out.status);
+}

@@ -175,6 +175,16 @@ pub fn main() -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    // Commands that print a report end quietly when its reader goes away (`warden check … |
+    // head`), as other command-line tools do. Not the long-running ones: the server, the
+    // hook (it writes to its notify command) and the language server handle a closed pipe
+    // themselves.
+    if !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Hook(_) | Command::Lsp { .. }
+    ) {
+        end_quietly_on_broken_pipe();
+    }
     match cli.command {
         Command::Check { paths, format } => run_check(&paths, format),
         Command::Fmt { paths, check, diff } => {
@@ -264,6 +274,17 @@ fn run_check(paths: &[PathBuf], format: Format) -> i32 {
         }
     }
     i32::from(errors > 0)
+}
+
+/// Restores the default action of SIGPIPE (end the process), which Rust's runtime sets to
+/// "ignore" so that a write to a closed pipe is an error — and `println!` panics on it.
+fn end_quietly_on_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to its default has no preconditions; it runs
+    // before this process starts any thread of its own.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 /// `warden fmt -`: standard input formatted to standard output (`--check`: nothing written,
