@@ -479,3 +479,49 @@ fn a_restart_under_another_policy_records_the_reload_in_the_chain() {
         "{entries:?}"
     );
 }
+
+/// `warden audit show` and `export` read the chains of a state folder.
+#[test]
+fn audit_show_and_export_read_the_chains() {
+    let (server, state) = stateful_server("audit-show", &[]);
+    let mut c = Conn::open(&server.addr).unwrap();
+    let sid = ids::counter(63, 1);
+    let mut n = 0;
+    let mut go = |c: &mut Conn, method: &str, payload: Value| {
+        n += 1;
+        post(c, &req(n, method, "a", &sid, payload))
+    };
+    go(&mut c, "handshake/hello", hello());
+    go(&mut c, "steps/sessionStart", json!({}));
+    go(&mut c, "steps/toolCallResult", untrusted_result());
+    let r = go(&mut c, "steps/toolCallRequest", send_call());
+    assert_eq!(r["result"]["decision"], "deny", "{r}");
+    server.kill9();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+            .arg("audit")
+            .args(args)
+            .arg(&state)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(&["show"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(&format!("session {sid}: 3 entries")), "{out}");
+    assert!(out.contains("steps/toolCallRequest  deny"), "{out}");
+    let (code, out) = run(&["export", "--session", &sid]);
+    assert_eq!(code, Some(0), "{out}");
+    let entries: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 3);
+    assert!(entries.iter().all(|e| e["session"] == json!(sid)));
+    assert_eq!(entries[2]["previous_hash"], entries[1]["entry_hash"]);
+    let (code, _) = run(&["show", "--session", "no-such-session"]);
+    assert_eq!(code, Some(1));
+}

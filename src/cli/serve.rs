@@ -125,6 +125,22 @@ pub enum AuditCommand {
         #[arg(long)]
         verbose: bool,
     },
+    /// Print the audit chain of every session (or one) in a `--state` folder, an entry a line
+    Show {
+        /// The state folder of a (stopped) `warden serve --state DIR`
+        dir: PathBuf,
+        /// Only this session
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Write the audit chains as JSON lines (each entry with its `session`), for a log store
+    Export {
+        /// The state folder of a (stopped) `warden serve --state DIR`
+        dir: PathBuf,
+        /// Only this session
+        #[arg(long)]
+        session: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -533,7 +549,13 @@ pub fn run_serve(a: ServeArgs) -> i32 {
 }
 
 pub fn run_audit(c: AuditCommand) -> i32 {
-    let AuditCommand::Verify { dir, verbose } = c;
+    let (dir, verbose) = match c {
+        AuditCommand::Verify { dir, verbose } => (dir, verbose),
+        AuditCommand::Show { dir, session } => return show_chains(&dir, session.as_deref(), false),
+        AuditCommand::Export { dir, session } => {
+            return show_chains(&dir, session.as_deref(), true)
+        }
+    };
     let records = match store::read_dir(&dir) {
         Ok(r) => r,
         Err(e) => return fail(&e),
@@ -568,6 +590,49 @@ pub fn run_audit(c: AuditCommand) -> i32 {
             1
         }
     }
+}
+
+/// `warden audit show|export`: the chains of a state folder, as lines for people or as JSON
+/// lines (each entry with its `session`).
+fn show_chains(dir: &std::path::Path, only: Option<&str>, json: bool) -> i32 {
+    let records = match store::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let chains = guardian::journal::chains(&records);
+    let chains: Vec<_> = chains
+        .iter()
+        .filter(|(s, _)| only.is_none_or(|o| o == s))
+        .collect();
+    if let (Some(o), true) = (only, chains.is_empty()) {
+        eprintln!("warden: no session {o} in {}", dir.display());
+        return 1;
+    }
+    let field = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+    for (session, entries) in chains {
+        if !json {
+            println!("session {session}: {} entries", entries.len());
+        }
+        for (i, e) in entries.iter().enumerate() {
+            if json {
+                let mut e = e.clone();
+                if let Some(m) = e.as_object_mut() {
+                    m.insert("session".into(), Value::String(session.clone()));
+                }
+                println!("{e}");
+            } else {
+                let hash = field(e, "entry_hash");
+                println!(
+                    "  {i:>4}  {}  {}  {}  {}",
+                    field(e, "timestamp"),
+                    field(e, "step_type"),
+                    field(e, "decision"),
+                    &hash[..hash.len().min(16)]
+                );
+            }
+        }
+    }
+    0
 }
 
 pub fn run_hook(a: HookArgs) -> i32 {
