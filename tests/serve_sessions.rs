@@ -86,6 +86,22 @@ fn end_session(g: &Guardian, sid: &str, n: &mut u64) {
     assert_eq!(send(g, &end)["result"]["decision"], "allow");
 }
 
+/// Over HTTP: a handshake, `sessionStart` and an untrusted tool result in session `sid`; the
+/// connection and the last request number.
+fn tainted_over_http(server: &Server, sid: &str) -> (Conn, u64) {
+    let mut c = Conn::open(&server.addr).unwrap();
+    let steps = [
+        ("handshake/hello", hello()),
+        ("steps/sessionStart", json!({})),
+        ("steps/toolCallResult", untrusted_result()),
+    ];
+    for (n, (method, payload)) in (1..).zip(steps) {
+        let r = post(&mut c, &req(n, method, "a", sid, payload));
+        assert_eq!(r["result"]["decision"], "allow", "{method}: {r}");
+    }
+    (c, 3)
+}
+
 /// A request of an ended session is refused as such.
 fn assert_refused_as_ended(g: &Guardian, n: u64, sid: &str) {
     let r = send(g, &req(n, "steps/toolCallRequest", "a", sid, send_call()));
@@ -411,17 +427,18 @@ fn an_ended_session_is_compacted_to_its_chain_once_its_tombstone_leaves() {
 #[test]
 fn the_server_compacts_ended_sessions_in_its_store() {
     let (server, state) = stateful_server("compact", &["--skew-window-ms", "500"]);
-    let mut c = Conn::open(&server.addr).unwrap();
     let sid = ids::counter(61, 1);
-    let mut n = 0;
-    let mut go = |c: &mut Conn, method: &str, payload: Value| {
-        n += 1;
-        post(c, &req(n, method, "a", &sid, payload))
-    };
-    go(&mut c, "handshake/hello", hello());
-    go(&mut c, "steps/sessionStart", json!({}));
-    go(&mut c, "steps/toolCallResult", untrusted_result());
-    let r = go(&mut c, "steps/sessionEnd", json!({"reason": "completed"}));
+    let (mut c, n) = tainted_over_http(&server, &sid);
+    let r = post(
+        &mut c,
+        &req(
+            n + 1,
+            "steps/sessionEnd",
+            "a",
+            &sid,
+            json!({"reason": "completed"}),
+        ),
+    );
     assert_eq!(r["result"]["decision"], "allow", "{r}");
     std::thread::sleep(std::time::Duration::from_millis(2_500));
     server.kill9();
@@ -484,17 +501,12 @@ fn a_restart_under_another_policy_records_the_reload_in_the_chain() {
 #[test]
 fn audit_show_and_export_read_the_chains() {
     let (server, state) = stateful_server("audit-show", &[]);
-    let mut c = Conn::open(&server.addr).unwrap();
     let sid = ids::counter(63, 1);
-    let mut n = 0;
-    let mut go = |c: &mut Conn, method: &str, payload: Value| {
-        n += 1;
-        post(c, &req(n, method, "a", &sid, payload))
-    };
-    go(&mut c, "handshake/hello", hello());
-    go(&mut c, "steps/sessionStart", json!({}));
-    go(&mut c, "steps/toolCallResult", untrusted_result());
-    let r = go(&mut c, "steps/toolCallRequest", send_call());
+    let (mut c, n) = tainted_over_http(&server, &sid);
+    let r = post(
+        &mut c,
+        &req(n + 1, "steps/toolCallRequest", "a", &sid, send_call()),
+    );
     assert_eq!(r["result"]["decision"], "deny", "{r}");
     server.kill9();
     let run = |args: &[&str]| {
