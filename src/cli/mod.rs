@@ -12,6 +12,7 @@ use crate::guardian::{self, Guardian, Policy};
 
 mod diff;
 mod efficacy;
+mod eval;
 mod serve;
 
 #[derive(Parser, Debug)]
@@ -98,6 +99,9 @@ enum Command {
     /// Replay recorded traffic through two policies and report the decisions that change,
     /// grouped by the rule whose firing changed (exit 1 when any does)
     Diff(diff::DiffArgs),
+    /// Decide one request and show why: the decision, each rule that ran and what its checks
+    /// saw (exit 0 allow/modify, 1 deny/ask/defer, 2 an error)
+    Eval(eval::EvalArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout
     Completions { shell: clap_complete::Shell },
     /// Print the manual page (roff) on stdout: `warden manpage > warden.1`
@@ -211,6 +215,7 @@ pub fn main() -> i32 {
         Command::Approvals(args) => serve::run_approvals(args),
         Command::Efficacy(args) => efficacy::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Eval(args) => eval::run(args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "warden", &mut std::io::stdout());
