@@ -80,3 +80,30 @@ fn a_closed_output_pipe_ends_a_report_quietly() {
     const SIGPIPE: i32 = 13;
     assert_eq!(out.status.signal(), Some(SIGPIPE), "{:?}", out.status);
 }
+
+/// The exit-code convention (README, "Exit codes"): 1 when what a command examines fails,
+/// 2 when it cannot run.
+#[test]
+fn exit_codes_say_failed_or_could_not_run() {
+    let dir = std::env::temp_dir().join(format!("warden-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.ward");
+    std::fs::write(&bad, "rule r on toolCallRequest when => deny \"x\"\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/traces/injection.jsonl"
+    );
+    for (args, want) in [
+        (vec!["check", bad], 1),
+        (vec!["compile", bad], 1),
+        (vec!["check", "/no/such/policy.ward"], 2),
+        (vec!["compile", "/no/such/policy.ward"], 2),
+        (vec!["replay", "--policy", bad, trace], 2),
+        (vec!["replay", trace], 0),
+        (vec!["no-such-command"], 2),
+    ] {
+        let (code, _, err) = warden(&args);
+        assert_eq!(code, want, "warden {args:?}: {err}");
+    }
+}

@@ -567,6 +567,11 @@ fn run_replay(
 }
 
 fn run_compile(path: &std::path::Path, dump: bool) -> i32 {
+    // The policy is what is being compiled: its errors exit 1, as `check`'s do; a path that
+    // is not there is a usage error (2).
+    if !path.exists() {
+        return usage_error(&format!("{}: no such file", path.display()));
+    }
     let policy = match load_policy(Some(path)) {
         Ok(p) => p,
         Err(code) => return if code == 2 { 1 } else { code },
