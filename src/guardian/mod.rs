@@ -615,20 +615,19 @@ impl Guardian {
         };
         // A request refused for want of a handshake allocates nothing: only a hello (or, in
         // the lenient mode, any hook) opens a session.
-        let returning = match self.sessions.get(sid) {
-            Some(_) => None,
-            None => self.restore_returning(sid),
-        };
-        let (session, fresh) = match (self.sessions.get(sid), returning) {
-            (_, Some(Err(e))) => return fail(e),
-            (_, Some(Ok(s))) => (s, false),
-            (Some(s), None) => (s, false),
-            (None, None) if hook.is_some() && proto.require_handshake => {
-                return fail(handshake_required(&req.method))
-            }
-            (None, None) => match self.admit(sid, &p.metadata.agent_id, true, time::now_ms()) {
-                Ok(s) => (s, true),
-                Err(e) => return fail(e),
+        // One table lookup on the common path; the journal is asked only for an unknown id.
+        let (session, fresh) = match self.sessions.get(sid) {
+            Some(s) => (s, false),
+            None => match self.restore_returning(sid) {
+                Some(Ok(s)) => (s, false),
+                Some(Err(e)) => return fail(e),
+                None if hook.is_some() && proto.require_handshake => {
+                    return fail(handshake_required(&req.method))
+                }
+                None => match self.admit(sid, &p.metadata.agent_id, true, time::now_ms()) {
+                    Ok(s) => (s, true),
+                    Err(e) => return fail(e),
+                },
             },
         };
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
