@@ -2,7 +2,10 @@
 //! session (state, replay window, negotiation, chain head) is rebuilt after a restart, and the
 //! Guardian's own record of each policy reload.
 
-use std::sync::Mutex;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -129,9 +132,18 @@ impl Record {
     }
 }
 
-/// Where records go. `append` returns once the records are durable (or fails).
+/// Where records go. `append` returns once the records are durable (or fails); `submit`
+/// hands them over and returns at once, with a [`Durable`] that settles when they are on disk.
+/// Records submitted one after the other become durable in that order: a later record is
+/// never durable while an earlier one is not.
 pub trait Journal: Send + Sync {
     fn append(&self, records: Vec<Record>) -> Result<(), String>;
+
+    /// Hands `records` over without waiting for them to be durable. The default appends and
+    /// returns a settled [`Durable`].
+    fn submit(&self, records: Vec<Record>) -> Durable {
+        Durable::settled(self.append(records))
+    }
 
     /// One session's records in the order they were written, for restoring a session that
     /// left memory; `None` when this journal cannot look them up (such sessions are then
@@ -144,6 +156,119 @@ pub trait Journal: Send + Sync {
     /// `Ok(false)` when this journal does not compact.
     fn compact(&self, _session: &str, _summary: Record) -> Result<bool, String> {
         Ok(false)
+    }
+}
+
+/// The promise that submitted records are durable: wait for it ([`Durable::wait`]) on a
+/// thread, or `.await` it (it is a `Future`, with no runtime of its own). A transport answers a
+/// request only once its records' `Durable` settled `Ok`, which is what lets one fsync
+/// acknowledge many requests (group commit) without a thread parked per request.
+#[derive(Debug)]
+pub struct Durable(Arc<Slot>);
+
+/// Settles a [`Durable`]; dropping it unsettled settles it with an error (the writer stopped).
+#[derive(Debug)]
+pub struct Settle(Option<Arc<Slot>>);
+
+#[derive(Debug, Default)]
+struct Slot {
+    state: Mutex<SlotState>,
+    settled: Condvar,
+}
+
+#[derive(Debug, Default)]
+enum SlotState {
+    #[default]
+    Waiting,
+    Polled(Waker),
+    Done(Result<(), String>),
+    Taken,
+}
+
+impl Durable {
+    /// A promise already kept (or broken).
+    pub fn settled(outcome: Result<(), String>) -> Durable {
+        let slot = Slot::default();
+        *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = SlotState::Done(outcome);
+        Durable(Arc::new(slot))
+    }
+
+    /// A promise and the handle that settles it.
+    pub fn pending() -> (Durable, Settle) {
+        let slot = Arc::new(Slot::default());
+        (Durable(slot.clone()), Settle(Some(slot)))
+    }
+
+    /// Blocks until the records are durable (or will never be).
+    pub fn wait(self) -> Result<(), String> {
+        let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match std::mem::take(&mut *state) {
+                SlotState::Done(r) => {
+                    *state = SlotState::Taken;
+                    return r;
+                }
+                SlotState::Taken => return Err("the durability outcome was taken twice".into()),
+                waiting => {
+                    *state = waiting;
+                    state = self
+                        .0
+                        .settled
+                        .wait(state)
+                        .unwrap_or_else(|e| e.into_inner());
+                }
+            }
+        }
+    }
+}
+
+impl Future for Durable {
+    type Output = Result<(), String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        match std::mem::take(&mut *state) {
+            SlotState::Done(r) => {
+                *state = SlotState::Taken;
+                Poll::Ready(r)
+            }
+            SlotState::Taken => Poll::Ready(Err("the durability outcome was taken twice".into())),
+            SlotState::Waiting | SlotState::Polled(_) => {
+                *state = SlotState::Polled(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Settle {
+    /// Settles the promise: `Ok` once the records are durable.
+    pub fn settle(mut self, outcome: Result<(), String>) {
+        if let Some(slot) = self.0.take() {
+            finish(&slot, outcome);
+        }
+    }
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0.take() {
+            finish(&slot, Err("the journal writer stopped".into()));
+        }
+    }
+}
+
+fn finish(slot: &Slot, outcome: Result<(), String>) {
+    let waker = {
+        let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+        match std::mem::replace(&mut *state, SlotState::Done(outcome)) {
+            SlotState::Polled(w) => Some(w),
+            _ => None,
+        }
+    };
+    slot.settled.notify_all();
+    if let Some(w) = waker {
+        w.wake();
     }
 }
 

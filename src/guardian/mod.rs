@@ -51,7 +51,7 @@ use serde_json::Value;
 
 pub use decide::Decision;
 pub use engine::{decide_event, reapply_event, taint_event, BAD_ARGUMENTS, BAD_INTENT};
-pub use journal::{Journal, MemoryJournal, Record};
+pub use journal::{Durable, Journal, MemoryJournal, Record};
 pub use protocol::{Caps, Negotiated, Protocol};
 
 use audit::Chain;
@@ -300,7 +300,7 @@ pub struct Guardian {
     options: Options,
     journal: Option<Arc<dyn Journal>>,
     /// The journal failed: nothing more can be acknowledged, every request is refused.
-    failed: AtomicBool,
+    failed: Arc<AtomicBool>,
 }
 
 /// What a subagent's session hands back to its parent at `subagentStop`.
@@ -340,10 +340,58 @@ pub struct ApprovalInfo {
     pub status: ApprovalStatus,
 }
 
-/// What a decided step leaves for the caller: the journal record and the child to spawn.
+/// What a decided step leaves for the caller: the answer, the rule traces, and the promise
+/// that the step's journal records are durable.
 struct Decided {
     response: Response,
     traces: Vec<RuleTrace>,
+    durable: Option<Durable>,
+}
+
+/// A decided request whose answer must wait until its journal records are durable
+/// ([`Guardian::handle_pending`]). Send the answer only after [`Pending::wait`] (on a thread)
+/// or [`Pending::settled`] (in async code) gives it: if the records could not be made
+/// durable, the answer becomes a JSON-RPC internal error and the Guardian refuses every
+/// later request.
+#[must_use = "the answer may be sent only once the decision is durable"]
+pub struct Pending {
+    response: Response,
+    durable: Option<Durable>,
+    /// Signs a replacement error like the answer it replaces.
+    key: Option<([u8; 32], String)>,
+    failed: Arc<AtomicBool>,
+}
+
+impl Pending {
+    /// Blocks until the decision is durable, then gives the answer.
+    pub fn wait(mut self) -> Response {
+        let outcome = self.durable.take().map(Durable::wait);
+        self.conclude(outcome)
+    }
+
+    /// Waits (asynchronously) until the decision is durable, then gives the answer.
+    pub async fn settled(mut self) -> Response {
+        let outcome = match self.durable.take() {
+            Some(d) => Some(d.await),
+            None => None,
+        };
+        self.conclude(outcome)
+    }
+
+    fn conclude(self, outcome: Option<Result<(), String>>) -> Response {
+        let Some(Err(e)) = outcome else {
+            return self.response;
+        };
+        self.failed.store(true, Ordering::SeqCst);
+        let mut response = Response::error(
+            self.response.id.clone(),
+            RpcError::internal(format!("the decision could not be made durable: {e}")),
+        );
+        if let Some((k, key_id)) = &self.key {
+            sign_response(k, key_id, &mut response);
+        }
+        response
+    }
 }
 
 impl Guardian {
@@ -361,7 +409,7 @@ impl Guardian {
             sessions: sessions::Table::default(),
             options,
             journal: None,
-            failed: AtomicBool::new(false),
+            failed: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -435,10 +483,22 @@ impl Guardian {
     /// Like [`Guardian::handle_response`], with the trace of every rule that ran (each rule's
     /// checks only when the Guardian was built with `Options::explain`).
     pub fn handle_traced(&self, bytes: &[u8]) -> (Response, Vec<RuleTrace>) {
+        let (pending, traces) = self.handle_pending_traced(bytes);
+        (pending.wait(), traces)
+    }
+
+    /// Decides without waiting for the journal: the [`Pending`] answer settles once the
+    /// decision's records are durable. A transport that serves many requests at once answers
+    /// each as its group commit lands, instead of parking a thread per request.
+    pub fn handle_pending(&self, bytes: &[u8]) -> Pending {
+        self.handle_pending_traced(bytes).0
+    }
+
+    fn handle_pending_traced(&self, bytes: &[u8]) -> (Pending, Vec<RuleTrace>) {
         let max = self.options.protocol.caps.max_envelope_bytes;
         if bytes.len() > max {
             return (
-                Response::error(Id::Null, too_large(bytes.len(), max)),
+                self.ready(Response::error(Id::Null, too_large(bytes.len(), max))),
                 Vec::new(),
             );
         }
@@ -452,7 +512,17 @@ impl Guardian {
         };
         match envelope::decode_request_with(bytes, &opts) {
             Ok((req, raw)) => self.process(&req, Some(&raw)),
-            Err(resp) => (*resp, Vec::new()),
+            Err(resp) => (self.ready(*resp), Vec::new()),
+        }
+    }
+
+    /// An answer that waits for nothing.
+    fn ready(&self, response: Response) -> Pending {
+        Pending {
+            response,
+            durable: None,
+            key: None,
+            failed: self.failed.clone(),
         }
     }
 
@@ -463,10 +533,11 @@ impl Guardian {
 
     /// Decides one request and returns the explain trace of every rule that ran.
     pub fn decide_traced(&self, req: &Request) -> (Response, Vec<RuleTrace>) {
-        self.process(req, None)
+        let (pending, traces) = self.process(req, None);
+        (pending.wait(), traces)
     }
 
-    fn process(&self, req: &Request, raw: Option<&Value>) -> (Response, Vec<RuleTrace>) {
+    fn process(&self, req: &Request, raw: Option<&Value>) -> (Pending, Vec<RuleTrace>) {
         let id = req.id.clone();
         let p = &req.params;
         if req.method == "system/ping" {
@@ -476,7 +547,7 @@ impl Guardian {
                 Decision::simple(DecisionKind::Allow, "", "alive".into()).to_result(&p.request_id);
             r.reason_codes.clear();
             r.payload = Some(decide::ping_payload(&p.payload, time::now_rfc3339()));
-            return (Response::result(id, r), Vec::new());
+            return (self.ready(Response::result(id, r)), Vec::new());
         }
         let owned;
         let raw = match raw {
@@ -494,6 +565,7 @@ impl Guardian {
         let Decided {
             mut response,
             traces,
+            durable,
         } = if self.failed.load(Ordering::SeqCst) {
             Decided {
                 response: Response::error(
@@ -501,6 +573,7 @@ impl Guardian {
                     RpcError::internal("the journal failed; this Guardian refuses every request"),
                 ),
                 traces: Vec::new(),
+                durable: None,
             }
         } else {
             self.process_session(req, raw, key.as_ref())
@@ -508,7 +581,13 @@ impl Guardian {
         if let Some(k) = key {
             sign_response(&k, &proto.key_id, &mut response);
         }
-        (response, traces)
+        let pending = Pending {
+            response,
+            durable,
+            key: key.map(|k| (k, proto.key_id.clone())),
+            failed: self.failed.clone(),
+        };
+        (pending, traces)
     }
 
     /// The table's limits, from the protocol's caps and skew window.
@@ -587,6 +666,7 @@ impl Guardian {
         let fail = |e: RpcError| Decided {
             response: Response::error(id.clone(), e),
             traces: Vec::new(),
+            durable: None,
         };
         let p = &req.params;
         let proto = &self.options.protocol;
@@ -642,9 +722,10 @@ impl Guardian {
         }
         let Some(hook) = hook else {
             return match self.hello(&mut s, sid, p) {
-                Ok(r) => Decided {
+                Ok((r, durable)) => Decided {
                     response: Response::result(id, r),
                     traces: Vec::new(),
+                    durable: Some(durable),
                 },
                 Err(e) => {
                     // A refused hello leaves nothing behind.
@@ -788,12 +869,11 @@ impl Guardian {
                             approval: None,
                             at_ms: Some(time::now_ms()),
                         };
-                        if let Err(e) = self.journal(vec![record]) {
-                            return fail(RpcError::internal(e));
-                        }
+                        let durable = self.submit(vec![record]);
                         return Decided {
                             response,
                             traces: Vec::new(),
+                            durable: Some(durable),
                         };
                     }
                 },
@@ -890,10 +970,8 @@ impl Guardian {
             at_ms: Some(time::now_ms()),
         };
         // Journalled under the session's lock, so the journal holds each session's steps in
-        // the order they were decided; the answer waits for the commit.
-        if let Err(e) = self.journal(vec![record]) {
-            return fail(RpcError::internal(e));
-        }
+        // the order they were decided; the answer waits for the commit (`Pending`).
+        let durable = self.submit(vec![record]);
         if proceeds {
             if let (Some((_, Some(child))), Some(state)) = (&child_info, s.state.as_mut()) {
                 state.merge_effects(&child.effects);
@@ -911,6 +989,7 @@ impl Guardian {
         Decided {
             response: Response::result(id, result),
             traces,
+            durable: Some(durable),
         }
     }
 
@@ -956,12 +1035,20 @@ impl Guardian {
         })
     }
 
+    /// Hands records to the journal without waiting: the answer waits on the [`Durable`].
+    fn submit(&self, records: Vec<Record>) -> Durable {
+        match &self.journal {
+            Some(j) => j.submit(records),
+            None => Durable::settled(Ok(())),
+        }
+    }
+
     fn hello(
         &self,
         s: &mut Session,
         sid: &str,
         p: &envelope::Params,
-    ) -> Result<envelope::AcsResult, RpcError> {
+    ) -> Result<(envelope::AcsResult, Durable), RpcError> {
         if s.negotiated.is_some() {
             return Err(RpcError::session_refused(
                 "the session is already negotiated (ACS v0.1 has no renegotiation)",
@@ -969,20 +1056,19 @@ impl Guardian {
         }
         let (negotiated, hello) =
             protocol::negotiate(&self.options.protocol, &p.payload, is_known_method)?;
-        self.journal(vec![Record::Handshake {
+        let durable = self.submit(vec![Record::Handshake {
             session: sid.to_string(),
             negotiated: negotiated.clone(),
             agent: Some(p.metadata.agent_id.clone()),
             at_ms: Some(time::now_ms()),
             policy: Some(self.policy_digest().to_string()),
-        }])
-        .map_err(RpcError::internal)?;
+        }]);
         s.negotiated = Some(Arc::new(negotiated));
         let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
             .to_result(&p.request_id);
         r.reason_codes.clear();
         r.payload = Some(hello);
-        Ok(r)
+        Ok((r, durable))
     }
 
     /// The answer to a decision failure: a result, or the error response to send.

@@ -7,14 +7,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use redb::{
     Database, Durability, MultimapTableDefinition, ReadableMultimapTable, ReadableTable,
     TableDefinition,
 };
 
-use crate::guardian::journal::{Journal, Record};
+use crate::guardian::journal::{Durable, Journal, Record, Settle};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -28,18 +28,14 @@ const CACHE_BYTES: usize = 32 << 20;
 pub const FORMAT: &[u8] = b"warden-journal-1";
 
 /// Records to write, each with its session id; a session whose records they replace (a
-/// compaction); and where to say they are durable.
-type Batch = (
-    Vec<(Option<String>, Vec<u8>)>,
-    Option<String>,
-    mpsc::SyncSender<Result<(), String>>,
-);
+/// compaction); and the promise to settle once they are durable.
+type Batch = (Vec<(Option<String>, Vec<u8>)>, Option<String>, Settle);
 
 /// The redb-backed journal.
 pub struct Store {
     db: Arc<Database>,
-    tx: Mutex<Option<mpsc::Sender<Batch>>>,
-    committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    tx: Option<mpsc::Sender<Batch>>,
+    committer: Option<std::thread::JoinHandle<()>>,
     pub path: PathBuf,
 }
 
@@ -116,8 +112,8 @@ impl Store {
             .map_err(err)?;
         Ok(Store {
             db,
-            tx: Mutex::new(Some(tx)),
-            committer: Mutex::new(Some(committer)),
+            tx: Some(tx),
+            committer: Some(committer),
             path,
         })
     }
@@ -163,13 +159,9 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
-        if let Ok(mut c) = self.committer.lock() {
-            if let Some(c) = c.take() {
-                let _ = c.join();
-            }
+        self.tx.take();
+        if let Some(c) = self.committer.take() {
+            let _ = c.join();
         }
     }
 }
@@ -198,6 +190,9 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Record>, String> {
 }
 
 fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
+    // After a failed commit nothing more is written: a later record must never be durable
+    // while an earlier one is not (a session's next step may have been decided on it).
+    let mut broken: Option<String> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -205,6 +200,12 @@ fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
             if batch.len() >= 4096 {
                 break;
             }
+        }
+        if let Some(why) = &broken {
+            for (_, _, done) in batch {
+                done.settle(Err(why.clone()));
+            }
+            continue;
         }
         let result = (|| -> Result<u64, String> {
             let mut w = db.begin_write().map_err(err)?;
@@ -243,17 +244,23 @@ fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
                 next = n;
                 Ok(())
             }
-            Err(e) => Err(format!("the journal could not commit: {e}")),
+            Err(e) => {
+                let why = format!("the journal could not commit: {e}");
+                broken = Some(why.clone());
+                Err(why)
+            }
         };
         for (_, _, done) in batch {
-            let _ = done.send(outcome.clone());
+            done.settle(outcome.clone());
         }
     }
 }
 
 impl Store {
-    fn write(&self, records: Vec<Record>, replaces: Option<String>) -> Result<(), String> {
-        let encoded: Vec<(Option<String>, Vec<u8>)> = records
+    /// Encodes the records here (on the caller's thread, so encoding runs in parallel) and
+    /// queues them for the committer.
+    fn write(&self, records: Vec<Record>, replaces: Option<String>) -> Durable {
+        let encoded: Result<Vec<(Option<String>, Vec<u8>)>, String> = records
             .iter()
             .map(|r| {
                 Ok((
@@ -261,30 +268,36 @@ impl Store {
                     serde_json::to_vec(r).map_err(err)?,
                 ))
             })
-            .collect::<Result<_, String>>()?;
-        let (done_tx, done_rx) = mpsc::sync_channel(1);
-        {
-            let tx = self.tx.lock().map_err(err)?;
-            let tx = tx.as_ref().ok_or("the journal is closed")?;
-            tx.send((encoded, replaces, done_tx))
-                .map_err(|_| "the journal writer stopped".to_string())?;
-        }
-        done_rx
-            .recv()
-            .map_err(|_| "the journal writer stopped".to_string())?
+            .collect();
+        let encoded = match encoded {
+            Ok(e) => e,
+            Err(e) => return Durable::settled(Err(e)),
+        };
+        let Some(tx) = self.tx.as_ref() else {
+            return Durable::settled(Err("the journal is closed".into()));
+        };
+        let (durable, settle) = Durable::pending();
+        // A send that fails drops `settle`, which settles `durable` with an error.
+        let _ = tx.send((encoded, replaces, settle));
+        durable
     }
 }
 
 impl Journal for Store {
     fn append(&self, records: Vec<Record>) -> Result<(), String> {
+        self.submit(records).wait()
+    }
+
+    fn submit(&self, records: Vec<Record>) -> Durable {
         if records.is_empty() {
-            return Ok(());
+            return Durable::settled(Ok(()));
         }
         self.write(records, None)
     }
 
     fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
-        self.write(vec![summary], Some(session.to_string()))?;
+        self.write(vec![summary], Some(session.to_string()))
+            .wait()?;
         Ok(true)
     }
 
