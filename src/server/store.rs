@@ -1,18 +1,31 @@
-//! The durable journal behind `--state DIR`: one redb database (`DIR/warden.redb`) holding the
-//! journal records in a table keyed by a global sequence number, and an index from each
-//! session to its records (so a session that left memory is restored alone). Writes are group
-//! committed: a committer thread takes every record batch waiting, writes them in one
-//! transaction, commits with `Durability::Immediate` (fsync) and only then releases the
-//! requests, so an answered decision is on disk.
+//! The durable journal behind `--state DIR`. Two parts, each on its own thread:
+//!
+//! - a **write-ahead log** (`DIR/wal/*.wal`): the committer takes every batch of records
+//!   waiting (group commit), appends them as one frame, `fdatasync`s, and only then lets the
+//!   requests be answered. One sequential write and one flush per group is what a durable
+//!   answer costs.
+//! - a **redb database** (`DIR/warden.redb`): the filer moves what the log holds into a table
+//!   keyed by a global sequence number, and an index from each session to its records (so a
+//!   session that left memory is restored alone), in as few transactions as it can. A log
+//!   segment is deleted once the database holds all of it durably.
+//!
+//! Reads (restart, a returning session, `warden audit`) go to the database, after the filer
+//! has caught up with everything acknowledged. At open, segments a crash left behind are
+//! filed first. This module owns the on-disk format; it knows records only as
+//! [`Record`]s to encode, never what they mean.
 
+use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use redb::{
     Database, Durability, MultimapTableDefinition, ReadableMultimapTable, ReadableTable,
     TableDefinition,
 };
+use sha2::{Digest, Sha256};
 
 use crate::guardian::journal::{Durable, Journal, Record, Settle};
 
@@ -27,15 +40,52 @@ const CACHE_BYTES: usize = 32 << 20;
 /// Format of the records in `log`: JSON of [`Record`].
 pub const FORMAT: &[u8] = b"warden-journal-1";
 
+/// The log's folder inside a state folder.
+const WAL_DIR: &str = "wal";
+/// A segment past this size is closed and a new one begun (so filed ones can be deleted).
+const SEGMENT_BYTES: u64 = 32 << 20;
+/// The most batches one group commit takes.
+const MAX_GROUP: usize = 4096;
+/// Groups the filer may be behind before the committer waits for it (bounds memory).
+const FILER_BACKLOG: usize = 256;
+
 /// Records to write, each with its session id; a session whose records they replace (a
 /// compaction); and the promise to settle once they are durable.
 type Batch = (Vec<(Option<String>, Vec<u8>)>, Option<String>, Settle);
 
-/// The redb-backed journal.
+/// One batch with its place in the sequence: what a log frame holds.
+#[derive(Debug, Clone, PartialEq)]
+struct Group {
+    /// The sequence number of the first record.
+    first: u64,
+    replaces: Option<String>,
+    records: Vec<(Option<String>, Vec<u8>)>,
+}
+
+/// What the committer tells the filer.
+enum ToFiler {
+    Groups(Vec<Group>),
+    /// A segment is complete: its path and the sequence number after its last record.
+    Closed(PathBuf, u64),
+}
+
+/// What the threads share: how far the log and the database are, and why they stopped.
+#[derive(Default)]
+struct Progress {
+    /// The sequence number after the last record acknowledged (in the log).
+    logged: AtomicU64,
+    /// The sequence number after the last record filed durably in the database, and the
+    /// error that stopped the journal, if one did.
+    filed: Mutex<(u64, Option<String>)>,
+    caught_up: Condvar,
+}
+
+/// The journal: a write-ahead log in front of a redb database.
 pub struct Store {
     db: Arc<Database>,
+    progress: Arc<Progress>,
     tx: Option<mpsc::Sender<Batch>>,
-    committer: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
     pub path: PathBuf,
 }
 
@@ -49,7 +99,7 @@ fn err(e: impl std::fmt::Display) -> String {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store in `dir`.
+    /// Opens (creating if needed) the store in `dir`, filing what a crash left in the log.
     pub fn open(dir: &Path) -> Result<Store, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let path = db_path(dir);
@@ -60,72 +110,89 @@ impl Store {
             .set_cache_size(CACHE_BYTES)
             .create(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        {
-            let w = db.begin_write().map_err(err)?;
-            {
-                let mut meta = w.open_table(META).map_err(err)?;
-                let existing = meta.get("format").map_err(err)?.map(|v| v.value().to_vec());
-                match existing {
-                    None => {
-                        meta.insert("format", FORMAT).map_err(err)?;
-                    }
-                    Some(f) if f == FORMAT => {}
-                    Some(f) => {
-                        return Err(format!(
-                            "{}: unknown journal format {:?}",
-                            path.display(),
-                            String::from_utf8_lossy(&f)
-                        ))
-                    }
-                }
-                w.open_table(LOG).map_err(err)?;
-                w.open_multimap_table(BY_SESSION).map_err(err)?;
-                // A journal written before the index existed is indexed once.
-                if meta.get("indexed").map_err(err)?.is_none() {
-                    let log = w.open_table(LOG).map_err(err)?;
-                    let mut index = w.open_multimap_table(BY_SESSION).map_err(err)?;
-                    for item in log.iter().map_err(err)? {
-                        let (k, v) = item.map_err(err)?;
-                        let rec: Record = serde_json::from_slice(v.value())
-                            .map_err(|e| format!("journal record {}: {e}", k.value()))?;
-                        if let Some(session) = rec.session() {
-                            index.insert(session, k.value()).map_err(err)?;
-                        }
-                    }
-                    meta.insert("indexed", b"1".as_slice()).map_err(err)?;
-                }
-            }
-            w.commit().map_err(err)?;
-        }
-        let db = Arc::new(db);
+        prepare(&db, &path)?;
+        // The database is locked now: the log is this process's alone.
+        let wal = dir.join(WAL_DIR);
+        std::fs::create_dir_all(&wal).map_err(|e| format!("{}: {e}", wal.display()))?;
+        recover(&db, &wal)?;
         let next = {
             let r = db.begin_read().map_err(err)?;
-            let t = r.open_table(LOG).map_err(err)?;
-            let last = t.last().map_err(err)?.map(|(k, _)| k.value());
-            last.map_or(0, |k| k + 1)
+            let last = r
+                .open_table(LOG)
+                .map_err(err)?
+                .last()
+                .map_err(err)?
+                .map_or(0, |(k, _)| k.value() + 1);
+            let meta = r.open_table(META).map_err(err)?;
+            let filed = meta.get("filed").map_err(err)?.map_or(0, |v| decode_u64(v.value()));
+            last.max(filed)
         };
+        let segment = Segment::create(&wal, next)?;
+        let db = Arc::new(db);
+        let progress = Arc::new(Progress {
+            logged: AtomicU64::new(next),
+            filed: Mutex::new((next, None)),
+            caught_up: Condvar::new(),
+        });
         let (tx, rx) = mpsc::channel::<Batch>();
-        let writer = db.clone();
-        let committer = std::thread::Builder::new()
-            .name("warden-journal".into())
-            .spawn(move || commit_loop(&writer, rx, next))
-            .map_err(err)?;
+        let (to_filer, from_committer) = mpsc::sync_channel::<ToFiler>(FILER_BACKLOG);
+        let committer = {
+            let progress = progress.clone();
+            std::thread::Builder::new()
+                .name("warden-journal".into())
+                .spawn(move || commit_loop(segment, wal, rx, to_filer, next, &progress))
+                .map_err(err)?
+        };
+        let filer = {
+            let db = db.clone();
+            let progress = progress.clone();
+            std::thread::Builder::new()
+                .name("warden-filer".into())
+                .spawn(move || file_loop(&db, from_committer, &progress))
+                .map_err(err)?
+        };
         Ok(Store {
             db,
+            progress,
             tx: Some(tx),
-            committer: Some(committer),
+            threads: vec![committer, filer],
             path,
         })
     }
 
+    /// Waits until the database holds every record acknowledged so far.
+    fn caught_up(&self) -> Result<(), String> {
+        let target = self.progress.logged.load(Ordering::SeqCst);
+        let mut filed = self
+            .progress
+            .filed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(e) = &filed.1 {
+                return Err(e.clone());
+            }
+            if filed.0 >= target {
+                return Ok(());
+            }
+            filed = self
+                .progress
+                .caught_up
+                .wait(filed)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// Every record, in the order it was written.
     pub fn records(&self) -> Result<Vec<Record>, String> {
+        self.caught_up()?;
         read_records(&self.db)
     }
 
     /// Up to `max` records from sequence number `from` on, with their sequence numbers: a
     /// restart reads the journal in such chunks, so it never holds the whole journal.
     pub fn records_from(&self, from: u64, max: usize) -> Result<Vec<(u64, Record)>, String> {
+        self.caught_up()?;
         let r = self.db.begin_read().map_err(err)?;
         let t = r.open_table(LOG).map_err(err)?;
         let mut out = Vec::with_capacity(max.min(4096));
@@ -140,6 +207,7 @@ impl Store {
 
     /// One session's records, in the order they were written.
     pub fn records_of(&self, session: &str) -> Result<Vec<Record>, String> {
+        self.caught_up()?;
         let r = self.db.begin_read().map_err(err)?;
         let log = r.open_table(LOG).map_err(err)?;
         let index = r.open_multimap_table(BY_SESSION).map_err(err)?;
@@ -155,108 +223,7 @@ impl Store {
         }
         Ok(out)
     }
-}
 
-impl Drop for Store {
-    fn drop(&mut self) {
-        self.tx.take();
-        if let Some(c) = self.committer.take() {
-            let _ = c.join();
-        }
-    }
-}
-
-fn read_records(db: &Database) -> Result<Vec<Record>, String> {
-    let r = db.begin_read().map_err(err)?;
-    let t = r.open_table(LOG).map_err(err)?;
-    let mut out = Vec::new();
-    for item in t.iter().map_err(err)? {
-        let (k, v) = item.map_err(err)?;
-        let rec: Record = serde_json::from_slice(v.value())
-            .map_err(|e| format!("journal record {}: {e}", k.value()))?;
-        out.push(rec);
-    }
-    Ok(out)
-}
-
-/// Reads the records of a state folder without starting a writer (for `warden audit`).
-pub fn read_dir(dir: &Path) -> Result<Vec<Record>, String> {
-    let path = db_path(dir);
-    if !path.is_file() {
-        return Err(format!("{}: no Warden state here", path.display()));
-    }
-    let db = Database::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    read_records(&db)
-}
-
-fn commit_loop(db: &Database, rx: mpsc::Receiver<Batch>, mut next: u64) {
-    // After a failed commit nothing more is written: a later record must never be durable
-    // while an earlier one is not (a session's next step may have been decided on it).
-    let mut broken: Option<String> = None;
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while let Ok(more) = rx.try_recv() {
-            batch.push(more);
-            if batch.len() >= 4096 {
-                break;
-            }
-        }
-        if let Some(why) = &broken {
-            for (_, _, done) in batch {
-                done.settle(Err(why.clone()));
-            }
-            continue;
-        }
-        let result = (|| -> Result<u64, String> {
-            let mut w = db.begin_write().map_err(err)?;
-            w.set_durability(Durability::Immediate);
-            let mut n = next;
-            {
-                let mut t = w.open_table(LOG).map_err(err)?;
-                let mut index = w.open_multimap_table(BY_SESSION).map_err(err)?;
-                for (recs, replaces, _) in &batch {
-                    if let Some(old) = replaces {
-                        let seqs: Vec<u64> = index
-                            .get(old.as_str())
-                            .map_err(err)?
-                            .map(|s| s.map(|s| s.value()))
-                            .collect::<Result<_, _>>()
-                            .map_err(err)?;
-                        for seq in seqs {
-                            t.remove(seq).map_err(err)?;
-                        }
-                        index.remove_all(old.as_str()).map_err(err)?;
-                    }
-                    for (session, r) in recs {
-                        t.insert(n, r.as_slice()).map_err(err)?;
-                        if let Some(session) = session {
-                            index.insert(session.as_str(), n).map_err(err)?;
-                        }
-                        n += 1;
-                    }
-                }
-            }
-            w.commit().map_err(err)?;
-            Ok(n)
-        })();
-        let outcome = match result {
-            Ok(n) => {
-                next = n;
-                Ok(())
-            }
-            Err(e) => {
-                let why = format!("the journal could not commit: {e}");
-                broken = Some(why.clone());
-                Err(why)
-            }
-        };
-        for (_, _, done) in batch {
-            done.settle(outcome.clone());
-        }
-    }
-}
-
-impl Store {
     /// Encodes the records here (on the caller's thread, so encoding runs in parallel) and
     /// queues them for the committer.
     fn write(&self, records: Vec<Record>, replaces: Option<String>) -> Durable {
@@ -283,6 +250,17 @@ impl Store {
     }
 }
 
+impl Drop for Store {
+    fn drop(&mut self) {
+        // The committer ends when its queue closes, then the filer when it has filed the rest
+        // (and deleted the log it filed).
+        self.tx.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
 impl Journal for Store {
     fn append(&self, records: Vec<Record>) -> Result<(), String> {
         self.submit(records).wait()
@@ -303,5 +281,465 @@ impl Journal for Store {
 
     fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
         Some(self.records_of(session))
+    }
+}
+
+/// Checks the format, creates the tables, indexes a journal written before the index existed.
+fn prepare(db: &Database, path: &Path) -> Result<(), String> {
+    let w = db.begin_write().map_err(err)?;
+    {
+        let mut meta = w.open_table(META).map_err(err)?;
+        let existing = meta.get("format").map_err(err)?.map(|v| v.value().to_vec());
+        match existing {
+            None => {
+                meta.insert("format", FORMAT).map_err(err)?;
+            }
+            Some(f) if f == FORMAT => {}
+            Some(f) => {
+                return Err(format!(
+                    "{}: unknown journal format {:?}",
+                    path.display(),
+                    String::from_utf8_lossy(&f)
+                ))
+            }
+        }
+        w.open_table(LOG).map_err(err)?;
+        w.open_multimap_table(BY_SESSION).map_err(err)?;
+        if meta.get("indexed").map_err(err)?.is_none() {
+            let log = w.open_table(LOG).map_err(err)?;
+            let mut index = w.open_multimap_table(BY_SESSION).map_err(err)?;
+            for item in log.iter().map_err(err)? {
+                let (k, v) = item.map_err(err)?;
+                let rec: Record = serde_json::from_slice(v.value())
+                    .map_err(|e| format!("journal record {}: {e}", k.value()))?;
+                if let Some(session) = rec.session() {
+                    index.insert(session, k.value()).map_err(err)?;
+                }
+            }
+            meta.insert("indexed", b"1".as_slice()).map_err(err)?;
+        }
+    }
+    w.commit().map_err(err)
+}
+
+fn read_records(db: &Database) -> Result<Vec<Record>, String> {
+    let r = db.begin_read().map_err(err)?;
+    let t = r.open_table(LOG).map_err(err)?;
+    let mut out = Vec::new();
+    for item in t.iter().map_err(err)? {
+        let (k, v) = item.map_err(err)?;
+        let rec: Record = serde_json::from_slice(v.value())
+            .map_err(|e| format!("journal record {}: {e}", k.value()))?;
+        out.push(rec);
+    }
+    Ok(out)
+}
+
+/// Reads the records of a state folder (for `warden audit`), filing first what a crash left
+/// in the log.
+pub fn read_dir(dir: &Path) -> Result<Vec<Record>, String> {
+    let path = db_path(dir);
+    if !path.is_file() {
+        return Err(format!("{}: no Warden state here", path.display()));
+    }
+    Store::open(dir)?.records()
+}
+
+// ---------------------------------------------------------------------------------------------
+// the database side
+
+/// Files groups into the database in one durable transaction; gives the sequence number after
+/// the last record filed.
+fn file(db: &Database, groups: &[Group]) -> Result<u64, String> {
+    let mut w = db.begin_write().map_err(err)?;
+    w.set_durability(Durability::Immediate);
+    let mut end = 0;
+    {
+        let mut t = w.open_table(LOG).map_err(err)?;
+        let mut index = w.open_multimap_table(BY_SESSION).map_err(err)?;
+        for g in groups {
+            if let Some(old) = &g.replaces {
+                let seqs: Vec<u64> = index
+                    .get(old.as_str())
+                    .map_err(err)?
+                    .map(|s| s.map(|s| s.value()))
+                    .collect::<Result<_, _>>()
+                    .map_err(err)?;
+                for seq in seqs {
+                    t.remove(seq).map_err(err)?;
+                }
+                index.remove_all(old.as_str()).map_err(err)?;
+            }
+            let mut n = g.first;
+            for (session, r) in &g.records {
+                t.insert(n, r.as_slice()).map_err(err)?;
+                if let Some(session) = session {
+                    index.insert(session.as_str(), n).map_err(err)?;
+                }
+                n += 1;
+            }
+            end = end.max(n);
+        }
+        let mut meta = w.open_table(META).map_err(err)?;
+        meta.insert("filed", end.to_le_bytes().as_slice())
+            .map_err(err)?;
+    }
+    w.commit().map_err(err)?;
+    Ok(end)
+}
+
+fn decode_u64(b: &[u8]) -> u64 {
+    b.try_into().map(u64::from_le_bytes).unwrap_or(0)
+}
+
+fn file_loop(db: &Database, rx: mpsc::Receiver<ToFiler>, progress: &Progress) {
+    let mut closed: Vec<(PathBuf, u64)> = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut groups = Vec::new();
+        let mut take = |m: ToFiler| match m {
+            ToFiler::Groups(g) => groups.extend(g),
+            ToFiler::Closed(p, end) => closed.push((p, end)),
+        };
+        take(first);
+        // Everything waiting goes into one transaction: the further behind, the larger (and
+        // the cheaper per record) the next commit.
+        while let Ok(more) = rx.try_recv() {
+            take(more);
+        }
+        if !groups.is_empty() {
+            let outcome = file(db, &groups);
+            let mut filed = progress.filed.lock().unwrap_or_else(|e| e.into_inner());
+            match outcome {
+                Ok(end) => filed.0 = filed.0.max(end),
+                // The records are safe in the log (a restart files them), but reads would miss
+                // them: stop the journal.
+                Err(e) => {
+                    filed.1.get_or_insert(format!(
+                        "the journal's database could not file records: {e}"
+                    ));
+                }
+            }
+            drop(filed);
+            progress.caught_up.notify_all();
+        }
+        let (done, broken) = {
+            let f = progress.filed.lock().unwrap_or_else(|e| e.into_inner());
+            (f.0, f.1.is_some())
+        };
+        if !broken {
+            closed.retain(|(path, end)| {
+                if *end <= done {
+                    let _ = std::fs::remove_file(path);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the log side
+
+/// The segment being appended to.
+struct Segment {
+    file: File,
+    path: PathBuf,
+    bytes: u64,
+}
+
+impl Segment {
+    /// A new, empty segment whose first record will have sequence number `first`.
+    fn create(dir: &Path, first: u64) -> Result<Segment, String> {
+        let path = dir.join(format!("{first:020}.wal"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // The new name must survive a crash too.
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Segment {
+            file,
+            path,
+            bytes: 0,
+        })
+    }
+}
+
+fn commit_loop(
+    mut segment: Segment,
+    dir: PathBuf,
+    rx: mpsc::Receiver<Batch>,
+    to_filer: mpsc::SyncSender<ToFiler>,
+    mut next: u64,
+    progress: &Progress,
+) {
+    // After a failure nothing more is acknowledged: a later record must never be durable
+    // while an earlier one is not (a session's next step may have been decided on it).
+    let mut broken: Option<String> = None;
+    let mut frame = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+            if batch.len() >= MAX_GROUP {
+                break;
+            }
+        }
+        if broken.is_none() {
+            broken = progress
+                .filed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .1
+                .clone();
+        }
+        if let Some(why) = &broken {
+            for (_, _, done) in batch {
+                done.settle(Err(why.clone()));
+            }
+            continue;
+        }
+        let mut groups = Vec::with_capacity(batch.len());
+        let mut settles = Vec::with_capacity(batch.len());
+        let mut n = next;
+        for (records, replaces, done) in batch {
+            let g = Group {
+                first: n,
+                replaces,
+                records,
+            };
+            n += g.records.len() as u64;
+            groups.push(g);
+            settles.push(done);
+        }
+        frame.clear();
+        encode_frame(&mut frame, &groups);
+        let written = segment
+            .file
+            .write_all(&frame)
+            .and_then(|()| segment.file.sync_data());
+        match written {
+            Ok(()) => {
+                segment.bytes += frame.len() as u64;
+                next = n;
+                progress.logged.store(next, Ordering::SeqCst);
+                for done in settles {
+                    done.settle(Ok(()));
+                }
+                if to_filer.send(ToFiler::Groups(groups)).is_err() {
+                    broken = Some("the journal's filer stopped".into());
+                    continue;
+                }
+                if segment.bytes >= SEGMENT_BYTES {
+                    match Segment::create(&dir, next) {
+                        Ok(new) => {
+                            let old = std::mem::replace(&mut segment, new);
+                            let _ = to_filer.send(ToFiler::Closed(old.path, next));
+                        }
+                        Err(e) => broken = Some(format!("the journal could not commit: {e}")),
+                    }
+                }
+            }
+            Err(e) => {
+                let why = format!("the journal could not commit: {e}");
+                broken = Some(why.clone());
+                for done in settles {
+                    done.settle(Err(why.clone()));
+                }
+            }
+        }
+    }
+    // Closing: the filer deletes this segment too, once it filed it.
+    let _ = to_filer.send(ToFiler::Closed(segment.path, next));
+}
+
+/// One frame: `len: u32 | digest: [u8; 8] | body`, the digest being the first 8 bytes of the
+/// body's SHA-256 (a torn write at a crash shows as a frame whose digest does not match).
+/// The body is the groups: `count: u32`, then per group `first: u64`, `replaces` (a string or
+/// none), `records: u32` and per record its session (a string or none) and its bytes. A
+/// string is `len: u32 | bytes`, none is `u32::MAX`.
+fn encode_frame(out: &mut Vec<u8>, groups: &[Group]) {
+    out.extend_from_slice(&[0; 12]);
+    put_u32(out, groups.len());
+    for g in groups {
+        out.extend_from_slice(&g.first.to_le_bytes());
+        put_opt(out, g.replaces.as_deref().map(str::as_bytes));
+        put_u32(out, g.records.len());
+        for (session, bytes) in &g.records {
+            put_opt(out, session.as_deref().map(str::as_bytes));
+            put_opt(out, Some(bytes));
+        }
+    }
+    let len = u32::try_from(out.len() - 12).unwrap_or(u32::MAX);
+    let digest = Sha256::digest(&out[12..]);
+    out[..4].copy_from_slice(&len.to_le_bytes());
+    out[4..12].copy_from_slice(&digest[..8]);
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+}
+
+fn put_opt(out: &mut Vec<u8>, s: Option<&[u8]>) {
+    match s {
+        None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+        Some(b) => {
+            put_u32(out, b.len());
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Reads the frames of one segment. A frame that is cut short or whose digest does not match
+/// ends the segment: `Err(valid_len)` says where the intact frames end.
+fn decode_segment(bytes: &[u8]) -> (Vec<Group>, Result<(), usize>) {
+    let mut groups = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let Some(frame) = bytes.get(at..at + 12) else {
+            return (groups, Err(at));
+        };
+        let len = u32::from_le_bytes(frame[..4].try_into().unwrap_or_default()) as usize;
+        let Some(body) = bytes.get(at + 12..at + 12 + len) else {
+            return (groups, Err(at));
+        };
+        if Sha256::digest(body)[..8] != frame[4..12] {
+            return (groups, Err(at));
+        }
+        match decode_body(body) {
+            Some(mut g) => groups.append(&mut g),
+            None => return (groups, Err(at)),
+        }
+        at += 12 + len;
+    }
+    (groups, Ok(()))
+}
+
+fn decode_body(mut b: &[u8]) -> Option<Vec<Group>> {
+    fn u32_(b: &mut &[u8]) -> Option<u32> {
+        let (h, t) = b.split_first_chunk::<4>()?;
+        *b = t;
+        Some(u32::from_le_bytes(*h))
+    }
+    fn opt(b: &mut &[u8]) -> Option<Option<Vec<u8>>> {
+        let n = u32_(b)?;
+        if n == u32::MAX {
+            return Some(None);
+        }
+        let (h, t) = b.split_at_checked(n as usize)?;
+        *b = t;
+        Some(Some(h.to_vec()))
+    }
+    let count = u32_(&mut b)?;
+    let mut groups = Vec::new();
+    for _ in 0..count {
+        let (first, t) = b.split_first_chunk::<8>()?;
+        b = t;
+        let replaces = opt(&mut b)?.map(String::from_utf8).transpose().ok()?;
+        let n = u32_(&mut b)?;
+        let mut records = Vec::new();
+        for _ in 0..n {
+            let session = opt(&mut b)?.map(String::from_utf8).transpose().ok()?;
+            records.push((session, opt(&mut b)??));
+        }
+        groups.push(Group {
+            first: u64::from_le_bytes(*first),
+            replaces,
+            records,
+        });
+    }
+    b.is_empty().then_some(groups)
+}
+
+/// Files what the log holds beyond the database (a crash between the two), then deletes the
+/// log. Only the newest segment may end in a torn frame (the write in flight at the crash,
+/// never acknowledged); damage anywhere else is refused.
+fn recover(db: &Database, dir: &Path) -> Result<(), String> {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+        .collect();
+    segments.sort();
+    let filed = {
+        let r = db.begin_read().map_err(err)?;
+        let meta = r.open_table(META).map_err(err)?;
+        let v = meta.get("filed").map_err(err)?.map(|v| decode_u64(v.value()));
+        v.unwrap_or(0)
+    };
+    for (i, path) in segments.iter().enumerate() {
+        let mut bytes = Vec::new();
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let (groups, end) = decode_segment(&bytes);
+        if let Err(at) = end {
+            if i + 1 != segments.len() {
+                return Err(format!(
+                    "{}: the journal's log is damaged at byte {at} (not at its end, so not a \
+                     write cut short by a crash); move the file aside to start without it",
+                    path.display()
+                ));
+            }
+        }
+        let unfiled: Vec<Group> = groups.into_iter().filter(|g| g.first >= filed).collect();
+        if !unfiled.is_empty() {
+            file(db, &unfiled)?;
+        }
+    }
+    for path in &segments {
+        std::fs::remove_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(first: u64, n: usize, replaces: Option<&str>) -> Group {
+        Group {
+            first,
+            replaces: replaces.map(str::to_string),
+            records: (0..n)
+                .map(|i| {
+                    (
+                        (i % 2 == 0).then(|| format!("s{i}")),
+                        format!("record {first}+{i}").into_bytes(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn frames_round_trip_and_a_torn_tail_is_found() {
+        let a = vec![group(0, 3, None), group(3, 1, Some("old"))];
+        let b = vec![group(4, 2, None)];
+        let mut bytes = Vec::new();
+        encode_frame(&mut bytes, &a);
+        let first_len = bytes.len();
+        let mut second = Vec::new();
+        encode_frame(&mut second, &b);
+        bytes.extend_from_slice(&second);
+        let (groups, end) = decode_segment(&bytes);
+        assert_eq!(end, Ok(()));
+        assert_eq!(groups, [a.clone(), b].concat());
+        // Cut anywhere inside the second frame: the first survives, the cut is reported.
+        for cut in first_len..bytes.len() {
+            let (groups, end) = decode_segment(&bytes[..cut]);
+            assert_eq!(groups, a);
+            assert_eq!(end, if cut == first_len { Ok(()) } else { Err(first_len) });
+        }
+        // A flipped bit in the body fails the digest.
+        let mut bad = bytes.clone();
+        bad[first_len + 20] ^= 1;
+        assert_eq!(decode_segment(&bad).1, Err(first_len));
     }
 }
