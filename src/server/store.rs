@@ -43,11 +43,21 @@ pub const FORMAT: &[u8] = b"warden-journal-1";
 /// The log's folder inside a state folder.
 const WAL_DIR: &str = "wal";
 /// A segment past this size is closed and a new one begun (so filed ones can be deleted).
-const SEGMENT_BYTES: u64 = 32 << 20;
+/// Segments are written full of zeros before they are used: a flush of a write into blocks the
+/// file already has is a flush of that data alone, where an append also commits the file's
+/// new size through the file system's journal, with whatever else is waiting there.
+const SEGMENT_BYTES: u64 = 8 << 20;
+/// The first segment after an open is small: a short-lived process (a `warden hook`) should
+/// not pay for zeroing a whole segment.
+const FIRST_SEGMENT_BYTES: u64 = 256 << 10;
 /// The most batches one group commit takes.
 const MAX_GROUP: usize = 4096;
 /// Groups the filer may be behind before the committer waits for it (bounds memory).
 const FILER_BACKLOG: usize = 256;
+/// How often the filer makes the database durable (and deletes the log it no longer needs).
+/// Between those commits the database's transactions are not flushed: the log already holds
+/// what they hold, so a flush per filing would only compete with the log's own.
+const FILE_DURABLY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Records to write, each with its session id; a session whose records they replace (a
 /// compaction); and the promise to settle once they are durable.
@@ -69,9 +79,11 @@ enum ToFiler {
     Closed(PathBuf, u64),
 }
 
-/// What the threads share: how far the log and the database are, and why they stopped.
+/// What the threads share: how far the log and the database are, why they stopped, and a
+/// zeroed segment made ready by the filer for the committer's next rotation.
 #[derive(Default)]
 struct Progress {
+    spare: Mutex<Option<PathBuf>>,
     /// The sequence number after the last record acknowledged (in the log).
     logged: AtomicU64,
     /// The sequence number after the last record filed durably in the database, and the
@@ -124,12 +136,16 @@ impl Store {
                 .map_err(err)?
                 .map_or(0, |(k, _)| k.value() + 1);
             let meta = r.open_table(META).map_err(err)?;
-            let filed = meta.get("filed").map_err(err)?.map_or(0, |v| decode_u64(v.value()));
+            let filed = meta
+                .get("filed")
+                .map_err(err)?
+                .map_or(0, |v| decode_u64(v.value()));
             last.max(filed)
         };
-        let segment = Segment::create(&wal, next)?;
+        let segment = Segment::create(&wal, next, FIRST_SEGMENT_BYTES)?;
         let db = Arc::new(db);
         let progress = Arc::new(Progress {
+            spare: Mutex::new(None),
             logged: AtomicU64::new(next),
             filed: Mutex::new((next, None)),
             caught_up: Condvar::new(),
@@ -148,7 +164,10 @@ impl Store {
             let progress = progress.clone();
             std::thread::Builder::new()
                 .name("warden-filer".into())
-                .spawn(move || file_loop(&db, from_committer, &progress))
+                .spawn({
+                    let wal = dir.join(WAL_DIR);
+                    move || file_loop(&db, &wal, from_committer, &progress)
+                })
                 .map_err(err)?
         };
         Ok(Store {
@@ -348,11 +367,15 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Record>, String> {
 // ---------------------------------------------------------------------------------------------
 // the database side
 
-/// Files groups into the database in one durable transaction; gives the sequence number after
-/// the last record filed.
-fn file(db: &Database, groups: &[Group]) -> Result<u64, String> {
+/// Files groups into the database in one transaction (durable or not); gives the sequence
+/// number after the last record filed.
+fn file(db: &Database, groups: &[Group], durable: bool) -> Result<u64, String> {
     let mut w = db.begin_write().map_err(err)?;
-    w.set_durability(Durability::Immediate);
+    w.set_durability(if durable {
+        Durability::Immediate
+    } else {
+        Durability::None
+    });
     let mut end = 0;
     {
         let mut t = w.open_table(LOG).map_err(err)?;
@@ -380,9 +403,11 @@ fn file(db: &Database, groups: &[Group]) -> Result<u64, String> {
             }
             end = end.max(n);
         }
-        let mut meta = w.open_table(META).map_err(err)?;
-        meta.insert("filed", end.to_le_bytes().as_slice())
-            .map_err(err)?;
+        if !groups.is_empty() {
+            let mut meta = w.open_table(META).map_err(err)?;
+            meta.insert("filed", end.to_le_bytes().as_slice())
+                .map_err(err)?;
+        }
     }
     w.commit().map_err(err)?;
     Ok(end)
@@ -392,25 +417,42 @@ fn decode_u64(b: &[u8]) -> u64 {
     b.try_into().map(u64::from_le_bytes).unwrap_or(0)
 }
 
-fn file_loop(db: &Database, rx: mpsc::Receiver<ToFiler>, progress: &Progress) {
+fn file_loop(db: &Database, wal: &Path, rx: mpsc::Receiver<ToFiler>, progress: &Progress) {
     let mut closed: Vec<(PathBuf, u64)> = Vec::new();
-    while let Ok(first) = rx.recv() {
+    // What the database holds durably (a crash keeps it), against what it holds at all.
+    let mut durable_end = progress.filed.lock().unwrap_or_else(|e| e.into_inner()).0;
+    let mut last_durable = std::time::Instant::now();
+    loop {
+        let first = match rx.recv_timeout(FILE_DURABLY_EVERY) {
+            Ok(m) => Some(m),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut groups = Vec::new();
         let mut take = |m: ToFiler| match m {
             ToFiler::Groups(g) => groups.extend(g),
             ToFiler::Closed(p, end) => closed.push((p, end)),
         };
-        take(first);
+        if let Some(m) = first {
+            take(m);
+        }
         // Everything waiting goes into one transaction: the further behind, the larger (and
         // the cheaper per record) the next commit.
         while let Ok(more) = rx.try_recv() {
             take(more);
         }
-        if !groups.is_empty() {
-            let outcome = file(db, &groups);
+        let flush = last_durable.elapsed() >= FILE_DURABLY_EVERY;
+        if !groups.is_empty() || flush {
+            let outcome = file(db, &groups, flush);
             let mut filed = progress.filed.lock().unwrap_or_else(|e| e.into_inner());
             match outcome {
-                Ok(end) => filed.0 = filed.0.max(end),
+                Ok(end) => {
+                    filed.0 = filed.0.max(end);
+                    if flush {
+                        durable_end = filed.0;
+                        last_durable = std::time::Instant::now();
+                    }
+                }
                 // The records are safe in the log (a restart files them), but reads would miss
                 // them: stop the journal.
                 Err(e) => {
@@ -422,52 +464,143 @@ fn file_loop(db: &Database, rx: mpsc::Receiver<ToFiler>, progress: &Progress) {
             drop(filed);
             progress.caught_up.notify_all();
         }
-        let (done, broken) = {
-            let f = progress.filed.lock().unwrap_or_else(|e| e.into_inner());
-            (f.0, f.1.is_some())
-        };
-        if !broken {
-            closed.retain(|(path, end)| {
-                if *end <= done {
-                    let _ = std::fs::remove_file(path);
-                    false
-                } else {
-                    true
-                }
-            });
-        }
+        delete_filed(&mut closed, durable_end, progress);
+        prepare_spare(wal, progress);
     }
+    if let Some(p) = progress
+        .spare
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        let _ = std::fs::remove_file(p);
+    }
+    // Closing: make everything durable, then the log is not needed.
+    let outcome = file(db, &[], true);
+    if outcome.is_ok() {
+        durable_end = progress.filed.lock().unwrap_or_else(|e| e.into_inner()).0;
+    }
+    delete_filed(&mut closed, durable_end, progress);
+}
+
+/// Deletes the closed segments whose records the database holds durably.
+fn delete_filed(closed: &mut Vec<(PathBuf, u64)>, durable_end: u64, progress: &Progress) {
+    if progress
+        .filed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .1
+        .is_some()
+    {
+        return;
+    }
+    closed.retain(|(path, end)| {
+        if *end <= durable_end {
+            let _ = std::fs::remove_file(path);
+            false
+        } else {
+            true
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
 // the log side
 
-/// The segment being appended to.
+/// The segment being written.
 struct Segment {
     file: File,
     path: PathBuf,
+    /// Bytes of frames written.
     bytes: u64,
+    /// Bytes zeroed ahead.
+    capacity: u64,
+}
+
+/// Writes a file of `len` zeros and flushes it.
+fn zeroed(path: &Path, len: u64) -> std::io::Result<File> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        file.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    file.sync_all()?;
+    Ok(file)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), String> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 impl Segment {
-    /// A new, empty segment whose first record will have sequence number `first`.
-    fn create(dir: &Path, first: u64) -> Result<Segment, String> {
+    /// A new segment of `len` zeros whose first record will have sequence number `first`.
+    fn create(dir: &Path, first: u64, len: u64) -> Result<Segment, String> {
         let path = dir.join(format!("{first:020}.wal"));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let file = zeroed(&path, len).map_err(|e| format!("{}: {e}", path.display()))?;
         // The new name must survive a crash too.
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
-        Ok(Segment {
+        sync_dir(dir)?;
+        Ok(Segment::at(file, path, len))
+    }
+
+    fn at(mut file: File, path: PathBuf, capacity: u64) -> Segment {
+        use std::io::Seek;
+        let _ = file.rewind();
+        Segment {
             file,
             path,
             bytes: 0,
-        })
+            capacity,
+        }
+    }
+
+    /// The next segment: the filer's spare renamed, or (when it has none ready) one made here.
+    fn next(dir: &Path, first: u64, progress: &Progress) -> Result<Segment, String> {
+        let spare = progress
+            .spare
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(spare) = spare {
+            let path = dir.join(format!("{first:020}.wal"));
+            let renamed = std::fs::rename(&spare, &path).and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+            });
+            if let Ok(file) = renamed {
+                sync_dir(dir)?;
+                return Ok(Segment::at(file, path, SEGMENT_BYTES));
+            }
+        }
+        Segment::create(dir, first, SEGMENT_BYTES)
+    }
+}
+
+/// Zeroes a spare segment for the committer when it has none ready (a file the recovery
+/// ignores until it is renamed into the log).
+fn prepare_spare(dir: &Path, progress: &Progress) {
+    if progress
+        .spare
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_some()
+    {
+        return;
+    }
+    let path = dir.join("spare.tmp");
+    if zeroed(&path, SEGMENT_BYTES).is_ok() {
+        *progress.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
     }
 }
 
@@ -536,8 +669,8 @@ fn commit_loop(
                     broken = Some("the journal's filer stopped".into());
                     continue;
                 }
-                if segment.bytes >= SEGMENT_BYTES {
-                    match Segment::create(&dir, next) {
+                if segment.bytes >= segment.capacity {
+                    match Segment::next(&dir, next, progress) {
                         Ok(new) => {
                             let old = std::mem::replace(&mut segment, new);
                             let _ = to_filer.send(ToFiler::Closed(old.path, next));
@@ -606,6 +739,10 @@ fn decode_segment(bytes: &[u8]) -> (Vec<Group>, Result<(), usize>) {
             return (groups, Err(at));
         };
         let len = u32::from_le_bytes(frame[..4].try_into().unwrap_or_default()) as usize;
+        if len == 0 {
+            // The zeros written ahead: no frame was written here (a body is never empty).
+            return (groups, Ok(()));
+        }
         let Some(body) = bytes.get(at + 12..at + 12 + len) else {
             return (groups, Err(at));
         };
@@ -661,16 +798,28 @@ fn decode_body(mut b: &[u8]) -> Option<Vec<Group>> {
 /// log. Only the newest segment may end in a torn frame (the write in flight at the crash,
 /// never acknowledged); damage anywhere else is refused.
 fn recover(db: &Database, dir: &Path) -> Result<(), String> {
-    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    for spare in files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "tmp"))
+    {
+        let _ = std::fs::remove_file(spare);
+    }
+    let mut segments: Vec<PathBuf> = files
+        .into_iter()
         .filter(|p| p.extension().is_some_and(|x| x == "wal"))
         .collect();
     segments.sort();
     let filed = {
         let r = db.begin_read().map_err(err)?;
         let meta = r.open_table(META).map_err(err)?;
-        let v = meta.get("filed").map_err(err)?.map(|v| decode_u64(v.value()));
+        let v = meta
+            .get("filed")
+            .map_err(err)?
+            .map(|v| decode_u64(v.value()));
         v.unwrap_or(0)
     };
     for (i, path) in segments.iter().enumerate() {
@@ -690,7 +839,7 @@ fn recover(db: &Database, dir: &Path) -> Result<(), String> {
         }
         let unfiled: Vec<Group> = groups.into_iter().filter(|g| g.first >= filed).collect();
         if !unfiled.is_empty() {
-            file(db, &unfiled)?;
+            file(db, &unfiled, true)?;
         }
     }
     for path in &segments {
@@ -735,8 +884,19 @@ mod tests {
         for cut in first_len..bytes.len() {
             let (groups, end) = decode_segment(&bytes[..cut]);
             assert_eq!(groups, a);
-            assert_eq!(end, if cut == first_len { Ok(()) } else { Err(first_len) });
+            assert_eq!(
+                end,
+                if cut == first_len {
+                    Ok(())
+                } else {
+                    Err(first_len)
+                }
+            );
         }
+        // The zeros written ahead of the frames end the segment cleanly.
+        let mut ahead = bytes.clone();
+        ahead.extend_from_slice(&[0; 4096]);
+        assert_eq!(decode_segment(&ahead), (groups.clone(), Ok(())));
         // A flipped bit in the body fails the digest.
         let mut bad = bytes.clone();
         bad[first_len + 20] ^= 1;
