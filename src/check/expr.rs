@@ -818,7 +818,26 @@ impl Checker<'_> {
                 {
                     if !self.is_local(cx, root) {
                         self.check_rego_rule(cx, root, &m.name, m.span);
+                        let mut inputs = 0;
                         for a in args {
+                            if let Some(name) = &a.name {
+                                inputs += 1;
+                                if name.name != "input" || inputs > 1 {
+                                    self.error(
+                                        Diagnostic::error(
+                                            "check::bad_argument",
+                                            cx.file,
+                                            name.span,
+                                            format!(
+                                                "a Rego call takes its arguments in order, and one `input:` at most; `{}:` is neither",
+                                                name.name
+                                            ),
+                                        )
+                                        .with_label("not an argument of a Rego call")
+                                        .with_help("`org.rule(input: {…})` evaluates the rule with the input you build (docs/rego.md)"),
+                                    );
+                                }
+                            }
                             self.expr(cx, &a.value);
                         }
                         self.resolutions.insert(

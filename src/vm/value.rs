@@ -453,6 +453,20 @@ impl<'a> Val<'a> {
         })
     }
 
+    /// The JSON form of a value passed to Rego: `None` when it is undefined or holds an
+    /// undefined element anywhere (Rego makes such a call undefined).
+    pub fn to_json_strict(&self) -> Option<Value> {
+        match self {
+            Val::Undef => None,
+            Val::List(items) => items
+                .iter()
+                .map(Val::to_json_strict)
+                .collect::<Option<Vec<_>>>()
+                .map(Value::Array),
+            other => other.to_json(),
+        }
+    }
+
     /// The key a keyed history counter is filed under.
     pub fn key_string(&self) -> Option<String> {
         match self {
