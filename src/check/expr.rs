@@ -828,10 +828,14 @@ impl Checker<'_> {
                                             "check::bad_argument",
                                             cx.file,
                                             name.span,
-                                            format!(
-                                                "a Rego call takes its arguments in order, and one `input:` at most; `{}:` is neither",
-                                                name.name
-                                            ),
+                                            if name.name == "input" {
+                                                "`input:` is given twice; a Rego call takes one input".to_string()
+                                            } else {
+                                                format!(
+                                                    "a Rego call takes its arguments in order, and one `input:` at most; `{}:` is neither",
+                                                    name.name
+                                                )
+                                            },
                                         )
                                         .with_label("not an argument of a Rego call")
                                         .with_help("`org.rule(input: {…})` evaluates the rule with the input you build (docs/rego.md)"),
