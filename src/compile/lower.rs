@@ -831,6 +831,10 @@ impl<'a> Lower<'a> {
         let caller_file = std::mem::replace(&mut frame.file, pred_file);
         let start = code.ops.len();
         self.expr(frame, &decl.body, code);
+        // The body is a condition: a Rego value there is read as Rego reads a rule body.
+        if self.is_rego(frame.file, &decl.body) {
+            Self::emit(code, Op::Truthy, decl.body.span);
+        }
         if let Some(binding) = self.inline.pop() {
             frame.vars = binding.caller_vars;
         }
