@@ -18,7 +18,7 @@ fn dir() -> PathBuf {
 /// A JSON value written as a Warden literal.
 fn literal(v: &Value) -> String {
     match v {
-        Value::Null => "null_is_not_a_warden_literal".into(),
+        Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => format!("{s:?}"),

@@ -120,6 +120,8 @@ impl Checker<'_> {
     pub(crate) fn expr(&mut self, cx: &mut Ctx, e: &Expr) -> Type {
         match &e.kind {
             ExprKind::Bool(_) => Type::Bool,
+            // JSON null: absent to Warden, `null` to Rego.
+            ExprKind::Null => Type::Json,
             ExprKind::Number(_) => Type::Number,
             ExprKind::String(_) => Type::String,
             ExprKind::Duration(_) => Type::Duration,
@@ -1248,6 +1250,23 @@ impl Checker<'_> {
     }
 
     fn binary(&mut self, cx: &mut Ctx, op: BinaryOp, a: &Expr, b: &Expr, span: Span) -> Type {
+        // `x == null` would be undefined whatever `x` is: null is absent to Warden.
+        if !matches!(op, BinaryOp::And | BinaryOp::Or) {
+            for side in [a, b] {
+                if matches!(side.kind, ExprKind::Null) {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::null_comparison",
+                            cx.file,
+                            side.span,
+                            format!("`{}` with `null` is never true or false: Warden reads JSON null as absent", op.as_str()),
+                        )
+                        .with_label("absent")
+                        .with_help("to test for a missing or null value, write `not present(…)`; `null` is for values passed to Rego"),
+                    );
+                }
+            }
+        }
         match op {
             BinaryOp::And | BinaryOp::Or => {
                 let ta = self.expr(cx, a);

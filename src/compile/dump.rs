@@ -141,6 +141,7 @@ fn op_text(program: &Program, op: &Op) -> String {
         Op::MakeList(n) => format!("make_list  {n}"),
         Op::MakeObject(k) => format!("make_obj   {}", konst(k)),
         Op::Truthy => "truthy".into(),
+        Op::JsonNull => "json_null".into(),
         other => format!("{other:?}").to_lowercase(),
     }
 }

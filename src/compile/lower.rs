@@ -529,6 +529,8 @@ impl<'a> Lower<'a> {
     fn fold(&mut self, file: FileId, e: &Expr) -> Option<Const> {
         Some(match &e.kind {
             ExprKind::Bool(b) => Const::Bool(*b),
+            // Absent when read (`Val::from_const`); `null` inside JSON sent to Rego.
+            ExprKind::Null => Const::Json(Arc::new(serde_json::Value::Null)),
             ExprKind::Number(n) => Const::Num(*n),
             ExprKind::Duration(d) => Const::Num(d.millis as f64),
             ExprKind::String(s) => Const::Str(Arc::from(s.as_str())),
@@ -739,6 +741,46 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// Compiles a value sent to Rego (an argument, an `input:`, or a member or element of
+    /// one) as `value` does, except that `null` stays JSON null instead of being absent.
+    fn rego_value(&mut self, frame: &mut Frame, e: &Expr, code: &mut Code) {
+        if self.bound_param(frame, e).is_none() {
+            match &e.kind {
+                ExprKind::Null => {
+                    Self::emit(code, Op::JsonNull, e.span);
+                    return;
+                }
+                ExprKind::List(items) if self.fold(frame.file, e).is_none() => {
+                    for i in items {
+                        self.rego_value(frame, i, code);
+                    }
+                    let n = items.len().min(u16::MAX as usize) as u16;
+                    Self::emit(code, Op::MakeList(n), e.span);
+                    return;
+                }
+                ExprKind::Object(entries) if self.fold(frame.file, e).is_none() => {
+                    for (_, v) in entries {
+                        self.rego_value(frame, v, code);
+                    }
+                    self.make_object(entries, e.span, code);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.value(frame, e, code);
+    }
+
+    /// `make_obj` over the keys of an object literal whose values are on the stack.
+    fn make_object(&mut self, entries: &[(ast::StringLit, Expr)], span: Span, code: &mut Code) {
+        let keys = entries
+            .iter()
+            .map(|(k, _)| Const::Str(Arc::from(k.value.as_str())))
+            .collect();
+        let k = self.konst(Const::List(Arc::new(keys)));
+        Self::emit(code, Op::MakeObject(k), span);
+    }
+
     /// If `e` names a parameter of the predicate being inlined (and no quantifier variable of
     /// its body hides it), the argument expression bound to it.
     fn bound_param(&self, frame: &Frame, e: &Expr) -> Option<Expr> {
@@ -861,6 +903,7 @@ impl<'a> Lower<'a> {
         }
         match &e.kind {
             ExprKind::Bool(_)
+            | ExprKind::Null
             | ExprKind::Number(_)
             | ExprKind::String(_)
             | ExprKind::Duration(_) => {
@@ -945,12 +988,7 @@ impl<'a> Lower<'a> {
                 for (_, v) in entries {
                     self.value(frame, v, code);
                 }
-                let keys = entries
-                    .iter()
-                    .map(|(k, _)| Const::Str(Arc::from(k.value.as_str())))
-                    .collect();
-                let k = self.konst(Const::List(Arc::new(keys)));
-                Self::emit(code, Op::MakeObject(k), e.span);
+                self.make_object(entries, e.span, code);
             }
             ExprKind::Quantifier {
                 kind,
@@ -1298,12 +1336,12 @@ impl<'a> Lower<'a> {
                 let input = args.iter().find(|a| a.name.is_some());
                 let positional: Vec<&ast::Arg> = args.iter().filter(|a| a.name.is_none()).collect();
                 for a in &positional {
-                    self.value(frame, &a.value, code);
+                    self.rego_value(frame, &a.value, code);
                 }
                 let argc = positional.len().min(255) as u8;
                 match input {
                     Some(i) => {
-                        self.value(frame, &i.value, code);
+                        self.rego_value(frame, &i.value, code);
                         Self::emit(code, Op::RegoInput(id, argc), span);
                     }
                     None => {

@@ -133,6 +133,9 @@ pub enum Op {
     /// Pop an input, then `argc` arguments; push Rego rule or function `n` evaluated with
     /// that value as `input` (`org.rule(input: {…})`).
     RegoInput(u32, u8),
+    /// Push JSON `null` for Rego (an argument, an `input:`, or a member or element of one);
+    /// every other instruction reads `null` as absent.
+    JsonNull,
     /// Pop a value; push its truth as a Rego rule body reads it: undefined and `false` are
     /// false, every other value is true (a Rego value used as a condition).
     Truthy,

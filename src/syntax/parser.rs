@@ -1019,6 +1019,10 @@ impl Builder<'_> {
                 kind: ExprKind::Bool(pair.as_str() == "true"),
                 span,
             },
+            Rule::null => Expr {
+                kind: ExprKind::Null,
+                span,
+            },
             Rule::number => {
                 let text: String = pair.as_str().chars().filter(|c| *c != '_').collect();
                 let value = match text.parse::<f64>() {

@@ -607,6 +607,7 @@ pub fn run<'a>(
                 traced_call!(r, stack.len(), &args);
                 stack.push(r);
             }
+            Op::JsonNull => stack.push(Val::Owned(Rc::new(Value::Null))),
             Op::Truthy => {
                 let v = pop!();
                 stack.push(Val::Bool(!matches!(v, Val::Undef | Val::Bool(false))));

@@ -120,6 +120,8 @@ impl<'a> Val<'a> {
             Const::Bool(b) => Val::Bool(*b),
             Const::Num(n) => Val::Num(*n),
             Const::Str(s) => Val::Str(Cow::Borrowed(s)),
+            // `null`: absent, as JSON null is everywhere in Warden.
+            Const::Json(v) if v.is_null() => Val::Undef,
             _ => Val::Const(c),
         }
     }

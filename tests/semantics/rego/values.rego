@@ -30,3 +30,7 @@ at_tool_call if input.intervention_point == "tool_call"
 snapshot_tool := input.snapshot.tool.name
 
 reviewed if "security" in input.annotations.reviewers
+
+is_null(x) if x == null
+
+null_reviewer if input.reviewer == null
