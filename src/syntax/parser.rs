@@ -218,7 +218,10 @@ fn syntax_error(
         .any(|w| before.ends_with(w));
     if let Some(help) = hint_for(found) {
         d = d.with_help(help);
-    } else if after_decision && expected_text == "a string" {
+    } else if after_decision
+        && expected_text == "a string"
+        && found.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+    {
         // `deny org.reason`: a reason code computed at run time.
         d = d.with_help(
             "a reason code is a literal string, checked when the policy loads; for reasons a Rego \
