@@ -53,6 +53,15 @@ impl VmError {
     }
 }
 
+/// A Rego result as a value: undefined and `null` are absent. Read as a condition (the next
+/// instruction is `truthy`), a `null` is true, as in a Rego rule body.
+fn rego_val<'a>(v: Option<Value>, next: Option<&Op>) -> Val<'a> {
+    match v {
+        Some(Value::Null) if matches!(next, Some(Op::Truthy)) => Val::Bool(true),
+        v => v.map_or(Val::Undef, Val::owned),
+    }
+}
+
 /// Rego results already computed in this decision, by rule and arguments.
 pub type RegoCache = std::cell::RefCell<std::collections::HashMap<(u32, String), Option<Value>>>;
 
@@ -575,7 +584,7 @@ pub fn run<'a>(
                 // Undefined in Rego is absent here (docs/rego.md, "Values"); a condition reads
                 // it as false through `truthy`, as Rego's `not` does.
                 let v = env.rego(id, &[], None)?;
-                let r = v.map_or(Val::Undef, Val::owned);
+                let r = rego_val(v, code.ops.get(pc));
                 traced_call!(r, stack.len(), &[]);
                 stack.push(r);
             }
@@ -603,7 +612,7 @@ pub fn run<'a>(
                     continue;
                 };
                 let v = env.rego(id, &json, input_json.as_ref())?;
-                let r = v.map_or(Val::Undef, Val::owned);
+                let r = rego_val(v, code.ops.get(pc));
                 traced_call!(r, stack.len(), &args);
                 stack.push(r);
             }

@@ -15,7 +15,7 @@ flag := true if tool == "t"
 
 zero := 0 if tool == "zero"
 
-nothing := null if tool == "null"
+nothing := null if tool in {"nul", "nulc"}
 
 # Known names only.
 level(name) := 3 if name == "admin"
