@@ -260,7 +260,13 @@ impl<'a> Lower<'a> {
                         vars: Vec::new(),
                         next_var: 0,
                     };
-                    let code = self.cond_code(&mut frame, when);
+                    let mut code = self.code(&mut frame, when);
+                    // A Rego value as the whole condition: read as a Rego rule body.
+                    if self.is_rego(unit.file, when) {
+                        let ret = code.ops.len() - 1;
+                        code.ops.insert(ret, Op::Truthy);
+                        code.spans.insert(ret, when.span);
+                    }
                     if let Some(spec) = self.program.labels.get_mut(i) {
                         spec.code = Some(code);
                     }
