@@ -18,7 +18,7 @@ fn dir() -> PathBuf {
 /// A JSON value written as a Warden literal.
 fn literal(v: &Value) -> String {
     match v {
-        Value::Null => "null_is_not_a_warden_literal".into(),
+        Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => format!("{s:?}"),
@@ -286,10 +286,13 @@ fn warden_sees_the_values_regorus_computes() {
             "session": {"turn": 0},
             "labels": {"arguments": labels},
         });
-        let want = direct(file, query, &input).unwrap_or(Value::Bool(false));
+        // Undefined is absent in Warden (docs/rego.md, "Values").
+        let same = match direct(file, query, &input) {
+            None | Some(Value::Null) => format!("not present({expr})"),
+            Some(want) => format!("{expr} == {}", literal(&want)),
+        };
         let policy = format!(
-            "use std.taint\nuse rego \"{file}\" as org\nrule same on toolCallRequest when {expr} == {} => deny \"same\"\ndefault allow\n",
-            literal(&want)
+            "use std.taint\nuse rego \"{file}\" as org\nrule same on toolCallRequest when {same} => deny \"same\"\ndefault allow\n"
         );
         let p = Policy::from_source_in("conformance.ward", &policy, dir())
             .unwrap_or_else(|d| panic!("{query}: {d}"));
@@ -297,7 +300,7 @@ fn warden_sees_the_values_regorus_computes() {
             serde_json::from_slice(&Guardian::new(p).handle(&envelope(&payload))).unwrap();
         assert_eq!(
             out["result"]["reason_codes"][0], "same",
-            "{query}: Warden's value differs from regorus's {want} ({out})"
+            "{query}: Warden's value differs from regorus's ({same}: {out})"
         );
     }
 }
@@ -485,4 +488,110 @@ fn the_documented_builtins_are_the_built_ones() {
         missing.is_empty() && extra.is_empty(),
         "docs/rego.md's builtins differ from the build: undocumented {missing:?}, not built {extra:?}"
     );
+}
+
+/// `tests/rego/corpus/NAME.rego` with `NAME.json`: rules, inputs and the values Rego gives
+/// them, as data. Each file records where its expected values come from (`origin`, and
+/// `opa_version` when an OPA binary recorded them). Every case must hold three times:
+/// plain regorus gives the expected value; a Warden policy calling the rule with that input
+/// (`c.rule(input: {…})`) sees the same value (undefined as absent: docs/rego.md, "Values");
+/// and read as a condition, the rule is true exactly when Rego's rule body would be (defined
+/// and not `false`).
+#[test]
+fn the_conformance_corpus_holds_in_regorus_and_in_warden() {
+    let corpus = dir().join("corpus");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "{files:?}");
+    let mut cases = 0;
+    for data in files {
+        let name = data.file_stem().unwrap().to_string_lossy().into_owned();
+        let spec: Value = serde_json::from_str(&std::fs::read_to_string(&data).unwrap())
+            .unwrap_or_else(|e| panic!("{name}.json: {e}"));
+        let origin = spec["origin"].as_str().unwrap_or("");
+        assert!(
+            !origin.is_empty(),
+            "{name}.json must say where its values come from (`origin`)"
+        );
+        if origin.contains("recorded from OPA") {
+            assert!(spec["opa_version"].is_string(), "{name}.json: which OPA?");
+        }
+        let package = spec["package"].as_str().expect("package");
+        let rego = corpus.join(format!("{name}.rego"));
+        let text = std::fs::read_to_string(&rego).unwrap();
+        for case in spec["cases"].as_array().expect("cases") {
+            cases += 1;
+            let rule = case["rule"].as_str().expect("rule");
+            let input = &case["input"];
+            let args: Vec<Value> = case["args"].as_array().cloned().unwrap_or_default();
+            let want = if case["undefined"] == true {
+                None
+            } else {
+                Some(case["expect"].clone())
+            };
+            let what = format!("{name}: {rule}({args:?}) with input {input}");
+
+            // Plain regorus.
+            let mut engine = regorus::Engine::new();
+            engine
+                .add_policy(rego.display().to_string(), text.clone())
+                .unwrap();
+            engine.set_input(regorus::Value::from_json_str(&input.to_string()).unwrap());
+            let query = if args.is_empty() {
+                format!("{package}.{rule}")
+            } else {
+                let a: Vec<String> = args.iter().map(Value::to_string).collect();
+                format!("{package}.{rule}({})", a.join(", "))
+            };
+            let got = engine
+                .eval_query(query, false)
+                .unwrap()
+                .result
+                .first()
+                .and_then(|r| r.expressions.first())
+                .map(|e| serde_json::from_str::<Value>(&e.value.to_json_str().unwrap()).unwrap());
+            assert_eq!(got, want, "{what}: regorus differs from the recorded value");
+
+            // Warden, with the case's input built by the policy.
+            let mut call_args: Vec<String> = args.iter().map(literal).collect();
+            call_args.push(format!("input: {}", literal(input)));
+            let call = format!("c.{rule}({})", call_args.join(", "));
+            let same = match &want {
+                None | Some(Value::Null) => format!("not present({call})"),
+                Some(v) => format!("{call} == {}", literal(v)),
+            };
+            let truth = !matches!(want, None | Some(Value::Bool(false)));
+            let policy = format!(
+                "use rego \"corpus/{name}.rego\" as c\n\
+                 rule same on toolCallRequest when {same} => deny \"same\"\n\
+                 default allow\n"
+            );
+            let result = decide(&policy, &json!({"tool": {"name": "t"}, "arguments": {}}));
+            let codes: Vec<&str> = result["reason_codes"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            assert!(
+                codes.contains(&"same"),
+                "{what}: Warden does not see {want:?} ({result})"
+            );
+            // The condition's truth, in a policy of its own.
+            let policy = format!(
+                "use rego \"corpus/{name}.rego\" as c\n\
+                 rule truth on toolCallRequest when {call} => deny \"truth\"\n\
+                 default allow\n"
+            );
+            let result = decide(&policy, &json!({"tool": {"name": "t"}, "arguments": {}}));
+            let fired = result["decision"] == "deny";
+            assert_eq!(
+                fired, truth,
+                "{what}: as a condition, expected {truth} ({result})"
+            );
+        }
+    }
+    assert!(cases >= 30, "only {cases} corpus cases");
 }

@@ -120,6 +120,8 @@ impl Checker<'_> {
     pub(crate) fn expr(&mut self, cx: &mut Ctx, e: &Expr) -> Type {
         match &e.kind {
             ExprKind::Bool(_) => Type::Bool,
+            // JSON null: absent to Warden, `null` to Rego.
+            ExprKind::Null => Type::Json,
             ExprKind::Number(_) => Type::Number,
             ExprKind::String(_) => Type::String,
             ExprKind::Duration(_) => Type::Duration,
@@ -818,7 +820,30 @@ impl Checker<'_> {
                 {
                     if !self.is_local(cx, root) {
                         self.check_rego_rule(cx, root, &m.name, m.span);
+                        let mut inputs = 0;
                         for a in args {
+                            if let Some(name) = &a.name {
+                                inputs += 1;
+                                if name.name != "input" || inputs > 1 {
+                                    self.error(
+                                        Diagnostic::error(
+                                            "check::bad_argument",
+                                            cx.file,
+                                            name.span,
+                                            if name.name == "input" {
+                                                "`input:` is given twice; a Rego call takes one input".to_string()
+                                            } else {
+                                                format!(
+                                                    "a Rego call takes its arguments in order, and one `input:` at most; `{}:` is neither",
+                                                    name.name
+                                                )
+                                            },
+                                        )
+                                        .with_label("not an argument of a Rego call")
+                                        .with_help("`org.rule(input: {…})` evaluates the rule with the input you build (docs/rego.md)"),
+                                    );
+                                }
+                            }
                             self.expr(cx, &a.value);
                         }
                         self.resolutions.insert(
@@ -1225,6 +1250,23 @@ impl Checker<'_> {
     }
 
     fn binary(&mut self, cx: &mut Ctx, op: BinaryOp, a: &Expr, b: &Expr, span: Span) -> Type {
+        // `x == null` would be undefined whatever `x` is: null is absent to Warden.
+        if !matches!(op, BinaryOp::And | BinaryOp::Or) {
+            for side in [a, b] {
+                if matches!(side.kind, ExprKind::Null) {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::null_comparison",
+                            cx.file,
+                            side.span,
+                            format!("`{}` with `null` is never true or false: Warden reads JSON null as absent", op.as_str()),
+                        )
+                        .with_label("absent")
+                        .with_help("to test for a missing or null value, write `not present(…)`; `null` is for values passed to Rego"),
+                    );
+                }
+            }
+        }
         match op {
             BinaryOp::And | BinaryOp::Or => {
                 let ta = self.expr(cx, a);

@@ -457,6 +457,7 @@ impl<'a> Checker<'a> {
                 self.reads_event(unit, body, &inner)
             }),
             ExprKind::Bool(_)
+            | ExprKind::Null
             | ExprKind::Number(_)
             | ExprKind::String(_)
             | ExprKind::Duration(_) => None,

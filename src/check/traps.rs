@@ -105,6 +105,7 @@ pub(crate) fn walk<'e>(e: &'e Expr, f: &mut impl FnMut(&'e Expr)) {
             }
         }
         ExprKind::Bool(_)
+        | ExprKind::Null
         | ExprKind::Number(_)
         | ExprKind::String(_)
         | ExprKind::Duration(_)

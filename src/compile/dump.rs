@@ -75,6 +75,13 @@ fn op_text(program: &Program, op: &Op) -> String {
                 .get(*n as usize)
                 .map_or("?", String::as_str)
         ),
+        Op::RegoInput(n, argc) => format!(
+            "rego_input {}/{argc}",
+            program
+                .rego_refs
+                .get(*n as usize)
+                .map_or("?", String::as_str)
+        ),
         Op::Path(p) => format!(
             "path       {}",
             program
@@ -132,6 +139,9 @@ fn op_text(program: &Program, op: &Op) -> String {
             if f & 2 != 0 { " +resource" } else { "" }
         ),
         Op::MakeList(n) => format!("make_list  {n}"),
+        Op::MakeObject(k) => format!("make_obj   {}", konst(k)),
+        Op::Truthy => "truthy".into(),
+        Op::JsonNull => "json_null".into(),
         other => format!("{other:?}").to_lowercase(),
     }
 }

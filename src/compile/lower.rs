@@ -260,7 +260,13 @@ impl<'a> Lower<'a> {
                         vars: Vec::new(),
                         next_var: 0,
                     };
-                    let code = self.code(&mut frame, when);
+                    let mut code = self.code(&mut frame, when);
+                    // A Rego value as the whole condition: read as a Rego rule body.
+                    if self.is_rego(unit.file, when) {
+                        let ret = code.ops.len() - 1;
+                        code.ops.insert(ret, Op::Truthy);
+                        code.spans.insert(ret, when.span);
+                    }
                     if let Some(spec) = self.program.labels.get_mut(i) {
                         spec.code = Some(code);
                     }
@@ -397,7 +403,7 @@ impl<'a> Lower<'a> {
         };
         let code = match &r.when {
             // A condition is a value: a bare tool argument (`when args.flag`) is its value.
-            Some(when) => self.value_code(&mut frame, when),
+            Some(when) => self.cond_code(&mut frame, when),
             None => {
                 let k = self.konst(Const::Bool(true));
                 Code {
@@ -529,6 +535,8 @@ impl<'a> Lower<'a> {
     fn fold(&mut self, file: FileId, e: &Expr) -> Option<Const> {
         Some(match &e.kind {
             ExprKind::Bool(b) => Const::Bool(*b),
+            // Absent when read (`Val::from_const`); `null` inside JSON sent to Rego.
+            ExprKind::Null => Const::Json(Arc::new(serde_json::Value::Null)),
             ExprKind::Number(n) => Const::Num(*n),
             ExprKind::Duration(d) => Const::Num(d.millis as f64),
             ExprKind::String(s) => Const::Str(Arc::from(s.as_str())),
@@ -543,7 +551,7 @@ impl<'a> Lower<'a> {
             ExprKind::Call(callee, args) => match self.resolution(file, callee.span).cloned() {
                 Some((Resolution::Rego { alias, rule }, _)) => {
                     let import = self.rego_import(file, &alias)?;
-                    if import.reads_input {
+                    if import.reads_input || args.iter().any(|a| a.name.is_some()) {
                         return None;
                     }
                     let mut values = Vec::new();
@@ -653,6 +661,38 @@ impl<'a> Lower<'a> {
         code
     }
 
+    /// Code for a condition: a plain value, and a Rego value read as Rego reads a rule body.
+    fn cond_code(&mut self, frame: &mut Frame, e: &Expr) -> Code {
+        let mut code = Code::default();
+        self.cond(frame, e, &mut code);
+        code.ops.push(Op::Return);
+        code.spans.push(e.span);
+        code.vars = frame.next_var;
+        code
+    }
+
+    /// Whether `e` is a Rego rule or a call of a Rego function.
+    fn is_rego(&self, file: FileId, e: &Expr) -> bool {
+        let span = match &e.kind {
+            ExprKind::Member(..) => e.span,
+            ExprKind::Call(callee, _) => callee.span,
+            _ => return false,
+        };
+        matches!(
+            self.resolution(file, span),
+            Some((Resolution::Rego { .. }, _))
+        )
+    }
+
+    /// Compiles `e` where a condition is read (`when`, the operands of `and`, `or` and `not`,
+    /// a quantifier's body): a Rego value there is true unless undefined or `false`.
+    fn cond(&mut self, frame: &mut Frame, e: &Expr, code: &mut Code) {
+        self.value(frame, e, code);
+        if self.bound_param(frame, e).is_none() && self.is_rego(frame.file, e) {
+            Self::emit(code, Op::Truthy, e.span);
+        }
+    }
+
     /// Code producing a plain value (tool arguments unwrapped).
     fn value_code(&mut self, frame: &mut Frame, e: &Expr) -> Code {
         let mut code = Code::default();
@@ -705,6 +745,46 @@ impl<'a> Lower<'a> {
         if self.type_of(frame, e) == Some(Type::Arg) {
             Self::emit(code, Op::Unwrap, e.span);
         }
+    }
+
+    /// Compiles a value sent to Rego (an argument, an `input:`, or a member or element of
+    /// one) as `value` does, except that `null` stays JSON null instead of being absent.
+    fn rego_value(&mut self, frame: &mut Frame, e: &Expr, code: &mut Code) {
+        if self.bound_param(frame, e).is_none() {
+            match &e.kind {
+                ExprKind::Null => {
+                    Self::emit(code, Op::JsonNull, e.span);
+                    return;
+                }
+                ExprKind::List(items) if self.fold(frame.file, e).is_none() => {
+                    for i in items {
+                        self.rego_value(frame, i, code);
+                    }
+                    let n = items.len().min(u16::MAX as usize) as u16;
+                    Self::emit(code, Op::MakeList(n), e.span);
+                    return;
+                }
+                ExprKind::Object(entries) if self.fold(frame.file, e).is_none() => {
+                    for (_, v) in entries {
+                        self.rego_value(frame, v, code);
+                    }
+                    self.make_object(entries, e.span, code);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.value(frame, e, code);
+    }
+
+    /// `make_obj` over the keys of an object literal whose values are on the stack.
+    fn make_object(&mut self, entries: &[(ast::StringLit, Expr)], span: Span, code: &mut Code) {
+        let keys = entries
+            .iter()
+            .map(|(k, _)| Const::Str(Arc::from(k.value.as_str())))
+            .collect();
+        let k = self.konst(Const::List(Arc::new(keys)));
+        Self::emit(code, Op::MakeObject(k), span);
     }
 
     /// If `e` names a parameter of the predicate being inlined (and no quantifier variable of
@@ -799,6 +879,10 @@ impl<'a> Lower<'a> {
         let caller_file = std::mem::replace(&mut frame.file, pred_file);
         let start = code.ops.len();
         self.expr(frame, &decl.body, code);
+        // The body is a condition: a Rego value there is read as Rego reads a rule body.
+        if self.is_rego(frame.file, &decl.body) {
+            Self::emit(code, Op::Truthy, decl.body.span);
+        }
         if let Some(binding) = self.inline.pop() {
             frame.vars = binding.caller_vars;
         }
@@ -825,6 +909,7 @@ impl<'a> Lower<'a> {
         }
         match &e.kind {
             ExprKind::Bool(_)
+            | ExprKind::Null
             | ExprKind::Number(_)
             | ExprKind::String(_)
             | ExprKind::Duration(_) => {
@@ -882,7 +967,11 @@ impl<'a> Lower<'a> {
             }
             ExprKind::Call(callee, args) => self.call(frame, callee, args, e.span, code),
             ExprKind::Unary(op, x) => {
-                self.value(frame, x, code);
+                if *op == UnaryOp::Not {
+                    self.cond(frame, x, code);
+                } else {
+                    self.value(frame, x, code);
+                }
                 let op = match op {
                     UnaryOp::Not => Op::Not,
                     UnaryOp::Neg => Op::Neg,
@@ -900,12 +989,13 @@ impl<'a> Lower<'a> {
                     e.span,
                 );
             }
-            ExprKind::Object(_) => self.error(
-                frame.file,
-                e.span,
-                "an object literal here must be constant".into(),
-                "build objects from literals and constants only",
-            ),
+            // An object built at run time (constant ones folded above).
+            ExprKind::Object(entries) => {
+                for (_, v) in entries {
+                    self.value(frame, v, code);
+                }
+                self.make_object(entries, e.span, code);
+            }
             ExprKind::Quantifier {
                 kind,
                 key,
@@ -931,7 +1021,7 @@ impl<'a> Lower<'a> {
                 frame.vars.push((var.name.clone(), slot));
                 Self::emit(code, Op::IterStart(key_slot), e.span);
                 let next = Self::emit(code, Op::IterNext(slot, 0), e.span);
-                self.value(frame, body, code);
+                self.cond(frame, body, code);
                 let step = Self::emit(code, Op::Return, e.span);
                 let end = Self::emit(code, Op::IterEnd(*kind == QuantifierKind::Any), e.span);
                 let done = code.ops.len() as u32;
@@ -1068,9 +1158,11 @@ impl<'a> Lower<'a> {
             Some(a) => bridge.call(&path, a, &serde_json::json!({})),
         };
         let folded = match result {
+            // JSON `null` is absent in Warden: not folded, like undefined.
+            Ok(Some(serde_json::Value::Null)) => None,
             Ok(Some(v)) => Some(json_const(&v)),
-            // Undefined in Rego is "no", as `not` reads it there.
-            Ok(None) => Some(Const::Bool(false)),
+            // Undefined has no constant: the rule is evaluated at run time, where it is absent.
+            Ok(None) => None,
             Err(e) => {
                 self.error(
                     file,
@@ -1246,10 +1338,22 @@ impl<'a> Lower<'a> {
                     return;
                 };
                 let id = self.rego_ref(import.path_of(&rule));
-                for a in args {
-                    self.value(frame, &a.value, code);
+                // `input: {…}`: the input the rule sees (the checker allows no other name).
+                let input = args.iter().find(|a| a.name.is_some());
+                let positional: Vec<&ast::Arg> = args.iter().filter(|a| a.name.is_none()).collect();
+                for a in &positional {
+                    self.rego_value(frame, &a.value, code);
                 }
-                Self::emit(code, Op::RegoCall(id, args.len().min(255) as u8), span);
+                let argc = positional.len().min(255) as u8;
+                match input {
+                    Some(i) => {
+                        self.rego_value(frame, &i.value, code);
+                        Self::emit(code, Op::RegoInput(id, argc), span);
+                    }
+                    None => {
+                        Self::emit(code, Op::RegoCall(id, argc), span);
+                    }
+                }
             }
             _ => self.error(
                 frame.file,
@@ -1271,13 +1375,13 @@ impl<'a> Lower<'a> {
     ) {
         match op {
             BinaryOp::And | BinaryOp::Or => {
-                self.value(frame, a, code);
+                self.cond(frame, a, code);
                 let jump = if op == BinaryOp::And {
                     Self::emit(code, Op::JumpIfFalse(0), span)
                 } else {
                     Self::emit(code, Op::JumpIfTrue(0), span)
                 };
-                self.value(frame, b, code);
+                self.cond(frame, b, code);
                 Self::emit(
                     code,
                     if op == BinaryOp::And {

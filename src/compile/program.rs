@@ -130,12 +130,24 @@ pub enum Op {
     Rego(u32),
     /// Pop `argc` arguments; push Rego function `n` applied to them.
     RegoCall(u32, u8),
+    /// Pop an input, then `argc` arguments; push Rego rule or function `n` evaluated with
+    /// that value as `input` (`org.rule(input: {…})`).
+    RegoInput(u32, u8),
+    /// Push JSON `null` for Rego (an argument, an `input:`, or a member or element of one);
+    /// every other instruction reads `null` as absent.
+    JsonNull,
+    /// Pop a value; push its truth as a Rego rule body reads it: undefined and `false` are
+    /// false, every other value is true (a Rego value used as a condition).
+    Truthy,
     /// Push the state of effect `n`'s key for this call (`u32::MAX`: any effect of the call).
     EffectState(u32),
     /// Pop a value; push whether it is defined.
     Present,
     /// Pop `n` values; push a list of them.
     MakeList(u16),
+    /// Pop one value per key of constant `k` (a list of strings); push an object of them.
+    /// A member whose value is undefined is left out.
+    MakeObject(u32),
     /// Pop a text (or an argument holding one); push the web and e-mail addresses written in
     /// it, each an argument with the text's provenance (`infer::links`).
     Links,

@@ -152,8 +152,8 @@ pub(super) fn duration(d: &Duration) -> String {
 
 /// Whether `name` can be written bare (as an identifier) rather than quoted.
 pub(super) fn is_bare_ident(name: &str) -> bool {
-    const RESERVED: [&str; 11] = [
-        "and", "or", "not", "in", "has", "true", "false", "when", "any", "all", "matches",
+    const RESERVED: [&str; 12] = [
+        "and", "or", "not", "in", "has", "true", "false", "null", "when", "any", "all", "matches",
     ];
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
@@ -165,6 +165,7 @@ pub(super) fn is_bare_ident(name: &str) -> bool {
 pub(super) fn literal(kind: &ExprKind) -> Option<String> {
     Some(match kind {
         ExprKind::Bool(b) => b.to_string(),
+        ExprKind::Null => "null".to_string(),
         ExprKind::Number(n) => number(*n),
         ExprKind::String(s) => quote(s),
         ExprKind::Duration(d) => duration(d),

@@ -209,7 +209,7 @@ fn decide_in_draft(
             let mut fires = truth == Some(true);
             match (fires, rule.rego_source) {
                 (true, Some(source)) => {
-                    let messages = rego_messages(rule, env.rego(source, &[])?);
+                    let messages = rego_messages(rule, env.rego(source, &[], None)?);
                     fires = !messages.is_empty();
                     fired.extend(messages.into_iter().map(|t| (id, Some(t))));
                 }

@@ -78,6 +78,7 @@ pub(super) const KEYWORDS: &[(&str, Where)] = &[
     ("matches", Where::Everywhere),
     ("true", Where::Everywhere),
     ("false", Where::Everywhere),
+    ("null", Where::Everywhere),
     ("any", Where::Everywhere),
     ("all", Where::Everywhere),
     ("count", Where::Everywhere),

@@ -208,6 +208,7 @@ pub fn carrier(cx: &mut Cx<'_>, e: &Expr) -> R<V> {
     }
     match &e.kind {
         ExprKind::Bool(b) => Ok(V::Bool(*b)),
+        ExprKind::Null => Ok(V::Undef),
         ExprKind::Number(n) => Ok(V::Num(*n)),
         ExprKind::String(s) => Ok(V::Str(s.clone())),
         ExprKind::Duration(d) => Ok(V::Num(d.millis as f64)),

@@ -450,6 +450,8 @@ pub struct Expr {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExprKind {
     Bool(bool),
+    /// `null`: JSON null. Absent when Warden reads it; `null` when passed to Rego.
+    Null,
     Number(f64),
     String(String),
     Duration(Duration),

@@ -212,8 +212,22 @@ fn syntax_error(
         format!("expected {expected_text}, found {found_text}"),
     )
     .with_label(format!("expected {expected_text}"));
+    let before = chunk[..pos].trim_end();
+    let after_decision = ["deny", "ask", "defer", "modify", "allow"]
+        .iter()
+        .any(|w| before.ends_with(w));
     if let Some(help) = hint_for(found) {
         d = d.with_help(help);
+    } else if after_decision
+        && expected_text == "a string"
+        && found.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+    {
+        // `deny org.reason`: a reason code computed at run time.
+        d = d.with_help(
+            "a reason code is a literal string, checked when the policy loads; for reasons a Rego \
+             rule computes, make the rule a deny set: `rule NAME on HOOK from rego \"data.pkg.deny\"` \
+             (docs/rego.md)",
+        );
     } else if !expected.is_empty() {
         d = d.with_help(format!(
             "insert {expected_text} here, or remove what is in the way"
@@ -1006,6 +1020,10 @@ impl Builder<'_> {
             },
             Rule::boolean => Expr {
                 kind: ExprKind::Bool(pair.as_str() == "true"),
+                span,
+            },
+            Rule::null => Expr {
+                kind: ExprKind::Null,
                 span,
             },
             Rule::number => {

@@ -53,6 +53,15 @@ impl VmError {
     }
 }
 
+/// A Rego result as a value: undefined and `null` are absent. Read as a condition (the next
+/// instruction is `truthy`), a `null` is true, as in a Rego rule body.
+fn rego_val<'a>(v: Option<Value>, next: Option<&Op>) -> Val<'a> {
+    match v {
+        Some(Value::Null) if matches!(next, Some(Op::Truthy)) => Val::Bool(true),
+        v => v.map_or(Val::Undef, Val::owned),
+    }
+}
+
 /// Rego results already computed in this decision, by rule and arguments.
 pub type RegoCache = std::cell::RefCell<std::collections::HashMap<(u32, String), Option<Value>>>;
 
@@ -87,7 +96,13 @@ impl Env<'_> {
     }
 
     /// Evaluates Rego rule `id` (a function, when `args` are given), cached per decision.
-    pub fn rego(&self, id: u32, args: &[Value]) -> Result<Option<Value>, VmError> {
+    /// `input`: the input the policy built (`org.rule(input: {…})`); `None`: the default one.
+    pub fn rego(
+        &self,
+        id: u32,
+        args: &[Value],
+        input: Option<&Value>,
+    ) -> Result<Option<Value>, VmError> {
         let bridge = self
             .program
             .rego
@@ -98,13 +113,22 @@ impl Env<'_> {
             .rego_refs
             .get(id as usize)
             .ok_or(VmError::Malformed(0))?;
-        let key = (id, Value::Array(args.to_vec()).to_string());
+        let key = (
+            id,
+            match input {
+                Some(i) => format!("{}{i}", Value::Array(args.to_vec())),
+                None => Value::Array(args.to_vec()).to_string(),
+            },
+        );
         if let Some(cache) = self.rego_cache {
             if let Some(hit) = cache.borrow().get(&key) {
                 return Ok(hit.clone());
             }
         }
-        let input = self.rego_input();
+        let input = match input {
+            Some(i) => i.clone(),
+            None => self.rego_input(),
+        };
         let result = if args.is_empty() {
             bridge.eval(path, Some(&input))
         } else {
@@ -557,28 +581,79 @@ pub fn run<'a>(
                 stack.push(env.state.intent_parsed().map_or(Val::Undef, Val::owned))
             }
             Op::Rego(id) => {
-                // Undefined in Rego is "no": `not rule` holds there, and here.
-                let v = env.rego(id, &[])?;
-                let r = v.map_or(Val::Bool(false), Val::owned);
+                // Undefined in Rego is absent here (docs/rego.md, "Values"); a condition reads
+                // it as false through `truthy`, as Rego's `not` does.
+                let v = env.rego(id, &[], None)?;
+                let r = rego_val(v, code.ops.get(pc));
                 traced_call!(r, stack.len(), &[]);
                 stack.push(r);
             }
-            Op::RegoCall(id, n) => {
+            Op::RegoCall(id, n) | Op::RegoInput(id, n) => {
                 let n = n as usize;
-                if stack.len() < n {
+                let with_input = matches!(op, Op::RegoInput(..));
+                if stack.len() < n + usize::from(with_input) {
                     return Err(VmError::Malformed(pc));
                 }
+                let input = if with_input { Some(pop!()) } else { None };
                 let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
-                let Some(json) = args.iter().map(Val::to_json).collect::<Option<Vec<_>>>() else {
-                    // An undefined argument makes the call undefined.
+                // An undefined argument, or an undefined element of a list in one, makes the
+                // call undefined, as in Rego.
+                let json = args
+                    .iter()
+                    .map(Val::to_json_strict)
+                    .collect::<Option<Vec<_>>>();
+                let input_json = match &input {
+                    Some(i) => i.to_json_strict().map(Some),
+                    None => Some(None),
+                };
+                let (Some(json), Some(input_json)) = (json, input_json) else {
                     traced_call!(Val::Undef, stack.len(), &args);
                     stack.push(Val::Undef);
                     continue;
                 };
-                let v = env.rego(id, &json)?;
-                let r = v.map_or(Val::Bool(false), Val::owned);
+                let v = env.rego(id, &json, input_json.as_ref())?;
+                let r = rego_val(v, code.ops.get(pc));
                 traced_call!(r, stack.len(), &args);
                 stack.push(r);
+            }
+            Op::JsonNull => stack.push(Val::Owned(Rc::new(Value::Null))),
+            Op::Truthy => {
+                let v = pop!();
+                stack.push(Val::Bool(!matches!(v, Val::Undef | Val::Bool(false))));
+            }
+            Op::MakeObject(k) => {
+                let Some(Const::List(keys) | Const::StrSet(_, keys)) =
+                    env.program.consts.get(k as usize)
+                else {
+                    return Err(VmError::Malformed(pc));
+                };
+                let n = keys.len();
+                if stack.len() < n {
+                    return Err(VmError::Malformed(pc));
+                }
+                let values = stack.split_off(stack.len() - n);
+                let mut map = serde_json::Map::new();
+                let mut defined = true;
+                for (key, v) in keys.iter().zip(&values) {
+                    let Const::Str(key) = key else {
+                        return Err(VmError::Malformed(pc));
+                    };
+                    if v.is_undef() {
+                        continue;
+                    }
+                    match v.to_json_strict() {
+                        Some(j) => {
+                            map.insert(key.to_string(), j);
+                        }
+                        // A list with an undefined element: the object is undefined.
+                        None => defined = false,
+                    }
+                }
+                stack.push(if defined {
+                    Val::Owned(Rc::new(Value::Object(map)))
+                } else {
+                    Val::Undef
+                });
             }
             Op::Present => {
                 let v = pop!();

@@ -120,6 +120,8 @@ impl<'a> Val<'a> {
             Const::Bool(b) => Val::Bool(*b),
             Const::Num(n) => Val::Num(*n),
             Const::Str(s) => Val::Str(Cow::Borrowed(s)),
+            // `null`: absent, as JSON null is everywhere in Warden.
+            Const::Json(v) if v.is_null() => Val::Undef,
             _ => Val::Const(c),
         }
     }
@@ -451,6 +453,20 @@ impl<'a> Val<'a> {
             Val::List(items) => Value::Array(items.iter().filter_map(Val::to_json).collect()),
             Val::Owned(v) => (**v).clone(),
         })
+    }
+
+    /// The JSON form of a value passed to Rego: `None` when it is undefined or holds an
+    /// undefined element anywhere (Rego makes such a call undefined).
+    pub fn to_json_strict(&self) -> Option<Value> {
+        match self {
+            Val::Undef => None,
+            Val::List(items) => items
+                .iter()
+                .map(Val::to_json_strict)
+                .collect::<Option<Vec<_>>>()
+                .map(Value::Array),
+            other => other.to_json(),
+        }
     }
 
     /// The key a keyed history counter is filed under.

@@ -13,6 +13,7 @@ syn keyword wardModifier not_executed_on_error
 syn keyword wardDecision allow deny ask defer modify
 syn keyword wardOperator and or not in has matches
 syn keyword wardBoolean true false
+syn keyword wardConstant null
 syn keyword wardQuantifier any all count exists
 syn match wardNumber '\<\d[0-9_]*\(\.\d\+\)\?\(ms\|s\|m\|h\|d\)\?\>'
 syn region wardString start='"' skip='\\.' end='"' oneline
@@ -38,6 +39,7 @@ hi def link wardModifier StorageClass
 hi def link wardDecision Statement
 hi def link wardOperator Operator
 hi def link wardBoolean Boolean
+hi def link wardConstant Constant
 hi def link wardQuantifier Repeat
 hi def link wardNumber Number
 hi def link wardString String
