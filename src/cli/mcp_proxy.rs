@@ -1,0 +1,66 @@
+//! `warden mcp-proxy`: the MCP gateway's command line. Owns loading the policy and the state
+//! folder; the proxy itself is `crate::adapters::mcp_proxy` (docs/mcp.md).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::adapters::mcp_proxy::{self, Config};
+use crate::guardian::{Options, Protocol};
+use crate::server::serve;
+
+#[derive(Args, Debug)]
+pub struct McpProxyArgs {
+    /// The policy (default: the embedded default policy)
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Keep the session and its audit chain in this folder (`warden audit verify --state DIR`)
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// `metadata.agent_id` of the ACS steps
+    #[arg(long, default_value = "mcp-proxy")]
+    agent_id: String,
+    /// The ACS session id (default: a fresh one)
+    #[arg(long)]
+    session: Option<String>,
+    /// Say nothing on standard error when something is refused
+    #[arg(long)]
+    quiet: bool,
+    /// The MCP server's command and its arguments (after `--`)
+    #[arg(last = true, required = true, value_name = "SERVER")]
+    server: Vec<String>,
+}
+
+pub fn run(a: McpProxyArgs) -> i32 {
+    let policy = match serve::load_policy(a.policy.as_deref()) {
+        Ok(p) => p,
+        Err(d) => {
+            eprint!("{d}");
+            eprintln!("the policy has errors; nothing was run");
+            return 2;
+        }
+    };
+    let options = Options {
+        protocol: Protocol::strict(),
+        ..Options::default()
+    };
+    let (guardian, _store) = match serve::build(policy, options, a.state.as_deref()) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("warden mcp-proxy: {e}");
+            return 1;
+        }
+    };
+    let config = Config {
+        agent_id: a.agent_id,
+        session_id: a.session,
+        quiet: a.quiet,
+    };
+    match mcp_proxy::run(guardian, &a.server, &config) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden mcp-proxy: {e}");
+            1
+        }
+    }
+}
