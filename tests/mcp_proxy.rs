@@ -316,3 +316,87 @@ fn the_proxy_in_front_of_the_reference_filesystem_server() {
     assert!(said.contains("1 session chain(s)"), "{said}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The proxy's own refusals, with `cat` as the "server" (it sends each forwarded line back, as a
+/// message the client gets): no npm or PyPI package needed.
+#[test]
+fn the_proxy_refuses_what_the_policy_denies_and_forwards_the_rest() {
+    use std::io::Write;
+    let root = std::env::temp_dir().join(format!("warden-mcp-cat-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let policy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/policy.ward");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--state")
+        .arg(root.join("state"))
+        .args(["--", "cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"move_file","arguments":{}}}"#,
+        r#"[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"move_file"}}]"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"move_file","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ];
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for l in lines {
+            writeln!(stdin, "{l}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: i64| {
+        got.iter()
+            .find(|m| m["id"] == id && m.get("method").is_none())
+    };
+    // A refused tool call: an MCP tool error.
+    let r = by_id(1).expect("an answer to the refused tool call");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("fs.move"));
+    // A batch: refused whole.
+    assert!(
+        got.iter()
+            .any(|m| m["id"].is_null() && m["error"]["code"] == -32600),
+        "{got:?}"
+    );
+    // A refused request of another method: a JSON-RPC error.
+    assert_eq!(by_id(3).unwrap()["error"]["code"], mcp_proxy::DENIED);
+    // What was allowed reached the server (and `cat` sent it back); nothing refused did.
+    let echoed: Vec<&Value> = got.iter().filter(|m| m.get("method").is_some()).collect();
+    assert_eq!(echoed.len(), 2, "{got:?}");
+    assert!(echoed.iter().any(|m| m["method"] == "tools/list"));
+    assert!(echoed
+        .iter()
+        .any(|m| m["method"] == "notifications/initialized"));
+    let verify = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["audit", "verify"])
+        .arg(root.join("state"))
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -415,10 +415,32 @@ fn from_client(
         // Not ours to judge: the server answers a parse error.
         return to_server(server_in, line);
     };
+    if message.is_array() {
+        // A JSON-RPC batch (MCP 2025-06-18 has none) would carry requests past the policy.
+        return write_line(
+            client_out,
+            &json!({"jsonrpc": "2.0", "id": null, "error": {
+                "code": -32600,
+                "message": "warden mcp-proxy does not take JSON-RPC batches: send each message alone",
+            }}),
+        );
+    }
     let method = message.get("method").and_then(Value::as_str);
     let id = message.get("id").filter(|v| !v.is_null());
     let (Some(method), Some(id)) = (method, id) else {
-        // A notification, or the client's answer to a server's request.
+        // A notification, or the client's answer to a server's request. A wrapped method
+        // sent without an id is decided all the same, and dropped when refused.
+        if let Some(v) = shared.gate.decide_request(&message) {
+            if !v.allowed() {
+                shared.say(&format!(
+                    "dropped {} without an id ({}): {}",
+                    method.unwrap_or("?"),
+                    v.decision,
+                    v.why
+                ));
+                return Ok(());
+            }
+        }
         return to_server(server_in, line);
     };
     let verdict = shared.gate.decide_request(&message);
