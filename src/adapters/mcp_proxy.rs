@@ -282,29 +282,36 @@ pub fn refusal(id: &Value, method: &str, verdict: &Verdict, stage: &str) -> Valu
     }
 }
 
-fn id_key(id: &Value) -> String {
-    id.to_string()
+/// Where the proxy sends what the client is to get: one JSON-RPC message at a time, without
+/// a line end. The stdio transport writes it as a line on standard output; an HTTP front end
+/// routes a response to the request waiting for it.
+pub trait ClientSink: Send + Sync {
+    fn send(&self, message: &[u8]);
 }
 
-fn write_line(out: &Mutex<impl Write>, message: &Value) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(message).unwrap_or_default();
-    line.push(b'\n');
-    let mut w = out.lock().unwrap_or_else(|e| e.into_inner());
-    w.write_all(&line)?;
-    w.flush()
+/// The client on the process's standard output.
+struct StdoutSink(Mutex<std::io::Stdout>);
+
+impl ClientSink for StdoutSink {
+    fn send(&self, message: &[u8]) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = w
+            .write_all(message)
+            .and_then(|()| w.write_all(b"\n"))
+            .and_then(|()| w.flush());
+    }
 }
 
-fn write_raw(out: &Mutex<impl Write>, line: &[u8]) -> std::io::Result<()> {
-    let mut w = out.lock().unwrap_or_else(|e| e.into_inner());
-    w.write_all(line)?;
-    w.write_all(b"\n")?;
-    w.flush()
+fn to_client(sink: &dyn ClientSink, message: &Value) {
+    sink.send(&serde_json::to_vec(message).unwrap_or_default());
 }
 
 /// The proxy's running parts, shared by its two pumps.
 struct Shared {
     gate: Gate,
     pending: Mutex<HashMap<String, Pending>>,
+    sink: Arc<dyn ClientSink>,
+    server_in: Mutex<Option<ChildStdin>>,
     quiet: bool,
 }
 
@@ -316,85 +323,135 @@ impl Shared {
     }
 }
 
-/// Runs the proxy with `server` (a command and its arguments) as the MCP server, the
-/// process's standard input and output as the client's side, until the client closes its
-/// side or the server exits. Returns the exit code (the server's, or 1).
-pub fn run(guardian: Arc<Guardian>, server: &[String], config: &Config) -> Result<i32, String> {
-    let (program, args) = server
-        .split_first()
-        .ok_or("no MCP server command was given")?;
-    let gate = Gate::open(guardian, config)?;
-    let mut child: Child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("{program}: {e}"))?;
-    let server_in = Arc::new(Mutex::new(Some(
-        child.stdin.take().ok_or("no stdin for the server")?,
-    )));
-    let server_out = child.stdout.take().ok_or("no stdout for the server")?;
-    let client_out = Arc::new(Mutex::new(std::io::stdout()));
-    let shared = Arc::new(Shared {
-        gate,
-        pending: Mutex::new(HashMap::new()),
-        quiet: config.quiet,
-    });
-
-    // Server to client.
-    let down = {
-        let shared = shared.clone();
-        let client_out = client_out.clone();
-        std::thread::spawn(move || {
-            let reader = BufReader::new(server_out);
-            for line in reader.split(b'\n') {
-                let Ok(line) = line else { break };
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                if from_server(&shared, &client_out, &line).is_err() {
-                    break;
-                }
-            }
-        })
-    };
-
-    // Client to server.
-    let stdin = std::io::stdin();
-    for line in stdin.lock().split(b'\n') {
-        let Ok(line) = line else { break };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        if from_client(&shared, &client_out, &server_in, &line).is_err() {
-            break;
-        }
-    }
-    // The client is gone: close the server's input, give it a moment, then stop it.
-    drop(server_in.lock().unwrap_or_else(|e| e.into_inner()).take());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            _ => {
-                let _ = child.kill();
-                break child.wait().ok();
-            }
-        }
-    };
-    let _ = down.join();
-    shared.gate.end();
-    Ok(status.and_then(|s| s.code()).unwrap_or(1))
+/// A running proxy: the MCP server as a child process, the ACS session open, the server's
+/// output pumped to the client's sink. The client's messages come in through
+/// [`Proxy::from_client`].
+pub struct Proxy {
+    shared: Arc<Shared>,
+    child: Child,
+    down: std::thread::JoinHandle<()>,
 }
 
-type ServerIn = Mutex<Option<ChildStdin>>;
+impl Proxy {
+    /// Opens the ACS session and starts `server` (a command and its arguments).
+    pub fn start(
+        guardian: Arc<Guardian>,
+        server: &[String],
+        config: &Config,
+        sink: Arc<dyn ClientSink>,
+    ) -> Result<Proxy, String> {
+        let (program, args) = server
+            .split_first()
+            .ok_or("no MCP server command was given")?;
+        let gate = Gate::open(guardian, config)?;
+        let mut child: Child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("{program}: {e}"))?;
+        let server_in = child.stdin.take().ok_or("no stdin for the server")?;
+        let server_out = child.stdout.take().ok_or("no stdout for the server")?;
+        let shared = Arc::new(Shared {
+            gate,
+            pending: Mutex::new(HashMap::new()),
+            sink,
+            server_in: Mutex::new(Some(server_in)),
+            quiet: config.quiet,
+        });
+        let down = {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                let reader = BufReader::new(server_out);
+                for line in reader.split(b'\n') {
+                    let Ok(line) = line else { break };
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        from_server(&shared, &line);
+                    }
+                }
+            })
+        };
+        Ok(Proxy {
+            shared,
+            child,
+            down,
+        })
+    }
 
-fn to_server(server_in: &ServerIn, line: &[u8]) -> std::io::Result<()> {
-    let mut w = server_in.lock().unwrap_or_else(|e| e.into_inner());
+    /// One message from the client (a JSON-RPC message, without its line end). An error is
+    /// the server's input gone: the server has ended.
+    pub fn from_client(&self, line: &[u8]) -> std::io::Result<()> {
+        from_client(&self.shared, line)
+    }
+
+    /// Whether the server is still running.
+    pub fn server_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The client is gone: closes the server's input, gives it five seconds to end, stops it
+    /// otherwise, ends the ACS session (sealing its audit chain). Returns the server's exit
+    /// code (1 when it had none).
+    pub fn finish(mut self) -> i32 {
+        drop(
+            self.shared
+                .server_in
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    break self.child.wait().ok();
+                }
+            }
+        };
+        let _ = self.down.join();
+        self.shared.gate.end();
+        status.and_then(|s| s.code()).unwrap_or(1)
+    }
+}
+
+/// Runs the proxy over stdio with `server` (a command and its arguments) as the MCP server,
+/// the process's standard input and output as the client's side, until the client closes its
+/// side or the server closes its output. Returns the exit code (the server's, or 1).
+pub fn run(guardian: Arc<Guardian>, server: &[String], config: &Config) -> Result<i32, String> {
+    let sink: Arc<dyn ClientSink> = Arc::new(StdoutSink(Mutex::new(std::io::stdout())));
+    let proxy = Proxy::start(guardian, server, config, sink)?;
+    let (done, client_done) = std::sync::mpsc::channel::<()>();
+    let shared = proxy.shared.clone();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().split(b'\n') {
+            let Ok(line) = line else { break };
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if from_client(&shared, &line).is_err() {
+                break;
+            }
+        }
+        let _ = done.send(());
+    });
+    loop {
+        match client_done.recv_timeout(std::time::Duration::from_millis(50)) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !proxy.down.is_finished() => {}
+            _ => break,
+        }
+    }
+    Ok(proxy.finish())
+}
+
+fn to_server(shared: &Shared, line: &[u8]) -> std::io::Result<()> {
+    let mut w = shared.server_in.lock().unwrap_or_else(|e| e.into_inner());
     match w.as_mut() {
         Some(w) => {
             w.write_all(line)?;
@@ -405,25 +462,21 @@ fn to_server(server_in: &ServerIn, line: &[u8]) -> std::io::Result<()> {
     }
 }
 
-fn from_client(
-    shared: &Shared,
-    client_out: &Mutex<std::io::Stdout>,
-    server_in: &ServerIn,
-    line: &[u8],
-) -> std::io::Result<()> {
+fn from_client(shared: &Shared, line: &[u8]) -> std::io::Result<()> {
     let Ok(message) = serde_json::from_slice::<Value>(line) else {
         // Not ours to judge: the server answers a parse error.
-        return to_server(server_in, line);
+        return to_server(shared, line);
     };
     if message.is_array() {
         // A JSON-RPC batch (MCP 2025-06-18 has none) would carry requests past the policy.
-        return write_line(
-            client_out,
+        to_client(
+            &*shared.sink,
             &json!({"jsonrpc": "2.0", "id": null, "error": {
                 "code": -32600,
                 "message": "warden mcp-proxy does not take JSON-RPC batches: send each message alone",
             }}),
         );
+        return Ok(());
     }
     let method = message.get("method").and_then(Value::as_str);
     let id = message.get("id").filter(|v| !v.is_null());
@@ -441,13 +494,14 @@ fn from_client(
                 return Ok(());
             }
         }
-        return to_server(server_in, line);
+        return to_server(shared, line);
     };
     let verdict = shared.gate.decide_request(&message);
     if let Some(v) = &verdict {
         if !v.allowed() {
             shared.say(&format!("refused {method} ({}): {}", v.decision, v.why));
-            return write_line(client_out, &refusal(id, method, v, "request"));
+            to_client(&*shared.sink, &refusal(id, method, v, "request"));
+            return Ok(());
         }
     }
     if method != "ping" {
@@ -464,17 +518,13 @@ fn from_client(
                 },
             );
     }
-    to_server(server_in, line)
+    to_server(shared, line)
 }
 
-fn from_server(
-    shared: &Shared,
-    client_out: &Mutex<std::io::Stdout>,
-    line: &[u8],
-) -> std::io::Result<()> {
+fn from_server(shared: &Shared, line: &[u8]) {
     let Ok(message) = serde_json::from_slice::<Value>(line) else {
         shared.say("the server wrote a line that is not JSON; dropped");
-        return Ok(());
+        return;
     };
     let is_response = message.get("method").is_none()
         && (message.get("result").is_some() || message.get("error").is_some());
@@ -488,7 +538,8 @@ fn from_server(
     };
     let Some(p) = pending else {
         // Notifications, the server's own requests, answers to `ping`.
-        return write_raw(client_out, line);
+        shared.sink.send(line);
+        return;
     };
     let v = shared.gate.decide_result(
         &message,
@@ -497,13 +548,18 @@ fn from_server(
         p.request_id.as_deref(),
     );
     if v.allowed() {
-        write_raw(client_out, line)
+        shared.sink.send(line);
     } else {
         shared.say(&format!(
             "refused the result of {} ({}): {}",
             p.method, v.decision, v.why
         ));
         let id = message.get("id").cloned().unwrap_or(Value::Null);
-        write_line(client_out, &refusal(&id, &p.method, &v, "result"))
+        to_client(&*shared.sink, &refusal(&id, &p.method, &v, "result"));
     }
+}
+
+/// The key of a JSON-RPC id in the proxy's tables (its JSON text: `1` and `"1"` differ).
+pub fn id_key(id: &Value) -> String {
+    id.to_string()
 }
