@@ -217,21 +217,9 @@ fn deps() -> Option<(PathBuf, PathBuf)> {
     (server.is_file() && python.is_file()).then_some((server, python))
 }
 
-#[test]
-fn the_proxy_in_front_of_the_reference_filesystem_server() {
-    let Some((server, python)) = deps() else {
-        let why = "the MCP filesystem server or the Python MCP library is not installed \
-                   (scripts/install-mcp-test-deps.sh)";
-        if std::env::var_os("CI").is_some() {
-            panic!("{why}");
-        }
-        eprintln!("skipped: {why}");
-        return;
-    };
-    if Command::new("node").arg("--version").output().is_err() {
-        panic!("node is not on PATH: the MCP filesystem server needs it");
-    }
-    let root = std::env::temp_dir().join(format!("warden-mcp-proxy-{}", std::process::id()));
+/// The folder served, with a note and a key in it; and the state folder beside it.
+fn fixture(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let root = std::env::temp_dir().join(format!("warden-mcp-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let files = root.join("files");
     std::fs::create_dir_all(&files).unwrap();
@@ -239,16 +227,37 @@ fn the_proxy_in_front_of_the_reference_filesystem_server() {
     std::fs::write(files.join("key.pem"), "-----BEGIN PRIVATE KEY-----\nabc\n").unwrap();
     let files = files.canonicalize().unwrap();
     let state = root.join("state");
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
-    let out = Command::new(&python)
-        .arg(here.join("client.py"))
-        .arg(env!("CARGO_BIN_EXE_warden"))
-        .arg(here.join("policy.ward"))
-        .arg(&state)
-        .arg(&server)
-        .arg(&files)
-        .output()
-        .unwrap();
+    (root, files, state)
+}
+
+fn tests_mcp() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
+}
+
+/// The deps, or `None` after saying why the test is skipped (a failure under CI).
+fn deps_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let Some(found) = deps() else {
+        let why = "the MCP filesystem server or the Python MCP library is not installed \
+                   (scripts/install-mcp-test-deps.sh)";
+        if std::env::var_os("CI").is_some() {
+            panic!("{why}");
+        }
+        eprintln!("skipped: {why}");
+        return None;
+    };
+    if Command::new("node").arg("--version").output().is_err() {
+        panic!("node is not on PATH: the MCP filesystem server needs it");
+    }
+    Some(found)
+}
+
+/// What the client saw (tests/mcp/client.py), the files the server wrote, the audit chain.
+fn check_session(
+    out: std::process::Output,
+    files: &std::path::Path,
+    state: &std::path::Path,
+    proxy_stderr: &str,
+) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the client failed:\n{stderr}");
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -297,14 +306,14 @@ fn the_proxy_in_front_of_the_reference_filesystem_server() {
     );
     // The refusals were said on stderr.
     assert!(
-        stderr.contains("warden mcp-proxy: refused tools/call"),
-        "{stderr}"
+        proxy_stderr.contains("warden mcp-proxy: refused tools/call"),
+        "{proxy_stderr}"
     );
 
     // The audit chain of the session verifies.
     let verify = Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(["audit", "verify"])
-        .arg(&state)
+        .arg(state)
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&verify.stdout);
@@ -314,6 +323,76 @@ fn the_proxy_in_front_of_the_reference_filesystem_server() {
         String::from_utf8_lossy(&verify.stderr)
     );
     assert!(said.contains("1 session chain(s)"), "{said}");
+}
+
+#[test]
+fn the_proxy_in_front_of_the_reference_filesystem_server() {
+    let Some((server, python)) = deps_or_skip() else {
+        return;
+    };
+    let (root, files, state) = fixture("stdio");
+    let out = Command::new(&python)
+        .arg(tests_mcp().join("client.py"))
+        .arg("stdio")
+        .arg(env!("CARGO_BIN_EXE_warden"))
+        .arg(tests_mcp().join("policy.ward"))
+        .arg(&state)
+        .arg(&server)
+        .arg(&files)
+        .output()
+        .unwrap();
+    // The client ran the proxy: its stderr is the proxy's too.
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    check_session(out, &files, &state, &stderr);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn the_proxy_over_streamable_http() {
+    use std::io::BufRead;
+    let Some((server, python)) = deps_or_skip() else {
+        return;
+    };
+    let (root, files, state) = fixture("http");
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(tests_mcp().join("policy.ward"))
+        .arg("--state")
+        .arg(&state)
+        .args(["--listen", "127.0.0.1:0", "--", "node"])
+        .arg(&server)
+        .arg(&files)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(proxy.stderr.take().unwrap());
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "the proxy ended before listening"
+        );
+        if let Some(at) = line.trim().strip_prefix("warden mcp-proxy: listening on ") {
+            break at.to_string();
+        }
+    };
+    let said = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+        rest
+    });
+    let out = Command::new(&python)
+        .arg(tests_mcp().join("client.py"))
+        .args(["http", &url])
+        .arg(&files)
+        .output()
+        .unwrap();
+    proxy.kill().unwrap();
+    let _ = proxy.wait();
+    let stderr = said.join().unwrap();
+    check_session(out, &files, &state, &stderr);
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -385,9 +385,15 @@ impl Proxy {
         from_client(&self.shared, line)
     }
 
-    /// Whether the server is still running.
-    pub fn server_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+    /// Whether the server has closed its output (it has ended, or is ending).
+    pub fn server_closed(&self) -> bool {
+        self.down.is_finished()
+    }
+
+    /// A handle that takes the client's messages, for transports that take them on other
+    /// threads.
+    pub fn client(&self) -> ClientHandle {
+        ClientHandle(self.shared.clone())
     }
 
     /// The client is gone: closes the server's input, gives it five seconds to end, stops it
@@ -417,6 +423,16 @@ impl Proxy {
         let _ = self.down.join();
         self.shared.gate.end();
         status.and_then(|s| s.code()).unwrap_or(1)
+    }
+}
+
+/// Takes the client's messages into a running [`Proxy`] (see [`Proxy::from_client`]).
+#[derive(Clone)]
+pub struct ClientHandle(Arc<Shared>);
+
+impl ClientHandle {
+    pub fn from_client(&self, line: &[u8]) -> std::io::Result<()> {
+        from_client(&self.0, line)
     }
 }
 

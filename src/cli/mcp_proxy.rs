@@ -1,5 +1,6 @@
 //! `warden mcp-proxy`: the MCP gateway's command line. Owns loading the policy and the state
-//! folder; the proxy itself is `crate::adapters::mcp_proxy` (docs/mcp.md).
+//! folder; the proxy itself is `crate::adapters::mcp_proxy`, its HTTP transport
+//! `crate::server::mcp_http` (docs/mcp.md).
 
 use std::path::PathBuf;
 
@@ -26,6 +27,10 @@ pub struct McpProxyArgs {
     /// Say nothing on standard error when something is refused
     #[arg(long)]
     quiet: bool,
+    /// Serve the client MCP's Streamable HTTP transport on this address (endpoint `/mcp`)
+    /// instead of stdio, e.g. 127.0.0.1:8931 (port 0 picks a free one; the address is printed)
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
     /// The MCP server's command and its arguments (after `--`)
     #[arg(last = true, required = true, value_name = "SERVER")]
     server: Vec<String>,
@@ -56,7 +61,13 @@ pub fn run(a: McpProxyArgs) -> i32 {
         session_id: a.session,
         quiet: a.quiet,
     };
-    match mcp_proxy::run(guardian, &a.server, &config) {
+    let ran = match a.listen {
+        Some(addr) => crate::server::mcp_http::run(guardian, &a.server, &config, addr, |at| {
+            eprintln!("warden mcp-proxy: listening on http://{at}/mcp");
+        }),
+        None => mcp_proxy::run(guardian, &a.server, &config),
+    };
+    match ran {
         Ok(code) => code,
         Err(e) => {
             eprintln!("warden mcp-proxy: {e}");

@@ -2,7 +2,8 @@
 MCP client library, and prints what the client saw as one JSON object (tests/mcp_proxy.rs
 checks it).
 
-Usage: client.py WARDEN POLICY STATE SERVER_JS FOLDER
+Usage: client.py stdio WARDEN POLICY STATE SERVER_JS FOLDER   (the client starts the proxy)
+       client.py http URL FOLDER                              (the proxy is listening at URL)
 """
 
 import asyncio
@@ -11,6 +12,7 @@ import sys
 
 from mcp import ClientSession, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 def is_error(result):
@@ -22,14 +24,23 @@ def text_of(result):
     return "".join(getattr(c, "text", "") for c in result.content)
 
 
-async def main():
-    warden, policy, state, server_js, folder = sys.argv[1:6]
+def transport():
+    if sys.argv[1] == "http":
+        url, folder = sys.argv[2:4]
+        return streamable_http_client(url), folder
+    warden, policy, state, server_js, folder = sys.argv[2:7]
     params = StdioServerParameters(
         command=warden,
         args=["mcp-proxy", "--policy", policy, "--state", state, "--", "node", server_js, folder],
     )
+    return stdio_client(params), folder
+
+
+async def main():
+    client, folder = transport()
     seen = {}
-    async with stdio_client(params) as (read, write):
+    async with client as streams:
+        read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = await session.list_tools()
