@@ -383,6 +383,27 @@ fn the_proxy_over_streamable_http() {
         let _ = std::io::Read::read_to_string(&mut err, &mut rest);
         rest
     });
+    // Only POST, and not from a web page of another origin.
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let raw = |request: &str| {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        let mut got = String::new();
+        let _ = c.read_to_string(&mut got);
+        got
+    };
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let got = raw(&format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://evil.example\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+    let got = raw(&format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    ));
+    assert!(got.starts_with("HTTP/1.1 405"), "{got}");
     let out = Command::new(&python)
         .arg(tests_mcp().join("client.py"))
         .args(["http", &url])

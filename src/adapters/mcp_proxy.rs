@@ -343,7 +343,7 @@ impl Proxy {
         let (program, args) = server
             .split_first()
             .ok_or("no MCP server command was given")?;
-        let gate = Gate::open(guardian, config)?;
+        // The server first: a command that does not run leaves no session behind.
         let mut child: Child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -351,6 +351,14 @@ impl Proxy {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| format!("{program}: {e}"))?;
+        let gate = match Gate::open(guardian, config) {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         let server_in = child.stdin.take().ok_or("no stdin for the server")?;
         let server_out = child.stdout.take().ok_or("no stdout for the server")?;
         let shared = Arc::new(Shared {

@@ -53,7 +53,7 @@ pub fn run(a: McpProxyArgs) -> i32 {
         Ok(x) => x,
         Err(e) => {
             eprintln!("warden mcp-proxy: {e}");
-            return 1;
+            return 2;
         }
     };
     let config = Config {
@@ -71,7 +71,7 @@ pub fn run(a: McpProxyArgs) -> i32 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("warden mcp-proxy: {e}");
-            1
+            2
         }
     }
 }
