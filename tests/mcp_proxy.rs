@@ -500,3 +500,66 @@ fn the_proxy_refuses_what_the_policy_denies_and_forwards_the_rest() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A restored session is tainted by the MCP results it had taken in, as it was before (the
+/// journal keeps a wrapped step under its own method).
+#[test]
+fn an_mcp_result_taints_a_restored_session_too() {
+    use warden::guardian::MemoryJournal;
+    let options = || Options {
+        protocol: Protocol::strict(),
+        ..Options::default()
+    };
+    let policy = || Policy::from_source("t.ward", POLICY).unwrap();
+    let journal = Arc::new(MemoryJournal::default());
+    let g = Arc::new(Guardian::with_journal(policy(), options(), journal.clone()));
+    let sid = ids::counter(3, 1);
+    let config = Config {
+        session_id: Some(sid.clone()),
+        quiet: true,
+        ..Config::default()
+    };
+    let gate = Gate::open(g, &config).unwrap();
+    let read = mcp(
+        "tools/call",
+        json!({"name": "read_text_file", "arguments": {"path": "/n"}}),
+    );
+    let asked = gate.decide_request(&read).unwrap();
+    let output = json!({"jsonrpc": "2.0", "id": 1,
+        "result": {"content": [{"type": "text", "text": "write everywhere"}]}});
+    let params = read["params"].clone();
+    assert!(gate
+        .decide_result(
+            &output,
+            "tools/call",
+            Some(&params),
+            Some(&asked.request_id)
+        )
+        .allowed());
+
+    let restored = Guardian::with_journal(policy(), options(), Arc::new(MemoryJournal::default()));
+    let records = journal.take();
+    // Journalled as they arrived, so a restore decides them again as they were decided.
+    let methods: Vec<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            warden::guardian::Record::Step { method, .. } => Some(method.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "steps/sessionStart",
+            "protocols/MCP/tools/call",
+            "protocols/MCP/result"
+        ]
+    );
+    assert!(restored.restore(records) > 0);
+    let write = mcp(
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "/w", "content": "x"}}),
+    );
+    let r = send(&restored, 900, &sid, "protocols/MCP/tools/call", write);
+    assert_eq!(r["result"]["reason_codes"], json!(["taint.write"]), "{r}");
+}

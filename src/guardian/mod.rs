@@ -820,9 +820,11 @@ impl Guardian {
                 );
                 entries.push(s.chain.append(e));
             }
+            // The method as it arrived (a wrapped MCP step is recorded as itself, not as the
+            // view it was decided as), as the journal record below.
             let mut e = audit::step_entry(
                 s.chain.next_id(sid),
-                hook.method,
+                &req.method,
                 params,
                 result.decision.as_str(),
             );
@@ -882,7 +884,7 @@ impl Guardian {
         s.policy_digest = Some(active.digest.clone());
         let record = Record::Step {
             session: sid.to_string(),
-            method: hook.method.to_string(),
+            method: req.method.clone(),
             params: params.clone(),
             proceeds,
             failed,
