@@ -410,10 +410,31 @@ fn the_proxy_over_streamable_http() {
         .arg(&files)
         .output()
         .unwrap();
-    proxy.kill().unwrap();
+    // SIGTERM stops it cleanly: the server stopped, the session ended and its chain sealed.
+    let term = Command::new("kill")
+        .args(["-TERM", &proxy.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
     let _ = proxy.wait();
     let stderr = said.join().unwrap();
     check_session(out, &files, &state, &stderr);
+    let shown = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["audit", "show"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("protocols/MCP/result"), "{shown}");
+    assert!(
+        shown
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .contains("steps/sessionEnd"),
+        "{shown}"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
@@ -54,6 +54,9 @@ pub struct Config {
     pub session_id: Option<String>,
     /// Print each decision that refused something on standard error.
     pub quiet: bool,
+    /// Set (by a signal handler, say) to stop the proxy as if the client had gone: the server
+    /// is stopped and the ACS session ended.
+    pub stop: Option<&'static AtomicBool>,
 }
 
 impl Default for Config {
@@ -62,6 +65,7 @@ impl Default for Config {
             agent_id: "mcp-proxy".into(),
             session_id: None,
             quiet: false,
+            stop: None,
         }
     }
 }
@@ -467,11 +471,17 @@ pub fn run(guardian: Arc<Guardian>, server: &[String], config: &Config) -> Resul
     });
     loop {
         match client_done.recv_timeout(std::time::Duration::from_millis(50)) {
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !proxy.down.is_finished() => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                if !proxy.down.is_finished() && !stopped(config) => {}
             _ => break,
         }
     }
     Ok(proxy.finish())
+}
+
+/// Whether [`Config::stop`] was set.
+pub fn stopped(config: &Config) -> bool {
+    config.stop.is_some_and(|s| s.load(Ordering::Relaxed))
 }
 
 fn to_server(shared: &Shared, line: &[u8]) -> std::io::Result<()> {

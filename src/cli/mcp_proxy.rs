@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use clap::Args;
 
 use crate::adapters::mcp_proxy::{self, Config};
@@ -60,6 +62,7 @@ pub fn run(a: McpProxyArgs) -> i32 {
         agent_id: a.agent_id,
         session_id: a.session,
         quiet: a.quiet,
+        stop: Some(stop_on_signal()),
     };
     let ran = match a.listen {
         Some(addr) => crate::server::mcp_http::run(guardian, &a.server, &config, addr, |at| {
@@ -74,4 +77,22 @@ pub fn run(a: McpProxyArgs) -> i32 {
             2
         }
     }
+}
+
+/// SIGINT and SIGTERM stop the proxy cleanly: the server is stopped and the ACS session ended,
+/// which seals its audit chain.
+fn stop_on_signal() -> &'static AtomicBool {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    #[cfg(unix)]
+    {
+        extern "C" fn on_signal(_: libc::c_int) {
+            STOP.store(true, Ordering::Relaxed);
+        }
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+    &STOP
 }

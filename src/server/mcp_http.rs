@@ -225,7 +225,7 @@ async fn handle(
 }
 
 /// Runs the proxy with `server` as the MCP server and Streamable HTTP on `addr` for the
-/// client, until the server ends; `ready` gets the bound address (port 0 picks a free one).
+/// client, until the server ends or [`Config::stop`] is set; `ready` gets the bound address (port 0 picks a free one).
 /// Returns the server's exit code (1 when it had none).
 pub fn run(
     guardian: Arc<Guardian>,
@@ -254,7 +254,7 @@ pub fn run(
         })
         .await
     });
-    while !proxy.server_closed() {
+    while !proxy.server_closed() && !crate::adapters::mcp_proxy::stopped(config) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let code = proxy.finish();
