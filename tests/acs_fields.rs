@@ -326,11 +326,12 @@ fn agbom_component_lists_match_component_schema() {
 
 #[test]
 fn hooks_table_shape() {
-    assert_eq!(HOOKS.len(), 23);
+    // 19 steps, 2 AgBOM methods, ping, 5 wrapped MCP methods and the wrapped MCP result.
+    assert_eq!(HOOKS.len(), 28);
     let names: HashSet<&str> = HOOKS.iter().map(|h| h.name).collect();
     let methods: HashSet<&str> = HOOKS.iter().map(|h| h.method).collect();
-    assert_eq!(names.len(), 23, "duplicate hook names");
-    assert_eq!(methods.len(), 23, "duplicate hook methods");
+    assert_eq!(names.len(), 28, "duplicate hook names");
+    assert_eq!(methods.len(), 28, "duplicate hook methods");
     for h in HOOKS {
         match h.method.strip_prefix("steps/") {
             Some(step) => assert_eq!(h.name, step),

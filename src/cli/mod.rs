@@ -13,6 +13,7 @@ use crate::guardian::{self, Guardian, Policy};
 mod diff;
 mod efficacy;
 mod eval;
+mod mcp_proxy;
 mod serve;
 
 #[derive(Parser, Debug)]
@@ -81,6 +82,9 @@ enum Command {
     Approvals(serve::ApprovalsArgs),
     /// Feed an agent platform's hook envelope (stdin) to a Guardian
     Hook(serve::HookArgs),
+    /// Stand between an MCP client (stdin/stdout) and an MCP server (a child process):
+    /// decide each request and result with the policy (docs/mcp.md)
+    McpProxy(mcp_proxy::McpProxyArgs),
     /// Format policies canonically (in place, or report with --check)
     Fmt {
         /// Files or folders, or `-`: standard input, formatted to standard output
@@ -185,7 +189,7 @@ pub fn main() -> i32 {
     // themselves.
     if !matches!(
         cli.command,
-        Command::Serve(_) | Command::Hook(_) | Command::Lsp { .. }
+        Command::Serve(_) | Command::Hook(_) | Command::McpProxy(_) | Command::Lsp { .. }
     ) {
         end_quietly_on_broken_pipe();
     }
@@ -210,6 +214,7 @@ pub fn main() -> i32 {
         Command::Serve(args) => serve::run_serve(args),
         Command::Audit { command } => serve::run_audit(command),
         Command::Hook(args) => serve::run_hook(args),
+        Command::McpProxy(args) => mcp_proxy::run(args),
         Command::Effects { command } => serve::run_effects(command),
         Command::Approve(args) => serve::run_approve(args),
         Command::Approvals(args) => serve::run_approvals(args),

@@ -811,11 +811,13 @@ impl Guardian {
             .pointer("/params/metadata")
             .cloned()
             .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
-        // A wrapped MCP `tools/call` is decided as the tool call it is.
+        // A wrapped MCP `tools/call` is decided as the tool call it is, a wrapped MCP result
+        // as the tool result it is.
         let mcp_view;
-        let mcp_wrapped = (hook.method == MCP_TOOLS_CALL).then_some(MCP_TOOLS_CALL);
-        let (hook, payload) = match mcp_tool_call_view(hook, &p.payload) {
+        let mut mcp_wrapped = None;
+        let (hook, payload) = match mcp_view_of(hook, &p.payload, &p.request_id) {
             Some((h, view)) => {
+                mcp_wrapped = Some(hook.method);
                 mcp_view = view;
                 (h, &mcp_view)
             }
@@ -898,9 +900,11 @@ impl Guardian {
                 );
                 entries.push(s.chain.append(e));
             }
+            // The method as it arrived (a wrapped MCP step is recorded as itself, not as the
+            // view it was decided as), as the journal record below.
             let mut e = audit::step_entry(
                 s.chain.next_id(sid),
-                hook.method,
+                &req.method,
                 params,
                 result.decision.as_str(),
             );
@@ -960,7 +964,7 @@ impl Guardian {
         s.policy_digest = Some(active.digest.clone());
         let record = Record::Step {
             session: sid.to_string(),
-            method: hook.method.to_string(),
+            method: req.method.clone(),
             params: params.clone(),
             proceeds,
             failed,
@@ -1572,9 +1576,10 @@ impl Guardian {
                 }
                 // As when it was decided: a wrapped MCP `tools/call` as its tool call.
                 let mcp_view;
-                let mcp_wrapped = (hook.method == MCP_TOOLS_CALL).then_some(MCP_TOOLS_CALL);
-                let (hook, view) = match mcp_tool_call_view(hook, payload) {
+                let mut mcp_wrapped = None;
+                let (hook, view) = match mcp_view_of(hook, payload, request_id) {
                     Some((h, v)) => {
+                        mcp_wrapped = Some(hook.method);
                         mcp_view = v;
                         (h, &mcp_view)
                     }
@@ -1714,22 +1719,124 @@ pub fn sign_response(key: &[u8], key_id: &str, response: &mut Response) {
 
 /// A wrapped MCP tool call's method.
 const MCP_TOOLS_CALL: &str = "protocols/MCP/tools/call";
+/// A wrapped MCP result's method (Warden's extension; docs/mcp.md).
+const MCP_RESULT: &str = "protocols/MCP/result";
 
 /// Methods the Guardian answers: every hook, plus ping and the handshake.
 pub fn is_known_method(m: &str) -> bool {
     fields::hook(m).is_some() || m == "system/ping" || m == "handshake/hello"
 }
 
-/// The toolCallRequest view of a wrapped MCP `tools/call`: `params.name` is the tool, each of
+/// The view a wrapped MCP message is decided as, if any. The toolCallRequest view of a wrapped MCP `tools/call`: `params.name` is the tool, each of
 /// `params.arguments` an argument (with its provenance when the platform gave one as
 /// `{value, provenance}`). Rules written `on toolCallRequest` decide MCP calls too.
-fn mcp_tool_call_view(
+fn mcp_view_of(
     hook: &'static fields::HookSpec,
     payload: &Value,
+    request_id: &str,
 ) -> Option<(&'static fields::HookSpec, Value)> {
-    if hook.method != MCP_TOOLS_CALL {
+    match hook.method {
+        MCP_TOOLS_CALL => mcp_tool_call_view(payload),
+        MCP_RESULT => mcp_result_view(payload, request_id),
+        _ => None,
+    }
+}
+
+/// The toolCallResult view of a wrapped MCP result (`protocols/MCP/result`, Warden's
+/// extension: the MCP response message, with the MCP request it answers in `request` and
+/// the wrapped request's ACS `request_id_ref`), for the methods whose results are content:
+/// each content item of a `tools/call` result, each of a `resources/read`'s `contents`, each
+/// of a `prompts/get`'s `messages`, or the error, is an output with `tool_output` provenance
+/// whose `source_id` is the tool (or the MCP method). The results of other methods (an
+/// `initialize`, a `tools/list`) are decided on `protocols/MCP/result` alone and bring no
+/// content into the session. The ids are derived from the step's `request_id`, so a replay
+/// of the journal rebuilds the same nodes.
+fn mcp_result_view(
+    payload: &Value,
+    request_id: &str,
+) -> Option<(&'static fields::HookSpec, Value)> {
+    let request = payload.get("request");
+    let method = request
+        .and_then(|r| r.get("method"))
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    if !matches!(method, "tools/call" | "resources/read" | "prompts/get") {
         return None;
     }
+    let params = request.and_then(|r| r.get("params"));
+    let tool = match method {
+        "tools/call" => params
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown"),
+        other => other,
+    };
+    let result = payload.get("result");
+    let error = payload.get("error");
+    let items: Vec<Value> = match (method, result, error) {
+        (_, _, Some(e)) => vec![e.clone()],
+        ("tools/call", Some(r), None) => {
+            let mut v: Vec<Value> = r
+                .get("content")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(s) = r.get("structuredContent") {
+                v.push(s.clone());
+            }
+            v
+        }
+        ("resources/read", Some(r), None) => r
+            .get("contents")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        ("prompts/get", Some(r), None) => r
+            .get("messages")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let failed = error.is_some()
+        || result
+            .and_then(|r| r.get("isError"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    let ref_id = payload.get("request_id_ref").and_then(Value::as_str);
+    let outputs: Vec<Value> = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| {
+            serde_json::json!({"value": value, "provenance": {
+                "provenance_id": format!("{request_id}:mcp-output:{i}"),
+                "origin": "tool_output",
+                "source_id": tool,
+            }})
+        })
+        .collect();
+    let mut view = payload.as_object().cloned().unwrap_or_default();
+    let mut tool_obj = serde_json::json!({"name": tool, "provider": "mcp"});
+    if method == "resources/read" {
+        if let Some(uri) = params.and_then(|p| p.get("uri")) {
+            view.insert("operation".into(), uri.clone());
+        }
+        tool_obj["name"] = Value::String("resources/read".into());
+    }
+    view.insert("tool".into(), tool_obj);
+    view.insert(
+        "exit_status".into(),
+        Value::String(if failed { "failure" } else { "success" }.into()),
+    );
+    view.insert("outputs".into(), Value::Array(outputs));
+    if let Some(r) = ref_id {
+        view.insert("request_id_ref".into(), Value::String(r.into()));
+    }
+    Some((fields::hook("steps/toolCallResult")?, Value::Object(view)))
+}
+
+/// See [`mcp_view_of`].
+fn mcp_tool_call_view(payload: &Value) -> Option<(&'static fields::HookSpec, Value)> {
     let params = payload.get("params");
     let name = params
         .and_then(|p| p.get("name"))

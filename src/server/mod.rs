@@ -7,11 +7,13 @@
 //! - [`watch`]: policy reload (`--watch` also needs feature `watch`);
 //! - [`store`]: the durable journal behind `--state DIR` (redb), from which sessions and their
 //!   audit chains are restored;
-//! - [`operator`]: the operator endpoint (effect keys and approvals on a running server).
+//! - [`operator`]: the operator endpoint (effect keys and approvals on a running server);
+//! - [`mcp_http`]: MCP's Streamable HTTP transport for `warden mcp-proxy --listen`.
 
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
 
+pub mod mcp_http;
 pub mod operator;
 pub mod serve;
 pub mod store;

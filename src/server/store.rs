@@ -59,9 +59,12 @@ const FILER_BACKLOG: usize = 256;
 /// what they hold, so a flush per filing would only compete with the log's own.
 const FILE_DURABLY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Records to write, each with its session id; a session whose records they replace (a
-/// compaction); and the promise to settle once they are durable.
-type Batch = (Vec<(Option<String>, Vec<u8>)>, Option<String>, Settle);
+/// An encoded record and the session it belongs to.
+type Encoded = (Option<String>, Vec<u8>);
+
+/// Records to write; a session whose records they replace (a compaction); and the promise to
+/// settle once they are durable.
+type Batch = (Vec<Encoded>, Option<String>, Settle);
 
 /// One batch with its place in the sequence: what a log frame holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +72,7 @@ struct Group {
     /// The sequence number of the first record.
     first: u64,
     replaces: Option<String>,
-    records: Vec<(Option<String>, Vec<u8>)>,
+    records: Vec<Encoded>,
 }
 
 /// What the committer tells the filer.
@@ -246,7 +249,7 @@ impl Store {
     /// Encodes the records here (on the caller's thread, so encoding runs in parallel) and
     /// queues them for the committer.
     fn write(&self, records: Vec<Record>, replaces: Option<String>) -> Durable {
-        let encoded: Result<Vec<(Option<String>, Vec<u8>)>, String> = records
+        let encoded: Result<Vec<Encoded>, String> = records
             .iter()
             .map(|r| {
                 Ok((

@@ -1,0 +1,98 @@
+//! `warden mcp-proxy`: the MCP gateway's command line. Owns loading the policy and the state
+//! folder; the proxy itself is `crate::adapters::mcp_proxy`, its HTTP transport
+//! `crate::server::mcp_http` (docs/mcp.md).
+
+use std::path::PathBuf;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Args;
+
+use crate::adapters::mcp_proxy::{self, Config};
+use crate::guardian::{Options, Protocol};
+use crate::server::serve;
+
+#[derive(Args, Debug)]
+pub struct McpProxyArgs {
+    /// The policy (default: the embedded default policy)
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Keep the session and its audit chain in this folder (`warden audit verify --state DIR`)
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// `metadata.agent_id` of the ACS steps
+    #[arg(long, default_value = "mcp-proxy")]
+    agent_id: String,
+    /// The ACS session id (default: a fresh one)
+    #[arg(long)]
+    session: Option<String>,
+    /// Say nothing on standard error when something is refused
+    #[arg(long)]
+    quiet: bool,
+    /// Serve the client MCP's Streamable HTTP transport on this address (endpoint `/mcp`)
+    /// instead of stdio, e.g. 127.0.0.1:8931 (port 0 picks a free one; the address is printed)
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// The MCP server's command and its arguments (after `--`)
+    #[arg(last = true, required = true, value_name = "SERVER")]
+    server: Vec<String>,
+}
+
+pub fn run(a: McpProxyArgs) -> i32 {
+    let policy = match serve::load_policy(a.policy.as_deref()) {
+        Ok(p) => p,
+        Err(d) => {
+            eprint!("{d}");
+            eprintln!("the policy has errors; nothing was run");
+            return 2;
+        }
+    };
+    let options = Options {
+        protocol: Protocol::strict(),
+        ..Options::default()
+    };
+    let (guardian, _store) = match serve::build(policy, options, a.state.as_deref()) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("warden mcp-proxy: {e}");
+            return 2;
+        }
+    };
+    let config = Config {
+        agent_id: a.agent_id,
+        session_id: a.session,
+        quiet: a.quiet,
+        stop: Some(stop_on_signal()),
+    };
+    let ran = match a.listen {
+        Some(addr) => crate::server::mcp_http::run(guardian, &a.server, &config, addr, |at| {
+            eprintln!("warden mcp-proxy: listening on http://{at}/mcp");
+        }),
+        None => mcp_proxy::run(guardian, &a.server, &config),
+    };
+    match ran {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden mcp-proxy: {e}");
+            2
+        }
+    }
+}
+
+/// SIGINT and SIGTERM stop the proxy cleanly: the server is stopped and the ACS session ended,
+/// which seals its audit chain.
+fn stop_on_signal() -> &'static AtomicBool {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    #[cfg(unix)]
+    {
+        extern "C" fn on_signal(_: libc::c_int) {
+            STOP.store(true, Ordering::Relaxed);
+        }
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+    &STOP
+}
