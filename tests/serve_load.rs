@@ -127,11 +127,20 @@ fn print(name: &str, r: &Report) {
 #[test]
 #[ignore = "load test: run with --release -- --ignored --nocapture"]
 fn serve_load_1000_sessions_x_100_hooks() {
-    let mem = run(&[]);
-    print("in memory", &mem);
-    let durable = run(&["--state", "DIR"]);
-    print("--state (fsync per group commit)", &durable);
-    for r in [&mem, &durable] {
+    // `WARDEN_LOAD_MODES=memory` or `=state` runs one mode (for a profile of one).
+    let modes = std::env::var("WARDEN_LOAD_MODES").unwrap_or_else(|_| "memory,state".into());
+    let mut reports = Vec::new();
+    if modes.contains("memory") {
+        let mem = run(&[]);
+        print("in memory", &mem);
+        reports.push(mem);
+    }
+    if modes.contains("state") {
+        let durable = run(&["--state", "DIR"]);
+        print("--state (group commit, flushed before answering)", &durable);
+        reports.push(durable);
+    }
+    for r in &reports {
         assert_eq!(r.errors, 0);
         assert_eq!(
             r.requests as u64,

@@ -19,7 +19,9 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use redb::{
     Database, Durability, MultimapTableDefinition, ReadableMultimapTable, ReadableTable,
@@ -54,10 +56,14 @@ const FIRST_SEGMENT_BYTES: u64 = 256 << 10;
 const MAX_GROUP: usize = 4096;
 /// Groups the filer may be behind before the committer waits for it (bounds memory).
 const FILER_BACKLOG: usize = 256;
+/// How long records wait in the filer before they are filed (unless a reader needs them).
+const FILE_EVERY: Duration = Duration::from_millis(100);
+/// Records the filer holds before it files them, however recent.
+const MAX_UNFILED: usize = 20_000;
 /// How often the filer makes the database durable (and deletes the log it no longer needs).
 /// Between those commits the database's transactions are not flushed: the log already holds
 /// what they hold, so a flush per filing would only compete with the log's own.
-const FILE_DURABLY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+const FILE_DURABLY_EVERY: Duration = Duration::from_secs(1);
 
 /// An encoded record and the session it belongs to.
 type Encoded = (Option<String>, Vec<u8>);
@@ -80,6 +86,8 @@ enum ToFiler {
     Groups(Vec<Group>),
     /// A segment is complete: its path and the sequence number after its last record.
     Closed(PathBuf, u64),
+    /// A reader waits for the database to catch up (see `Progress::wanted`).
+    Nudge,
 }
 
 /// What the threads share: how far the log and the database are, why they stopped, and a
@@ -87,6 +95,8 @@ enum ToFiler {
 #[derive(Default)]
 struct Progress {
     spare: Mutex<Option<PathBuf>>,
+    /// A reader waits: file what is pending now.
+    wanted: AtomicBool,
     /// The sequence number after the last record acknowledged (in the log).
     logged: AtomicU64,
     /// The sequence number after the last record filed durably in the database, and the
@@ -99,6 +109,7 @@ struct Progress {
 pub struct Store {
     db: Arc<Database>,
     progress: Arc<Progress>,
+    nudge: Option<mpsc::SyncSender<ToFiler>>,
     tx: Option<mpsc::Sender<Batch>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     pub path: PathBuf,
@@ -149,12 +160,14 @@ impl Store {
         let db = Arc::new(db);
         let progress = Arc::new(Progress {
             spare: Mutex::new(None),
+            wanted: AtomicBool::new(false),
             logged: AtomicU64::new(next),
             filed: Mutex::new((next, None)),
             caught_up: Condvar::new(),
         });
         let (tx, rx) = mpsc::channel::<Batch>();
         let (to_filer, from_committer) = mpsc::sync_channel::<ToFiler>(FILER_BACKLOG);
+        let nudge = to_filer.clone();
         let committer = {
             let progress = progress.clone();
             std::thread::Builder::new()
@@ -176,6 +189,7 @@ impl Store {
         Ok(Store {
             db,
             progress,
+            nudge: Some(nudge),
             tx: Some(tx),
             threads: vec![committer, filer],
             path,
@@ -185,6 +199,13 @@ impl Store {
     /// Waits until the database holds every record acknowledged so far.
     fn caught_up(&self) -> Result<(), String> {
         let target = self.progress.logged.load(Ordering::SeqCst);
+        if self.progress.filed.lock().unwrap_or_else(|e| e.into_inner()).0 < target {
+            self.progress.wanted.store(true, Ordering::SeqCst);
+            // Full means the filer has messages to read anyway, and it reads `wanted` then.
+            if let Some(n) = &self.nudge {
+                let _ = n.try_send(ToFiler::Nudge);
+            }
+        }
         let mut filed = self
             .progress
             .filed
@@ -277,8 +298,13 @@ impl Drop for Store {
         // The committer ends when its queue closes, then the filer when it has filed the rest
         // (and deleted the log it filed).
         self.tx.take();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        let mut threads = self.threads.drain(..);
+        if let Some(committer) = threads.next() {
+            let _ = committer.join();
+        }
+        self.nudge.take();
+        for filer in threads {
+            let _ = filer.join();
         }
     }
 }
@@ -422,53 +448,70 @@ fn decode_u64(b: &[u8]) -> u64 {
 
 fn file_loop(db: &Database, wal: &Path, rx: mpsc::Receiver<ToFiler>, progress: &Progress) {
     let mut closed: Vec<(PathBuf, u64)> = Vec::new();
+    let mut pending: Vec<Group> = Vec::new();
+    let mut pending_records = 0;
     // What the database holds durably (a crash keeps it), against what it holds at all.
     let mut durable_end = progress.filed.lock().unwrap_or_else(|e| e.into_inner()).0;
-    let mut last_durable = std::time::Instant::now();
-    loop {
-        let first = match rx.recv_timeout(FILE_DURABLY_EVERY) {
-            Ok(m) => Some(m),
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        let mut groups = Vec::new();
+    let mut last_durable = Instant::now();
+    let mut last_filed = Instant::now();
+    let mut open = true;
+    while open {
+        // Records wait here a little: a redb transaction costs about the same for ten records
+        // as for a thousand, so filing in large steps keeps this thread off the cores the
+        // decisions need. A reader (who must see everything acknowledged) files at once.
+        let wait = FILE_EVERY.saturating_sub(last_filed.elapsed());
         let mut take = |m: ToFiler| match m {
-            ToFiler::Groups(g) => groups.extend(g),
+            ToFiler::Groups(g) => {
+                pending_records += g.iter().map(|g| g.records.len()).sum::<usize>();
+                pending.extend(g);
+            }
             ToFiler::Closed(p, end) => closed.push((p, end)),
+            ToFiler::Nudge => {}
         };
-        if let Some(m) = first {
-            take(m);
+        match rx.recv_timeout(wait) {
+            Ok(m) => take(m),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
         }
-        // Everything waiting goes into one transaction: the further behind, the larger (and
-        // the cheaper per record) the next commit.
         while let Ok(more) = rx.try_recv() {
             take(more);
         }
-        let flush = last_durable.elapsed() >= FILE_DURABLY_EVERY;
-        if !groups.is_empty() || flush {
-            let outcome = file(db, &groups, flush);
-            let mut filed = progress.filed.lock().unwrap_or_else(|e| e.into_inner());
-            match outcome {
-                Ok(end) => {
-                    filed.0 = filed.0.max(end);
-                    if flush {
-                        durable_end = filed.0;
-                        last_durable = std::time::Instant::now();
-                    }
-                }
-                // The records are safe in the log (a restart files them), but reads would miss
-                // them: stop the journal.
-                Err(e) => {
-                    filed.1.get_or_insert(format!(
-                        "the journal's database could not file records: {e}"
-                    ));
+        let wanted = progress.wanted.swap(false, Ordering::SeqCst);
+        let flush = !open || last_durable.elapsed() >= FILE_DURABLY_EVERY;
+        let due = wanted
+            || flush
+            || pending_records >= MAX_UNFILED
+            || last_filed.elapsed() >= FILE_EVERY;
+        if !due || (pending.is_empty() && !flush && !wanted) {
+            continue;
+        }
+        let outcome = file(db, &pending, flush);
+        pending.clear();
+        pending_records = 0;
+        last_filed = Instant::now();
+        let mut filed = progress.filed.lock().unwrap_or_else(|e| e.into_inner());
+        match outcome {
+            Ok(end) => {
+                filed.0 = filed.0.max(end);
+                if flush {
+                    durable_end = filed.0;
+                    last_durable = Instant::now();
                 }
             }
-            drop(filed);
-            progress.caught_up.notify_all();
+            // The records are safe in the log (a restart files them), but reads would miss
+            // them: stop the journal.
+            Err(e) => {
+                filed.1.get_or_insert(format!(
+                    "the journal's database could not file records: {e}"
+                ));
+            }
         }
+        drop(filed);
+        progress.caught_up.notify_all();
         delete_filed(&mut closed, durable_end, progress);
-        prepare_spare(wal, progress);
+        if open {
+            prepare_spare(wal, progress);
+        }
     }
     if let Some(p) = progress
         .spare
@@ -478,12 +521,6 @@ fn file_loop(db: &Database, wal: &Path, rx: mpsc::Receiver<ToFiler>, progress: &
     {
         let _ = std::fs::remove_file(p);
     }
-    // Closing: make everything durable, then the log is not needed.
-    let outcome = file(db, &[], true);
-    if outcome.is_ok() {
-        durable_end = progress.filed.lock().unwrap_or_else(|e| e.into_inner()).0;
-    }
-    delete_filed(&mut closed, durable_end, progress);
 }
 
 /// Deletes the closed segments whose records the database holds durably.
