@@ -17,9 +17,9 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -199,7 +199,14 @@ impl Store {
     /// Waits until the database holds every record acknowledged so far.
     fn caught_up(&self) -> Result<(), String> {
         let target = self.progress.logged.load(Ordering::SeqCst);
-        if self.progress.filed.lock().unwrap_or_else(|e| e.into_inner()).0 < target {
+        if self
+            .progress
+            .filed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            < target
+        {
             self.progress.wanted.store(true, Ordering::SeqCst);
             // Full means the filer has messages to read anyway, and it reads `wanted` then.
             if let Some(n) = &self.nudge {
@@ -478,10 +485,8 @@ fn file_loop(db: &Database, wal: &Path, rx: mpsc::Receiver<ToFiler>, progress: &
         }
         let wanted = progress.wanted.swap(false, Ordering::SeqCst);
         let flush = !open || last_durable.elapsed() >= FILE_DURABLY_EVERY;
-        let due = wanted
-            || flush
-            || pending_records >= MAX_UNFILED
-            || last_filed.elapsed() >= FILE_EVERY;
+        let due =
+            wanted || flush || pending_records >= MAX_UNFILED || last_filed.elapsed() >= FILE_EVERY;
         if !due || (pending.is_empty() && !flush && !wanted) {
             continue;
         }
@@ -738,6 +743,7 @@ fn commit_loop(
 /// none), `records: u32` and per record its session (a string or none) and its bytes. A
 /// string is `len: u32 | bytes`, none is `u32::MAX`.
 fn encode_frame(out: &mut Vec<u8>, groups: &[Group]) {
+    let start = out.len();
     out.extend_from_slice(&[0; 12]);
     put_u32(out, groups.len());
     for g in groups {
@@ -749,10 +755,11 @@ fn encode_frame(out: &mut Vec<u8>, groups: &[Group]) {
             put_opt(out, Some(bytes));
         }
     }
-    let len = u32::try_from(out.len() - 12).unwrap_or(u32::MAX);
-    let digest = Sha256::digest(&out[12..]);
-    out[..4].copy_from_slice(&len.to_le_bytes());
-    out[4..12].copy_from_slice(&digest[..8]);
+    let body = start + 12;
+    let len = u32::try_from(out.len() - body).unwrap_or(u32::MAX);
+    let digest = Sha256::digest(&out[body..]);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..body].copy_from_slice(&digest[..8]);
 }
 
 fn put_u32(out: &mut Vec<u8>, n: usize) {
@@ -941,5 +948,141 @@ mod tests {
         let mut bad = bytes.clone();
         bad[first_len + 20] ^= 1;
         assert_eq!(decode_segment(&bad).1, Err(first_len));
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("warden-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn sealed(session: &str, at_ms: i64) -> Record {
+        Record::Sealed {
+            session: session.into(),
+            agent: None,
+            at_ms,
+            labels: 0,
+            entries: Vec::new(),
+        }
+    }
+
+    fn group_of(first: u64, records: &[Record], replaces: Option<&str>) -> Group {
+        Group {
+            first,
+            replaces: replaces.map(str::to_string),
+            records: records
+                .iter()
+                .map(|r| {
+                    (
+                        r.session().map(str::to_string),
+                        serde_json::to_vec(r).unwrap(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn write_segment(dir: &Path, first: u64, frames: &[Vec<Group>], tail: &[u8]) {
+        let mut bytes = Vec::new();
+        for f in frames {
+            encode_frame(&mut bytes, f);
+        }
+        bytes.extend_from_slice(tail);
+        bytes.extend_from_slice(&[0; 1024]);
+        std::fs::write(dir.join(WAL_DIR).join(format!("{first:020}.wal")), bytes).unwrap();
+    }
+
+    #[test]
+    fn what_a_crash_left_in_the_log_is_filed_at_open_and_a_torn_tail_dropped() {
+        let dir = tmp("recover");
+        drop(Store::open(&dir).unwrap());
+        let (a, b, c) = (sealed("s1", 1), sealed("s2", 2), sealed("s1", 3));
+        let mut torn = Vec::new();
+        encode_frame(&mut torn, &[group_of(3, &[sealed("s3", 4)], None)]);
+        torn.truncate(torn.len() - 5);
+        write_segment(
+            &dir,
+            0,
+            &[
+                vec![group_of(0, &[a.clone(), b.clone()], None)],
+                vec![group_of(2, &[c.clone()], None)],
+            ],
+            &torn,
+        );
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(store.records().unwrap(), [a.clone(), b, c.clone()]);
+        assert_eq!(store.records_of("s1").unwrap(), [a, c]);
+        // The recovered log is gone; the store writes a fresh one after the last record.
+        let names: Vec<String> = std::fs::read_dir(dir.join(WAL_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().any(|n| n == "00000000000000000003.wal"),
+            "{names:?}"
+        );
+        assert!(
+            !names.iter().any(|n| n == "00000000000000000000.wal"),
+            "{names:?}"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_group_the_database_already_holds_is_not_filed_again() {
+        let dir = tmp("refile");
+        {
+            let store = Store::open(&dir).unwrap();
+            store
+                .append(vec![sealed("s1", 1), sealed("s2", 2)])
+                .unwrap();
+        }
+        // A log naming those sequence numbers again (as if the crash came after the database
+        // flush and before the log was deleted), including a compaction of s1: filing it twice
+        // would drop s1's record.
+        write_segment(
+            &dir,
+            0,
+            &[vec![group_of(0, &[sealed("s1", 9)], Some("s1"))]],
+            &[],
+        );
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(store.records().unwrap(), [sealed("s1", 1), sealed("s2", 2)]);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn damage_before_the_last_segment_is_refused() {
+        let dir = tmp("damage");
+        drop(Store::open(&dir).unwrap());
+        write_segment(
+            &dir,
+            0,
+            &[vec![group_of(0, &[sealed("s1", 1)], None)]],
+            b"garbage!",
+        );
+        write_segment(&dir, 1, &[vec![group_of(1, &[sealed("s2", 2)], None)]], &[]);
+        let e = Store::open(&dir).err().expect("refused");
+        assert!(
+            e.contains("damaged") && e.contains("00000000000000000000.wal"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn records_are_read_back_as_soon_as_they_are_acknowledged() {
+        let dir = tmp("read");
+        let store = Store::open(&dir).unwrap();
+        store.append(vec![sealed("s1", 1)]).unwrap();
+        // Read at once: the reader nudges the filer rather than wait for its 100 ms.
+        assert_eq!(store.records_of("s1").unwrap(), [sealed("s1", 1)]);
+        store.compact("s1", sealed("s1", 2)).unwrap();
+        assert_eq!(store.records_of("s1").unwrap(), [sealed("s1", 2)]);
+        assert_eq!(store.records_from(0, 10).unwrap(), [(1, sealed("s1", 2))]);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
