@@ -1005,7 +1005,7 @@ mod tests {
             0,
             &[
                 vec![group_of(0, &[a.clone(), b.clone()], None)],
-                vec![group_of(2, &[c.clone()], None)],
+                vec![group_of(2, std::slice::from_ref(&c), None)],
             ],
             &torn,
         );
