@@ -28,6 +28,10 @@ struct Report {
     errors: usize,
     wall: Duration,
     lat: Vec<Duration>,
+    /// The server's CPU time over the run, seconds.
+    cpu: f64,
+    /// The server's CPU time by thread name since it started, seconds.
+    threads: std::collections::BTreeMap<String, f64>,
 }
 
 fn run(extra: &[&str]) -> Report {
@@ -51,6 +55,7 @@ fn run(extra: &[&str]) -> Report {
         args.push(&state_s);
     }
     let srv = Server::start(&args);
+    let cpu_before = srv.cpu_seconds();
     let ts = time::now_rfc3339_ms();
     let started = Instant::now();
     let conns = conns();
@@ -92,6 +97,8 @@ fn run(extra: &[&str]) -> Report {
         errors += e;
     }
     let wall = started.elapsed();
+    let cpu = srv.cpu_seconds() - cpu_before;
+    let threads = srv.cpu_by_thread();
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
     lat.sort();
@@ -100,6 +107,8 @@ fn run(extra: &[&str]) -> Report {
         errors,
         wall,
         lat,
+        cpu,
+        threads,
     }
 }
 
@@ -110,7 +119,7 @@ fn pct(lat: &[Duration], p: f64) -> f64 {
 
 fn print(name: &str, r: &Report) {
     println!(
-        "serve load [{name}]: {} sessions x {} hooks over {} connections: {} requests in {:.2} s = {:.0} req/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} errors",
+        "serve load [{name}]: {} sessions x {} hooks over {} connections: {} requests in {:.2} s = {:.0} req/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; server CPU {:.1} µs/request; {} errors",
         SESSIONS,
         HOOKS,
         conns(),
@@ -120,7 +129,17 @@ fn print(name: &str, r: &Report) {
         pct(&r.lat, 0.5),
         pct(&r.lat, 0.99),
         pct(&r.lat, 1.0),
+        r.cpu * 1e6 / r.requests.max(1) as f64,
         r.errors
+    );
+    let per_request = |secs: f64| secs * 1e6 / r.requests.max(1) as f64;
+    println!(
+        "  server CPU by thread, µs/request: {}",
+        r.threads
+            .iter()
+            .map(|(name, secs)| format!("{name} {:.1}", per_request(*secs)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
 }
 

@@ -17,7 +17,6 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -55,11 +54,9 @@ const FIRST_SEGMENT_BYTES: u64 = 256 << 10;
 /// The most batches one group commit takes.
 const MAX_GROUP: usize = 4096;
 /// Groups the filer may be behind before the committer waits for it (bounds memory).
-const FILER_BACKLOG: usize = 256;
+const FILER_BACKLOG: usize = 8192;
 /// How long records wait in the filer before they are filed (unless a reader needs them).
 const FILE_EVERY: Duration = Duration::from_millis(100);
-/// Records the filer holds before it files them, however recent.
-const MAX_UNFILED: usize = 20_000;
 /// How often the filer makes the database durable (and deletes the log it no longer needs).
 /// Between those commits the database's transactions are not flushed: the log already holds
 /// what they hold, so a flush per filing would only compete with the log's own.
@@ -86,8 +83,6 @@ enum ToFiler {
     Groups(Vec<Group>),
     /// A segment is complete: its path and the sequence number after its last record.
     Closed(PathBuf, u64),
-    /// A reader waits for the database to catch up (see `Progress::wanted`).
-    Nudge,
 }
 
 /// What the threads share: how far the log and the database are, why they stopped, and a
@@ -95,8 +90,10 @@ enum ToFiler {
 #[derive(Default)]
 struct Progress {
     spare: Mutex<Option<PathBuf>>,
-    /// A reader waits: file what is pending now.
-    wanted: AtomicBool,
+    /// Wakes the filer before its time: a reader waits for it, the committer's queue to it is
+    /// full, or the journal is closing.
+    alarm: Mutex<Alarm>,
+    ring: Condvar,
     /// The sequence number after the last record acknowledged (in the log).
     logged: AtomicU64,
     /// The sequence number after the last record filed durably in the database, and the
@@ -105,11 +102,25 @@ struct Progress {
     caught_up: Condvar,
 }
 
+#[derive(Default)]
+struct Alarm {
+    wanted: bool,
+    closing: bool,
+}
+
+impl Progress {
+    fn wake_filer(&self, closing: bool) {
+        let mut a = self.alarm.lock().unwrap_or_else(|e| e.into_inner());
+        a.wanted = true;
+        a.closing |= closing;
+        self.ring.notify_all();
+    }
+}
+
 /// The journal: a write-ahead log in front of a redb database.
 pub struct Store {
     db: Arc<Database>,
     progress: Arc<Progress>,
-    nudge: Option<mpsc::SyncSender<ToFiler>>,
     tx: Option<mpsc::Sender<Batch>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     pub path: PathBuf,
@@ -160,14 +171,14 @@ impl Store {
         let db = Arc::new(db);
         let progress = Arc::new(Progress {
             spare: Mutex::new(None),
-            wanted: AtomicBool::new(false),
+            alarm: Mutex::new(Alarm::default()),
+            ring: Condvar::new(),
             logged: AtomicU64::new(next),
             filed: Mutex::new((next, None)),
             caught_up: Condvar::new(),
         });
         let (tx, rx) = mpsc::channel::<Batch>();
         let (to_filer, from_committer) = mpsc::sync_channel::<ToFiler>(FILER_BACKLOG);
-        let nudge = to_filer.clone();
         let committer = {
             let progress = progress.clone();
             std::thread::Builder::new()
@@ -189,7 +200,6 @@ impl Store {
         Ok(Store {
             db,
             progress,
-            nudge: Some(nudge),
             tx: Some(tx),
             threads: vec![committer, filer],
             path,
@@ -207,11 +217,7 @@ impl Store {
             .0
             < target
         {
-            self.progress.wanted.store(true, Ordering::SeqCst);
-            // Full means the filer has messages to read anyway, and it reads `wanted` then.
-            if let Some(n) = &self.nudge {
-                let _ = n.try_send(ToFiler::Nudge);
-            }
+            self.progress.wake_filer(false);
         }
         let mut filed = self
             .progress
@@ -305,13 +311,8 @@ impl Drop for Store {
         // The committer ends when its queue closes, then the filer when it has filed the rest
         // (and deleted the log it filed).
         self.tx.take();
-        let mut threads = self.threads.drain(..);
-        if let Some(committer) = threads.next() {
-            let _ = committer.join();
-        }
-        self.nudge.take();
-        for filer in threads {
-            let _ = filer.join();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }
@@ -456,7 +457,6 @@ fn decode_u64(b: &[u8]) -> u64 {
 fn file_loop(db: &Database, wal: &Path, rx: mpsc::Receiver<ToFiler>, progress: &Progress) {
     let mut closed: Vec<(PathBuf, u64)> = Vec::new();
     let mut pending: Vec<Group> = Vec::new();
-    let mut pending_records = 0;
     // What the database holds durably (a crash keeps it), against what it holds at all.
     let mut durable_end = progress.filed.lock().unwrap_or_else(|e| e.into_inner()).0;
     let mut last_durable = Instant::now();
@@ -464,36 +464,43 @@ fn file_loop(db: &Database, wal: &Path, rx: mpsc::Receiver<ToFiler>, progress: &
     let mut open = true;
     while open {
         // Records wait here a little: a redb transaction costs about the same for ten records
-        // as for a thousand, so filing in large steps keeps this thread off the cores the
-        // decisions need. A reader (who must see everything acknowledged) files at once.
-        let wait = FILE_EVERY.saturating_sub(last_filed.elapsed());
-        let mut take = |m: ToFiler| match m {
-            ToFiler::Groups(g) => {
-                pending_records += g.iter().map(|g| g.records.len()).sum::<usize>();
-                pending.extend(g);
+        // as for a thousand, and each wake-up of this thread costs the cores the decisions
+        // need; so it sleeps, and files in large steps. A reader (who must see everything
+        // acknowledged) or a full queue wakes it early.
+        let wanted = {
+            let deadline = last_filed + FILE_EVERY;
+            let mut alarm = progress.alarm.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let now = Instant::now();
+                if alarm.wanted || alarm.closing || now >= deadline {
+                    break;
+                }
+                alarm = progress
+                    .ring
+                    .wait_timeout(alarm, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
-            ToFiler::Closed(p, end) => closed.push((p, end)),
-            ToFiler::Nudge => {}
+            std::mem::take(&mut alarm.wanted)
         };
-        match rx.recv_timeout(wait) {
-            Ok(m) => take(m),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
+        loop {
+            match rx.try_recv() {
+                Ok(ToFiler::Groups(g)) => pending.extend(g),
+                Ok(ToFiler::Closed(p, end)) => closed.push((p, end)),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
         }
-        while let Ok(more) = rx.try_recv() {
-            take(more);
-        }
-        let wanted = progress.wanted.swap(false, Ordering::SeqCst);
         let flush = !open || last_durable.elapsed() >= FILE_DURABLY_EVERY;
-        let due =
-            wanted || flush || pending_records >= MAX_UNFILED || last_filed.elapsed() >= FILE_EVERY;
-        if !due || (pending.is_empty() && !flush && !wanted) {
+        last_filed = Instant::now();
+        if pending.is_empty() && !flush && !wanted {
             continue;
         }
         let outcome = file(db, &pending, flush);
         pending.clear();
-        pending_records = 0;
-        last_filed = Instant::now();
         let mut filed = progress.filed.lock().unwrap_or_else(|e| e.into_inner());
         match outcome {
             Ok(end) => {
@@ -710,7 +717,7 @@ fn commit_loop(
                 for done in settles {
                     done.settle(Ok(()));
                 }
-                if to_filer.send(ToFiler::Groups(groups)).is_err() {
+                if send_to_filer(&to_filer, ToFiler::Groups(groups), progress).is_err() {
                     broken = Some("the journal's filer stopped".into());
                     continue;
                 }
@@ -718,7 +725,8 @@ fn commit_loop(
                     match Segment::next(&dir, next, progress) {
                         Ok(new) => {
                             let old = std::mem::replace(&mut segment, new);
-                            let _ = to_filer.send(ToFiler::Closed(old.path, next));
+                            let closed = ToFiler::Closed(old.path, next);
+                            let _ = send_to_filer(&to_filer, closed, progress);
                         }
                         Err(e) => broken = Some(format!("the journal could not commit: {e}")),
                     }
@@ -735,6 +743,24 @@ fn commit_loop(
     }
     // Closing: the filer deletes this segment too, once it filed it.
     let _ = to_filer.send(ToFiler::Closed(segment.path, next));
+    drop(to_filer);
+    progress.wake_filer(true);
+}
+
+/// Queues for the filer; a full queue wakes it before waiting for room.
+fn send_to_filer(
+    to: &mpsc::SyncSender<ToFiler>,
+    m: ToFiler,
+    progress: &Progress,
+) -> Result<(), ()> {
+    match to.try_send(m) {
+        Ok(()) => Ok(()),
+        Err(mpsc::TrySendError::Full(m)) => {
+            progress.wake_filer(false);
+            to.send(m).map_err(|_| ())
+        }
+        Err(mpsc::TrySendError::Disconnected(_)) => Err(()),
+    }
 }
 
 /// One frame: `len: u32 | digest: [u8; 8] | body`, the digest being the first 8 bytes of the

@@ -97,6 +97,45 @@ impl Server {
     }
 
     /// SIGKILL: no chance to flush anything.
+    /// CPU time the server has used so far (user + system, from `/proc/PID/stat`), in
+    /// seconds; 0 where `/proc` is missing.
+    #[allow(dead_code)]
+    pub fn cpu_seconds(&self) -> f64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())) else {
+            return 0.0;
+        };
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        // utime and stime are fields 14 and 15 (1-based), 11 and 12 after the ')'.
+        (ticks(11) + ticks(12)) / 100.0
+    }
+
+    /// CPU time by thread name (user + system seconds, from `/proc/PID/task/*/stat`).
+    #[allow(dead_code)]
+    pub fn cpu_by_thread(&self) -> std::collections::BTreeMap<String, f64> {
+        let mut out = std::collections::BTreeMap::new();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.child.id())) else {
+            return out;
+        };
+        for t in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+                continue;
+            };
+            let name = stat
+                .split_once('(')
+                .and_then(|(_, r)| r.rsplit_once(')'))
+                .map_or("?", |(n, _)| n)
+                .to_string();
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            *out.entry(name).or_insert(0.0) += (ticks(11) + ticks(12)) / 100.0;
+        }
+        out
+    }
+
     pub fn kill9(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
