@@ -17,9 +17,9 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -199,7 +199,14 @@ impl Store {
     /// Waits until the database holds every record acknowledged so far.
     fn caught_up(&self) -> Result<(), String> {
         let target = self.progress.logged.load(Ordering::SeqCst);
-        if self.progress.filed.lock().unwrap_or_else(|e| e.into_inner()).0 < target {
+        if self
+            .progress
+            .filed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            < target
+        {
             self.progress.wanted.store(true, Ordering::SeqCst);
             // Full means the filer has messages to read anyway, and it reads `wanted` then.
             if let Some(n) = &self.nudge {
@@ -478,10 +485,8 @@ fn file_loop(db: &Database, wal: &Path, rx: mpsc::Receiver<ToFiler>, progress: &
         }
         let wanted = progress.wanted.swap(false, Ordering::SeqCst);
         let flush = !open || last_durable.elapsed() >= FILE_DURABLY_EVERY;
-        let due = wanted
-            || flush
-            || pending_records >= MAX_UNFILED
-            || last_filed.elapsed() >= FILE_EVERY;
+        let due =
+            wanted || flush || pending_records >= MAX_UNFILED || last_filed.elapsed() >= FILE_EVERY;
         if !due || (pending.is_empty() && !flush && !wanted) {
             continue;
         }
