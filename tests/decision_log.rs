@@ -424,3 +424,54 @@ fn audit_show_and_export_read_a_running_server_through_the_operator_endpoint() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
 }
+
+/// Collects records in memory: an embedder's own sink.
+#[derive(Default)]
+struct Collect(std::sync::Mutex<Vec<Value>>);
+
+impl warden::guardian::log::DecisionLog for Collect {
+    fn record(&self, record: &Value) {
+        self.0.lock().unwrap().push(record.clone());
+    }
+}
+
+#[test]
+fn records_mask_what_explain_masks_redact_labels_and_mask_paths() {
+    // The explain corpus: a vault output (label `secret redact`) flows into an email body, and
+    // a login carries a `mask`ed password.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/explain");
+    let policy = warden::guardian::Policy::load(root.join("explain.ward")).unwrap();
+    let g = warden::guardian::Guardian::new(policy);
+    let sink = std::sync::Arc::new(Collect::default());
+    assert!(g.set_decision_log(sink.clone()));
+    let trace = std::fs::read_to_string(root.join("explain.jsonl")).unwrap();
+    for line in trace.lines() {
+        g.handle(line.as_bytes());
+    }
+    let records = sink.0.lock().unwrap().clone();
+    assert_eq!(
+        records.len(),
+        trace.lines().count(),
+        "one record per decision"
+    );
+    let all = serde_json::to_string(&records).unwrap();
+    assert!(!all.contains("s3cr3t"), "the vault secret leaked: {all}");
+    assert!(
+        !all.contains("hunter2"),
+        "the masked password leaked: {all}"
+    );
+    let email = records.iter().find(|r| r["tool"] == "send_email").unwrap();
+    assert_eq!(email["arguments"]["body"], "[redacted]", "{email}");
+    assert_eq!(email["arguments"]["to"], "bob@example.com", "{email}");
+    assert_eq!(email["decision"], "deny", "{email}");
+    assert!(
+        email["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "tests.explain.secret_out"),
+        "{email}"
+    );
+    let login = records.iter().find(|r| r["tool"] == "login").unwrap();
+    assert_eq!(login["arguments"]["password"], "[redacted]", "{login}");
+}

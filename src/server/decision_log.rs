@@ -92,7 +92,7 @@ impl DecisionLog for FileSink {
         if let Err(e) = r {
             let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
             // The first failure and then every thousandth: a full disk must not flood stderr.
-            if n == 1 || n % 1000 == 0 {
+            if n == 1 || n.is_multiple_of(1000) {
                 eprintln!(
                     "warden: decision log {}: {e} ({n} record(s) lost so far)",
                     self.name
