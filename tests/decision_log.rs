@@ -475,3 +475,37 @@ fn records_mask_what_explain_masks_redact_labels_and_mask_paths() {
     let login = records.iter().find(|r| r["tool"] == "login").unwrap();
     assert_eq!(login["arguments"]["password"], "[redacted]", "{login}");
 }
+
+#[test]
+fn a_stdio_server_sends_its_last_records_before_it_exits() {
+    let dir = tmp("dlog-flush");
+    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
+    let (addr, posts) = collector();
+    let mut child = Command::new(bin())
+        .args(["serve", "--stdio", "--no-handshake", "--policy"])
+        .arg(dir.join("p.ward"))
+        .arg("--decision-log")
+        .arg(format!("http://{addr}/ingest"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let sid = two_logins(|e| {
+        writeln!(stdin, "{e}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    });
+    // End of input at once: the batch is still gathering when the server stops.
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let mut records = Vec::new();
+    while let Ok((_, lines)) = posts.recv_timeout(Duration::from_millis(200)) {
+        records.extend(lines);
+    }
+    check_records(&records, &sid);
+}

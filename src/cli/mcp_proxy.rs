@@ -62,10 +62,12 @@ pub fn run(a: McpProxyArgs) -> i32 {
             return 2;
         }
     };
+    let mut decision_log = None;
     if let Some(spec) = &a.decision_log {
         match crate::server::decision_log::open(spec, a.listen.is_some()) {
             Ok(sink) => {
-                guardian.set_decision_log(sink);
+                guardian.set_decision_log(sink.clone());
+                decision_log = Some(sink);
             }
             Err(e) => {
                 eprintln!("warden mcp-proxy: {e}");
@@ -85,6 +87,9 @@ pub fn run(a: McpProxyArgs) -> i32 {
         }),
         None => mcp_proxy::run(guardian, &a.server, &config),
     };
+    if let Some(log) = &decision_log {
+        log.flush(std::time::Duration::from_secs(5));
+    }
     match ran {
         Ok(code) => code,
         Err(e) => {

@@ -451,6 +451,17 @@ fn read_key(path: &std::path::Path) -> Result<Arc<[u8]>, String> {
     Ok(Arc::from(trimmed))
 }
 
+/// Flushes a decision log (for up to 5 s) when dropped: at the end of `run_serve`.
+struct FlushOnDrop(Option<Arc<dyn guardian::log::DecisionLog>>);
+
+impl Drop for FlushOnDrop {
+    fn drop(&mut self) {
+        if let Some(log) = &self.0 {
+            log.flush(Duration::from_secs(5));
+        }
+    }
+}
+
 fn fail(message: &str) -> i32 {
     eprintln!("error: {message}");
     2
@@ -517,9 +528,11 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };
-    if let Some(sink) = decision_log {
-        g.set_decision_log(sink);
+    if let Some(sink) = &decision_log {
+        g.set_decision_log(sink.clone());
     }
+    // The last records reach an HTTP collector before the process ends (stdio: end of input).
+    let _flush = FlushOnDrop(decision_log);
     // Housekeeping: ended sessions' tombstones and idle sessions leave memory off the
     // request path (admissions only sweep a few as they go).
     {

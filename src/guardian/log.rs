@@ -34,6 +34,10 @@ use crate::acs::envelope::Response;
 /// never wait on a network) and must never fail the decision.
 pub trait DecisionLog: Send + Sync {
     fn record(&self, record: &Value);
+
+    /// Sends what is still queued, waiting at most `limit`: a server that stops calls it so the
+    /// last records are not lost. The default has nothing queued.
+    fn flush(&self, _limit: std::time::Duration) {}
 }
 
 /// What the Guardian knows about a decision besides its response.

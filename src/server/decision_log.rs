@@ -115,8 +115,14 @@ impl DecisionLog for Stdout {
 
 /// Batched POSTs of JSON lines from a background thread.
 struct Http {
-    queue: SyncSender<Vec<u8>>,
+    queue: SyncSender<Msg>,
     dropped: Arc<AtomicU64>,
+}
+
+enum Msg {
+    Line(Vec<u8>),
+    /// Send what is gathered now, then say so.
+    Flush(mpsc::Sender<()>),
 }
 
 /// Where an `http://` collector is.
@@ -164,45 +170,80 @@ impl Http {
 
 impl DecisionLog for Http {
     fn record(&self, record: &Value) {
-        match self.queue.try_send(line(record)) {
+        match self.queue.try_send(Msg::Line(line(record))) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
+
+    fn flush(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let (tx, rx) = mpsc::channel();
+        let mut msg = Msg::Flush(tx);
+        loop {
+            match self.queue.try_send(msg) {
+                Ok(()) => break,
+                Err(TrySendError::Full(m)) if Instant::now() < deadline => {
+                    msg = m;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(_) => return,
+            }
+        }
+        let _ = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+        let lost = self.dropped.load(Ordering::Relaxed);
+        if lost > 0 {
+            eprintln!("warden: decision log: {lost} record(s) dropped in all");
+        }
+    }
 }
 
 /// The background thread: gathers a batch, POSTs it, counts what was lost, and says so on
 /// stderr (at most every 10 seconds).
-fn ship(rx: Receiver<Vec<u8>>, target: Target, name: String, dropped: Arc<AtomicU64>) {
+fn ship(rx: Receiver<Msg>, target: Target, name: String, dropped: Arc<AtomicU64>) {
     let mut reported = 0u64;
     let mut last_report = Instant::now() - Duration::from_secs(60);
     let mut batch: VecDeque<Vec<u8>> = VecDeque::new();
+    let send = |batch: &mut VecDeque<Vec<u8>>, last_report: Instant| {
+        if batch.is_empty() {
+            return;
+        }
+        let body: Vec<u8> = batch.drain(..).flatten().collect();
+        let n = body.iter().filter(|b| **b == b'\n').count() as u64;
+        if let Err(e) = post(&target, &body) {
+            dropped.fetch_add(n, Ordering::Relaxed);
+            if last_report.elapsed() >= Duration::from_secs(10) {
+                eprintln!("warden: decision log {name}: {e}");
+            }
+        }
+    };
     loop {
-        let first = match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(r) => Some(r),
-            Err(RecvTimeoutError::Timeout) => None,
+        let mut flushed = None;
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(Msg::Line(r)) => {
+                batch.push_back(r);
+                let until = Instant::now() + BATCH_WAIT;
+                while batch.len() < BATCH_MAX {
+                    let left = until.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(left) {
+                        Ok(Msg::Line(r)) => batch.push_back(r),
+                        Ok(Msg::Flush(done)) => {
+                            flushed = Some(done);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                send(&mut batch, last_report);
+            }
+            Ok(Msg::Flush(done)) => flushed = Some(done),
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
-        };
-        if let Some(r) = first {
-            batch.push_back(r);
-            let until = Instant::now() + BATCH_WAIT;
-            while batch.len() < BATCH_MAX {
-                let left = until.saturating_duration_since(Instant::now());
-                match rx.recv_timeout(left) {
-                    Ok(r) => batch.push_back(r),
-                    Err(_) => break,
-                }
-            }
-            let body: Vec<u8> = batch.drain(..).flatten().collect();
-            let n = body.iter().filter(|b| **b == b'\n').count() as u64;
-            if let Err(e) = post(&target, &body) {
-                dropped.fetch_add(n, Ordering::Relaxed);
-                if last_report.elapsed() >= Duration::from_secs(10) {
-                    eprintln!("warden: decision log {name}: {e}");
-                }
-            }
+        }
+        if let Some(done) = flushed {
+            let _ = done.send(());
         }
         let lost = dropped.load(Ordering::Relaxed);
         if lost > reported && last_report.elapsed() >= Duration::from_secs(10) {
