@@ -509,3 +509,46 @@ fn a_stdio_server_sends_its_last_records_before_it_exits() {
     }
     check_records(&records, &sid);
 }
+
+#[test]
+fn mcp_proxy_logs_each_decided_request_and_result() {
+    // `cat` as the MCP "server": it sends each forwarded line back.
+    let dir = tmp("dlog-mcp");
+    let log = dir.join("mcp-decisions.jsonl");
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/policy.ward");
+    let mut child = Command::new(bin())
+        .args(["mcp-proxy", "--quiet", "--policy"])
+        .arg(&policy)
+        .arg("--decision-log")
+        .arg(&log)
+        .args(["--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"move_file","arguments":{{"source":"a","destination":"b"}}}}}}"#).unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let records: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let shown = serde_json::to_string_pretty(&records).unwrap();
+    let call = records
+        .iter()
+        .find(|r| r["method"] == "protocols/MCP/tools/call")
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert_eq!(call["decision"], "deny", "{shown}");
+    assert_eq!(call["tool"], "move_file", "{shown}");
+    assert_eq!(call["arguments"]["source"], "a", "{shown}");
+    assert!(records
+        .iter()
+        .any(|r| r["method"] == "protocols/MCP/tools/list" && r["decision"] == "allow"));
+    assert!(records.iter().all(|r| r["policy_digest"].is_string()));
+}
