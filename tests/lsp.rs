@@ -555,3 +555,61 @@ fn unknown_requests_get_an_error_not_a_hang() {
     assert_eq!(r, Value::Null);
     s.shutdown();
 }
+
+#[test]
+fn a_burst_of_edits_is_checked_once_not_once_per_edit() {
+    let mut s = Server::start("coalesce");
+    s.initialize();
+    let uri = "file:///coalesce/burst.ward";
+    // A policy large enough that checking it takes a while, as a real one does: the edits
+    // queue up behind the first check.
+    let mut text = String::from("default allow\n");
+    for i in 0..600 {
+        text.push_str(&format!(
+            "rule r{i} on toolCallRequest when tool.name == \"t{i}\" and args.n > {i} => deny \"c{i}\"\n"
+        ));
+    }
+    s.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri, "languageId": "ward", "version": 1, "text": text}}),
+    );
+    let first = s.notification("textDocument/publishDiagnostics");
+    assert_eq!(first["version"], json!(1));
+    // 40 edits, each typing one character at the start, then a request: all queued at once.
+    const N: i32 = 40;
+    let mut burst = String::new();
+    for v in 2..=N + 1 {
+        let body = json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": uri, "version": v},
+            "contentChanges": [{"range": {"start": {"line": 0, "character": 0},
+                                          "end": {"line": 0, "character": 0}}, "text": "x"}]}})
+        .to_string();
+        burst.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    }
+    s.stdin.write_all(burst.as_bytes()).unwrap();
+    s.stdin.flush().unwrap();
+    let symbols = s.request(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri}}),
+    );
+    assert!(symbols.is_array(), "{symbols}");
+    let published: Vec<Value> = s
+        .pending
+        .iter()
+        .filter(|v| v["method"] == json!("textDocument/publishDiagnostics"))
+        .map(|v| v["params"].clone())
+        .collect();
+    // The queue is drained as it stands when the first edit is read: a few checks at most
+    // (the reader may not have queued every edit yet), never one per edit.
+    assert!(
+        !published.is_empty() && published.len() < 5,
+        "{} publications for {N} edits",
+        published.len()
+    );
+    let last = published.last().unwrap();
+    assert_eq!(last["version"], json!(N + 1));
+    // The text is every edit applied: 40 x's before `default`, one syntax error.
+    let diags = last["diagnostics"].as_array().unwrap();
+    assert!(!diags.is_empty(), "{last}");
+    s.shutdown();
+}

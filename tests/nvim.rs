@@ -1,6 +1,7 @@
 //! Warden in a real client: Neovim, headless, with `editors/nvim/` on its runtimepath, opens a
 //! policy with an error and reads back (through `tests/nvim/lsp_test.lua`) the diagnostics, a
-//! hover, a completion and two go-to-definition jumps, which are asserted here.
+//! hover, a completion and two go-to-definition jumps, and the code lens of a test block added
+//! by a normal-mode edit, which are asserted here.
 //!
 //! Neovim is Debian's `neovim` package (0.7 on bookworm), which `.ci/run` installs. Without
 //! it this test fails rather than skip.
@@ -191,4 +192,8 @@ fn neovim_shows_diagnostics_hover_completion_and_definitions() {
             .starts_with("label untrusted"),
         "{shown}"
     );
+
+    // A normal-mode edit (`:put`, no insert mode) that adds a test block brings its code lens
+    // (the plugin refreshes lenses on TextChanged).
+    assert_eq!(r["lens_after_edit"], true, "{shown}");
 }

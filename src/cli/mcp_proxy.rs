@@ -33,6 +33,10 @@ pub struct McpProxyArgs {
     /// instead of stdio, e.g. 127.0.0.1:8931 (port 0 picks a free one; the address is printed)
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// Write one JSON record per decision to a file (appended), `-` (stdout; with --listen
+    /// only) or an http:// collector, as `warden serve --decision-log` does (docs/serve.md)
+    #[arg(long, value_name = "PATH|-|URL")]
+    decision_log: Option<String>,
     /// The MCP server's command and its arguments (after `--`)
     #[arg(last = true, required = true, value_name = "SERVER")]
     server: Vec<String>,
@@ -58,6 +62,19 @@ pub fn run(a: McpProxyArgs) -> i32 {
             return 2;
         }
     };
+    let mut decision_log = None;
+    if let Some(spec) = &a.decision_log {
+        match crate::server::decision_log::open(spec, a.listen.is_some()) {
+            Ok(sink) => {
+                guardian.set_decision_log(sink.clone());
+                decision_log = Some(sink);
+            }
+            Err(e) => {
+                eprintln!("warden mcp-proxy: {e}");
+                return 2;
+            }
+        }
+    }
     let config = Config {
         agent_id: a.agent_id,
         session_id: a.session,
@@ -70,6 +87,9 @@ pub fn run(a: McpProxyArgs) -> i32 {
         }),
         None => mcp_proxy::run(guardian, &a.server, &config),
     };
+    if let Some(log) = &decision_log {
+        log.flush(std::time::Duration::from_secs(5));
+    }
     match ran {
         Ok(code) => code,
         Err(e) => {

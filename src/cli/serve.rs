@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::adapters::core_agent as hook;
 use crate::guardian::{self, Guardian, OnDecisionFailure, Options, Protocol};
-use crate::server::{operator, serve, store, watch};
+use crate::server::{decision_log, operator, serve, store, watch};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -68,6 +68,11 @@ pub struct ServeArgs {
     /// Attach explain traces to results
     #[arg(long)]
     explain: bool,
+    /// Write one JSON record per decision (method, tool, masked arguments, decision, rules
+    /// fired, policy digest, time taken) to a file (appended), `-` (stdout; with --listen
+    /// only) or an http:// collector (batched POSTs of JSON lines; docs/serve.md)
+    #[arg(long, value_name = "PATH|-|URL")]
+    decision_log: Option<String>,
     /// Also serve the operator endpoint (list and resolve effects, list and grant approvals)
     /// on this address: a separate listener from the agent-facing one (docs/serve.md)
     #[arg(long, value_name = "ADDR", requires = "operator_token_file")]
@@ -127,20 +132,33 @@ pub enum AuditCommand {
     },
     /// Print the audit chain of every session (or one) in a `--state` folder, an entry a line
     Show {
-        /// The state folder of a (stopped) `warden serve --state DIR`
-        dir: PathBuf,
-        /// Only this session
-        #[arg(long)]
-        session: Option<String>,
+        #[command(flatten)]
+        from: ChainSource,
     },
     /// Write the audit chains as JSON lines (each entry with its `session`), for a log store
     Export {
-        /// The state folder of a (stopped) `warden serve --state DIR`
-        dir: PathBuf,
-        /// Only this session
-        #[arg(long)]
-        session: Option<String>,
+        #[command(flatten)]
+        from: ChainSource,
     },
+}
+
+/// Where `audit show|export` reads the chains: a stopped server's state folder, or a running
+/// server's operator endpoint.
+#[derive(Args, Debug)]
+pub struct ChainSource {
+    /// The state folder of a (stopped) `warden serve --state DIR`
+    #[arg(required_unless_present = "operator", conflicts_with = "operator")]
+    dir: Option<PathBuf>,
+    /// Only this session
+    #[arg(long)]
+    session: Option<String>,
+    /// A running server's operator endpoint instead, e.g. http://127.0.0.1:8701
+    /// (`warden serve --state DIR --operator-listen ADDR`)
+    #[arg(long, value_name = "URL", requires = "operator_token_file")]
+    operator: Option<String>,
+    /// File holding the operator endpoint's bearer token
+    #[arg(long, value_name = "FILE", requires = "operator")]
+    operator_token_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -433,6 +451,17 @@ fn read_key(path: &std::path::Path) -> Result<Arc<[u8]>, String> {
     Ok(Arc::from(trimmed))
 }
 
+/// Flushes a decision log (for up to 5 s) when dropped: at the end of `run_serve`.
+struct FlushOnDrop(Option<Arc<dyn guardian::log::DecisionLog>>);
+
+impl Drop for FlushOnDrop {
+    fn drop(&mut self) {
+        if let Some(log) = &self.0 {
+            log.flush(Duration::from_secs(5));
+        }
+    }
+}
+
 fn fail(message: &str) -> i32 {
     eprintln!("error: {message}");
     2
@@ -486,10 +515,24 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         explain: a.explain,
         protocol,
     };
-    let (g, _store) = match serve::build(policy, options, a.state.as_deref()) {
+    let decision_log = match a
+        .decision_log
+        .as_deref()
+        .map(|spec| decision_log::open(spec, a.listen.is_some()))
+        .transpose()
+    {
+        Ok(d) => d,
+        Err(e) => return fail(&e),
+    };
+    let (g, store) = match serve::build(policy, options, a.state.as_deref()) {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };
+    if let Some(sink) = &decision_log {
+        g.set_decision_log(sink.clone());
+    }
+    // The last records reach an HTTP collector before the process ends (stdio: end of input).
+    let _flush = FlushOnDrop(decision_log);
     // Housekeeping: ended sessions' tombstones and idle sessions leave memory off the
     // request path (admissions only sweep a few as they go).
     {
@@ -517,6 +560,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         }
         let op = operator::Operator {
             guardian: g.clone(),
+            store: store.clone(),
             token,
             max_body: a.max_envelope_bytes,
             limits: a.http_limits().for_operator(),
@@ -551,10 +595,8 @@ pub fn run_serve(a: ServeArgs) -> i32 {
 pub fn run_audit(c: AuditCommand) -> i32 {
     let (dir, verbose) = match c {
         AuditCommand::Verify { dir, verbose } => (dir, verbose),
-        AuditCommand::Show { dir, session } => return show_chains(&dir, session.as_deref(), false),
-        AuditCommand::Export { dir, session } => {
-            return show_chains(&dir, session.as_deref(), true)
-        }
+        AuditCommand::Show { from } => return show_chains(&from, false),
+        AuditCommand::Export { from } => return show_chains(&from, true),
     };
     let records = match store::read_dir(&dir) {
         Ok(r) => r,
@@ -592,20 +634,44 @@ pub fn run_audit(c: AuditCommand) -> i32 {
     }
 }
 
-/// `warden audit show|export`: the chains of a state folder, as lines for people or as JSON
-/// lines (each entry with its `session`).
-fn show_chains(dir: &std::path::Path, only: Option<&str>, json: bool) -> i32 {
-    let records = match store::read_dir(dir) {
-        Ok(r) => r,
-        Err(e) => return fail(&e),
+/// `warden audit show|export`: the chains of a state folder or a running server, as lines for
+/// people or as JSON lines (each entry with its `session`).
+fn show_chains(from: &ChainSource, json: bool) -> i32 {
+    let only = from.session.as_deref();
+    let chains = match (&from.operator, &from.dir) {
+        (Some(url), _) => {
+            let token = from
+                .operator_token_file
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""));
+            match operator_chains(url, token, only) {
+                Ok(c) => c,
+                Err(e) => return fail(&e),
+            }
+        }
+        (None, Some(dir)) => {
+            let records = match store::read_dir(dir) {
+                Ok(r) => r,
+                Err(e) => return fail(&e),
+            };
+            guardian::journal::chains(&records)
+        }
+        (None, None) => return fail("name a state folder or --operator URL"),
     };
-    let chains = guardian::journal::chains(&records);
     let chains: Vec<_> = chains
         .iter()
         .filter(|(s, _)| only.is_none_or(|o| o == s))
         .collect();
     if let (Some(o), true) = (only, chains.is_empty()) {
-        eprintln!("warden: no session {o} in {}", dir.display());
+        let place = match (&from.operator, &from.dir) {
+            (Some(url), _) => url.clone(),
+            (None, d) => d
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display()
+                .to_string(),
+        };
+        eprintln!("warden: no session {o} in {place}");
         return 1;
     }
     let field = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
@@ -633,6 +699,74 @@ fn show_chains(dir: &std::path::Path, only: Option<&str>, json: bool) -> i32 {
         }
     }
     0
+}
+
+/// The chains from a running server's `GET /audit` (docs/serve.md, "Operator endpoint").
+fn operator_chains(
+    url: &str,
+    token_file: &std::path::Path,
+    only: Option<&str>,
+) -> Result<Vec<(String, Vec<Value>)>, String> {
+    use std::io::{Read as _, Write as _};
+    let token = std::fs::read_to_string(token_file)
+        .map_err(|e| format!("{}: {e}", token_file.display()))?;
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+    let hostport = rest.split('/').next().unwrap_or(rest);
+    let mut path = "/audit".to_string();
+    if let Some(s) = only {
+        path.push_str("?session=");
+        path.push_str(s);
+    }
+    use std::net::ToSocketAddrs as _;
+    let addr = hostport
+        .to_socket_addrs()
+        .map_err(|e| format!("{hostport}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{hostport}: no address"))?;
+    let timeout = Duration::from_secs(30);
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{url}: {e}"))?;
+    stream.set_read_timeout(Some(timeout)).ok();
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nAuthorization: Bearer {}\r\n\
+         Connection: close\r\n\r\n",
+        token.trim()
+    );
+    stream
+        .write_all(head.as_bytes())
+        .map_err(|e| format!("{url}: {e}"))?;
+    let mut resp = Vec::new();
+    stream
+        .read_to_end(&mut resp)
+        .map_err(|e| format!("{url}: {e}"))?;
+    let (status, body) = hook::parse_http_response(&resp)?;
+    let v: Value = serde_json::from_slice(&body)
+        .map_err(|e| format!("{url}: an answer that is not JSON: {e}"))?;
+    if status == 404
+        && only.is_some()
+        && v.get("error")
+            .is_some_and(|e| e.as_str().is_some_and(|e| e.starts_with("no session")))
+    {
+        return Ok(Vec::new());
+    }
+    if status != 200 {
+        let why = v.get("error").and_then(Value::as_str).unwrap_or("");
+        return Err(format!("{url}: HTTP {status}: {why}"));
+    }
+    Ok(v.as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|c| {
+                    let s = c["session"].as_str().unwrap_or("").to_string();
+                    let e = c["entries"].as_array().cloned().unwrap_or_default();
+                    (s, e)
+                })
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 pub fn run_hook(a: HookArgs) -> i32 {

@@ -38,6 +38,8 @@ pub const BAD_INTENT: &str = "warden.bad_intent";
 enum Mode {
     /// Decide it with the rules (and keep an explain trace when asked).
     Decide { explain: bool },
+    /// Decide it, and mask the call's arguments for a decision-log record.
+    DecideLogged { explain: bool },
     /// Re-apply a step that went ahead (a journal, a restore): the rules only decide, so they
     /// do not run.
     Reapply,
@@ -55,15 +57,46 @@ pub fn decide_event(
     ev: &Event<'_>,
     explain: bool,
 ) -> Result<Decision, VmError> {
-    run_step(program, hook, state, ev, Mode::Decide { explain })
-        .map(|d| d.expect("a decided step has a decision"))
+    run_step(
+        program,
+        hook,
+        state,
+        ev,
+        Mode::Decide { explain },
+        &mut None,
+    )
+    .map(|d| d.expect("a decided step has a decision"))
+}
+
+/// Like [`decide_event`], and also gives the event's tool-call arguments (`{name: value}`) with
+/// the values explain traces would mask masked (`redact` labels, `mask` paths), for a decision
+/// log; `None` when the event has no arguments. The arguments come back even when the decision
+/// failed.
+pub fn decide_event_logged(
+    program: &Program,
+    hook: &'static fields::HookSpec,
+    state: &mut SessionState,
+    ev: &Event<'_>,
+    explain: bool,
+) -> (Result<Decision, VmError>, Option<Value>) {
+    let mut masked = None;
+    let d = run_step(
+        program,
+        hook,
+        state,
+        ev,
+        Mode::DecideLogged { explain },
+        &mut masked,
+    )
+    .map(|d| d.expect("a decided step has a decision"));
+    (d, masked)
 }
 
 /// Re-applies a step that went ahead to a state: the same draft changes and history
 /// counters [`decide_event`] applies, without running the rules (they only decide).
 pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
     if let Some(hook) = fields::hook(ev.method) {
-        let _ = run_step(program, hook, state, ev, Mode::Reapply);
+        let _ = run_step(program, hook, state, ev, Mode::Reapply, &mut None);
     }
 }
 
@@ -71,7 +104,7 @@ pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>
 /// [`decide_event`] does on a failure), without running the rules.
 pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
     if let Some(hook) = fields::hook(ev.method) {
-        let _ = run_step(program, hook, state, ev, Mode::Taint);
+        let _ = run_step(program, hook, state, ev, Mode::Taint, &mut None);
     }
 }
 
@@ -82,6 +115,7 @@ fn run_step(
     state: &mut SessionState,
     ev: &Event<'_>,
     mode: Mode,
+    masked: &mut Option<Value>,
 ) -> Result<Option<Decision>, VmError> {
     let mut budget = Budget::new(program.budget);
     state.ensure_slots(program);
@@ -89,13 +123,16 @@ fn run_step(
         let mut draft = Draft::new(state);
         // Taking the content in cannot fail: its labels have a budget of their own.
         draft.begin_event(program, ev);
+        if let Mode::DecideLogged { .. } = mode {
+            *masked = explain::masked_arguments(program, &draft, ev.payload);
+        }
         let decided = match mode {
             Mode::Taint => Err(None),
             Mode::Reapply => draft
                 .begin_effects(program, ev, &mut budget)
                 .map(|()| None)
                 .map_err(|_| None),
-            Mode::Decide { explain } => {
+            Mode::Decide { explain } | Mode::DecideLogged { explain } => {
                 decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget)
                     .map(Some)
                     .map_err(Some)

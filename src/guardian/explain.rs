@@ -207,6 +207,31 @@ impl Secrets {
     }
 }
 
+/// A tool call's arguments as `{name: value}` (each argument's `value`, without its
+/// provenance), with what an explain trace would mask masked: values carrying a `redact`
+/// label, values at `mask` paths, and anything containing them. `None` when the payload has
+/// no `arguments` object. Decision logs record this.
+pub(crate) fn masked_arguments(
+    program: &Program,
+    state: &Draft<'_>,
+    payload: &Value,
+) -> Option<Value> {
+    let args = payload.get("arguments")?.as_object()?;
+    let secrets = Secrets::of(program, state, payload);
+    let mut out = Map::new();
+    for (name, a) in args {
+        let mut v = match a {
+            Value::Object(m) if m.contains_key("value") => m["value"].clone(),
+            other => other.clone(),
+        };
+        if !secrets.is_empty() {
+            secrets.scrub(&mut v, 0);
+        }
+        out.insert(name.clone(), v);
+    }
+    Some(Value::Object(out))
+}
+
 /// Whether a call made from a secret returns a secret: a string computed from one
 /// (`lower`, `domain`, `string`, a Rego function) is one; a number or a boolean (a length, a
 /// test) is shown, as a comparison's result is.

@@ -40,6 +40,7 @@ pub mod decide;
 pub mod engine;
 pub mod explain;
 pub mod journal;
+pub mod log;
 pub mod protocol;
 mod sessions;
 
@@ -299,6 +300,8 @@ pub struct Guardian {
     sessions: sessions::Table<Session>,
     options: Options,
     journal: Option<Arc<dyn Journal>>,
+    /// Where a record of each decision goes ([`Guardian::set_decision_log`]).
+    decision_log: std::sync::OnceLock<Arc<dyn log::DecisionLog>>,
     /// The journal failed: nothing more can be acknowledged, every request is refused.
     failed: Arc<AtomicBool>,
 }
@@ -346,6 +349,16 @@ struct Decided {
     response: Response,
     traces: Vec<RuleTrace>,
     durable: Option<Durable>,
+    /// With a decision log: what the record needs from inside the decision.
+    logged: Option<Logged>,
+}
+
+/// A decision's part of its decision-log record ([`log`]).
+#[derive(Debug, Default)]
+struct Logged {
+    tool: Option<String>,
+    arguments: Option<Value>,
+    fired: Vec<Arc<str>>,
 }
 
 /// A decided request whose answer must wait until its journal records are durable
@@ -409,6 +422,7 @@ impl Guardian {
             sessions: sessions::Table::default(),
             options,
             journal: None,
+            decision_log: std::sync::OnceLock::new(),
             failed: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -419,6 +433,13 @@ impl Guardian {
         let mut g = Guardian::with_options(policy, options);
         g.journal = Some(journal);
         g
+    }
+
+    /// Sends a record of every decided request (and every request answered with an error)
+    /// to `sink` from now on ([`log`]). Once per Guardian: a second call returns `false`
+    /// and changes nothing.
+    pub fn set_decision_log(&self, sink: Arc<dyn log::DecisionLog>) -> bool {
+        self.decision_log.set(sink).is_ok()
     }
 
     pub fn options(&self) -> &Options {
@@ -538,6 +559,7 @@ impl Guardian {
     }
 
     fn process(&self, req: &Request, raw: Option<&Value>) -> (Pending, Vec<RuleTrace>) {
+        let started = std::time::Instant::now();
         let id = req.id.clone();
         let p = &req.params;
         if req.method == "system/ping" {
@@ -566,6 +588,7 @@ impl Guardian {
             mut response,
             traces,
             durable,
+            logged,
         } = if self.failed.load(Ordering::SeqCst) {
             Decided {
                 response: Response::error(
@@ -573,6 +596,7 @@ impl Guardian {
                     RpcError::internal("the journal failed; this Guardian refuses every request"),
                 ),
                 traces: Vec::new(),
+                logged: None,
                 durable: None,
             }
         } else {
@@ -580,6 +604,29 @@ impl Guardian {
         };
         if let Some(k) = key {
             sign_response(&k, &proto.key_id, &mut response);
+        }
+        // A handshake decides nothing: it has no record.
+        let sink = self
+            .decision_log
+            .get()
+            .filter(|_| req.method != "handshake/hello");
+        if let Some(sink) = sink {
+            let logged = logged.unwrap_or_default();
+            let facts = log::Facts {
+                session: Some(p.metadata.session_id.clone()).filter(|s| !s.is_empty()),
+                method: req.method.clone(),
+                request_id: Some(p.request_id.clone()).filter(|s| !s.is_empty()),
+                tool: logged.tool.or_else(|| {
+                    p.payload
+                        .pointer("/tool/name")
+                        .and_then(Value::as_str)
+                        .map(String::from)
+                }),
+                arguments: logged.arguments,
+                fired: logged.fired,
+            };
+            let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            sink.record(&log::record(&facts, &response, &self.policy_digest(), took));
         }
         let pending = Pending {
             response,
@@ -666,6 +713,7 @@ impl Guardian {
         let fail = |e: RpcError| Decided {
             response: Response::error(id.clone(), e),
             traces: Vec::new(),
+            logged: None,
             durable: None,
         };
         let p = &req.params;
@@ -725,6 +773,7 @@ impl Guardian {
                 Ok((r, durable)) => Decided {
                     response: Response::result(id, r),
                     traces: Vec::new(),
+                    logged: None,
                     durable: Some(durable),
                 },
                 Err(e) => {
@@ -833,53 +882,73 @@ impl Guardian {
             wrapped_method: mcp_wrapped,
         };
         let mut failed = false;
-        let (mut result, traces, proceeds, approval, effect_outcome) =
-            match decide_event(program, hook, state, &ev, self.options.explain) {
-                Ok(decision) => {
-                    let traces = decision.trace.clone();
-                    let mut result = decision.to_result(&p.request_id);
-                    if self.options.explain {
-                        result.policy_data.insert(
-                            "warden".into(),
-                            explain::to_json(&decision, &traces, program, &active.sources),
-                        );
-                    }
-                    let proceeds = decision.proceeds();
-                    (
-                        result,
-                        traces,
-                        proceeds,
-                        decision.approval,
-                        decision.effect_outcome,
-                    )
+        let logging = self.decision_log.get().is_some();
+        let (outcome, arguments) = if logging {
+            engine::decide_event_logged(program, hook, state, &ev, self.options.explain)
+        } else {
+            (
+                decide_event(program, hook, state, &ev, self.options.explain),
+                None,
+            )
+        };
+        let mut logged = logging.then(|| Logged {
+            tool: payload
+                .pointer("/tool/name")
+                .and_then(Value::as_str)
+                .map(String::from),
+            arguments,
+            fired: Vec::new(),
+        });
+        let (mut result, traces, proceeds, approval, effect_outcome) = match outcome {
+            Ok(decision) => {
+                if let Some(l) = &mut logged {
+                    l.fired = decision.fired.clone();
                 }
-                Err(e) => match self.failure(id.clone(), &p.request_id, hook, &e) {
-                    Ok(result) => {
-                        failed = true;
-                        (result, Vec::new(), false, None, None)
-                    }
-                    Err(response) => {
-                        // The content that entered with the failed step is journalled too.
-                        let record = Record::Step {
-                            session: sid.to_string(),
-                            method: req.method.clone(),
-                            params: raw.get("params").cloned().unwrap_or(Value::Null),
-                            proceeds: false,
-                            failed: true,
-                            extra_labels,
-                            entries: Vec::new(),
-                            approval: None,
-                            at_ms: Some(time::now_ms()),
-                        };
-                        let durable = self.submit(vec![record]);
-                        return Decided {
-                            response,
-                            traces: Vec::new(),
-                            durable: Some(durable),
-                        };
-                    }
-                },
-            };
+                let traces = decision.trace.clone();
+                let mut result = decision.to_result(&p.request_id);
+                if self.options.explain {
+                    result.policy_data.insert(
+                        "warden".into(),
+                        explain::to_json(&decision, &traces, program, &active.sources),
+                    );
+                }
+                let proceeds = decision.proceeds();
+                (
+                    result,
+                    traces,
+                    proceeds,
+                    decision.approval,
+                    decision.effect_outcome,
+                )
+            }
+            Err(e) => match self.failure(id.clone(), &p.request_id, hook, &e) {
+                Ok(result) => {
+                    failed = true;
+                    (result, Vec::new(), false, None, None)
+                }
+                Err(response) => {
+                    // The content that entered with the failed step is journalled too.
+                    let record = Record::Step {
+                        session: sid.to_string(),
+                        method: req.method.clone(),
+                        params: raw.get("params").cloned().unwrap_or(Value::Null),
+                        proceeds: false,
+                        failed: true,
+                        extra_labels,
+                        entries: Vec::new(),
+                        approval: None,
+                        at_ms: Some(time::now_ms()),
+                    };
+                    let durable = self.submit(vec![record]);
+                    return Decided {
+                        response,
+                        traces: Vec::new(),
+                        logged,
+                        durable: Some(durable),
+                    };
+                }
+            },
+        };
         if proto.replay_protection {
             s.window.insert(
                 time_ms.unwrap_or(now),
@@ -994,6 +1063,7 @@ impl Guardian {
             response: Response::result(id, result),
             traces,
             durable: Some(durable),
+            logged,
         }
     }
 

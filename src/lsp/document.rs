@@ -48,6 +48,8 @@ pub struct Document {
     pub analysis: Analysis,
     /// Outcomes of `warden.runTest` since the last edit, shown on the tests' names.
     pub test_results: HashMap<String, TestOutcome>,
+    /// Edits came since the analysis was made ([`Document::edit`]).
+    stale: bool,
 }
 
 impl Document {
@@ -65,6 +67,7 @@ impl Document {
             path,
             analysis,
             test_results: HashMap::new(),
+            stale: false,
         }
     }
 
@@ -75,6 +78,13 @@ impl Document {
     /// Applies the client's edits in order (ranges in UTF-16, against the text as edited so
     /// far) and re-checks the document.
     pub fn change(&mut self, version: i32, changes: Vec<lt::TextDocumentContentChangeEvent>) {
+        self.edit(version, changes);
+        self.refresh();
+    }
+
+    /// Applies the client's edits without re-checking: the analysis is stale until
+    /// [`Document::refresh`]. A burst of queued edits is applied this way and checked once.
+    pub fn edit(&mut self, version: i32, changes: Vec<lt::TextDocumentContentChangeEvent>) {
         let mut text = self.file.text.to_string();
         for c in changes {
             match c.range {
@@ -88,8 +98,20 @@ impl Document {
             }
         }
         self.version = version;
-        self.reanalyse(text);
+        self.file = SourceFile::new(self.file.name.clone(), text);
+        self.stale = true;
         self.test_results.clear();
+    }
+
+    /// Re-checks the text if edits came since the last check; returns whether it did.
+    pub fn refresh(&mut self) -> bool {
+        if !self.stale {
+            return false;
+        }
+        let text = self.file.text.to_string();
+        self.reanalyse(text);
+        self.stale = false;
+        true
     }
 
     fn reanalyse(&mut self, text: String) {
@@ -126,15 +148,36 @@ impl Document {
         out
     }
 
-    /// The whole-document edit `warden fmt` would make (`None` when the text has syntax errors
-    /// or is already formatted).
-    pub fn format(&self) -> Option<Vec<lt::TextEdit>> {
-        let formatted = crate::fmt::format_source(FileId(0), self.text()).ok()?;
+    /// The whole-document edit `warden fmt` would make (empty when already formatted); `Err`
+    /// says why the text cannot be formatted (its first syntax error).
+    pub fn format(&self) -> Result<Vec<lt::TextEdit>, String> {
+        let formatted = match crate::fmt::format_source(FileId(0), self.text()) {
+            Ok(f) => f,
+            Err(diagnostics) => {
+                let first = diagnostics.iter().find(|d| d.is_error());
+                let at = first
+                    .map(|d| {
+                        let (line, col) = self.file.line_col(d.span.start as usize);
+                        format!(" (line {line}, column {col}: {})", d.message)
+                    })
+                    .unwrap_or_default();
+                let name = self
+                    .path
+                    .as_ref()
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_else(|| self.uri.to_string());
+                return Err(format!(
+                    "warden: {name} was not formatted: it has a syntax error{at}. Fix it and \
+                     format again."
+                ));
+            }
+        };
         if formatted == self.text() {
-            return Some(Vec::new());
+            return Ok(Vec::new());
         }
         let end = self.file.line_col_utf16(self.text().len());
-        Some(vec![lt::TextEdit {
+        Ok(vec![lt::TextEdit {
             range: lt::Range {
                 start: lt::Position::new(0, 0),
                 end: lt::Position::new(end.0, end.1),

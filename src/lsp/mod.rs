@@ -4,9 +4,10 @@
 //! connection (rust-analyzer's `lsp-server`), the open documents and their incremental edits,
 //! and one feature per file, each a pure function of a document's latest analysis:
 //!
-//! - `document.rs`: open documents, UTF-16 range edits, and re-checking on every change (the
+//! - `document.rs`: open documents, UTF-16 range edits, and re-checking after changes (the
 //!   same `check::check` as `warden check`; `benches/lsp.rs` keeps it under 100 ms on a
-//!   2 000-line policy);
+//!   2 000-line policy). A burst of `didChange`s is applied edit by edit and checked once
+//!   (`serve`);
 //! - `convert.rs`: byte spans ↔ LSP positions (UTF-16), file ids ↔ URIs, diagnostics;
 //! - `stdlib.rs`: the embedded stdlib modules, written once to a temp folder so any client can
 //!   open them on go-to-definition;
@@ -119,7 +120,15 @@ fn serve(connection: &Connection) -> Result<(), Box<dyn std::error::Error + Sync
     )?;
     let init: lt::InitializeParams = serde_json::from_value(init).unwrap_or_default();
     let mut server = Server::new(connection, workspace_root(&init));
-    for msg in &connection.receiver {
+    let mut next = None;
+    loop {
+        let msg = match next.take() {
+            Some(m) => m,
+            None => match connection.receiver.recv() {
+                Ok(m) => m,
+                Err(_) => return Ok(()),
+            },
+        };
         match msg {
             Message::Request(req) => {
                 if connection.handle_shutdown(&req)? {
@@ -127,12 +136,37 @@ fn serve(connection: &Connection) -> Result<(), Box<dyn std::error::Error + Sync
                 }
                 server.request(req);
             }
+            Message::Notification(n) if n.method == DID_CHANGE => {
+                // Coalesce: every `didChange` already sent behind this one is applied too, and
+                // each edited document is checked (and its diagnostics published) once. The
+                // stdio reader hands messages over one at a time (a rendezvous channel), so
+                // "already sent" is what arrives within `COALESCE_WAIT` of the previous one.
+                server.edit(n);
+                loop {
+                    match connection.receiver.recv_timeout(COALESCE_WAIT) {
+                        Ok(Message::Notification(n)) if n.method == DID_CHANGE => server.edit(n),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                server.refresh();
+            }
             Message::Notification(n) => server.notification(n),
             Message::Response(_) => {}
         }
     }
-    Ok(())
 }
+
+/// How long a `didChange` waits for the next one before the document is checked: the time
+/// the reader takes to parse a message already in the pipe, with room to spare; far below a
+/// keystroke's interval.
+const COALESCE_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+
+const DID_CHANGE: &str =
+    <lt::notification::DidChangeTextDocument as lt::notification::Notification>::METHOD;
 
 #[allow(deprecated)] // root_uri: older clients send only it
 fn workspace_root(init: &lt::InitializeParams) -> Option<PathBuf> {
@@ -182,11 +216,30 @@ impl<'c> Server<'c> {
         }
     }
 
+    /// Applies a `didChange`'s edits without checking ([`Server::refresh`] checks).
+    fn edit(&mut self, n: Notification) {
+        if let Some(p) = params::<lt::DidChangeTextDocumentParams>(n.params) {
+            if let Some(doc) = self.docs.get_mut(&p.text_document.uri) {
+                doc.edit(p.text_document.version, p.content_changes);
+            }
+        }
+    }
+
+    /// Checks every document edited since its last check and publishes its diagnostics.
+    fn refresh(&mut self) {
+        let edited: Vec<Url> = self
+            .docs
+            .iter_mut()
+            .filter_map(|(uri, doc)| doc.refresh().then(|| uri.clone()))
+            .collect();
+        for uri in edited {
+            self.publish(&uri);
+        }
+    }
+
     fn notification(&mut self, n: Notification) {
         use lt::notification::*;
-        use lt::{
-            DidChangeTextDocumentParams, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
-        };
+        use lt::{DidCloseTextDocumentParams, DidOpenTextDocumentParams};
         match n.method.as_str() {
             DidOpenTextDocument::METHOD => {
                 if let Some(p) = params::<DidOpenTextDocumentParams>(n.params) {
@@ -198,13 +251,8 @@ impl<'c> Server<'c> {
                 }
             }
             DidChangeTextDocument::METHOD => {
-                if let Some(p) = params::<DidChangeTextDocumentParams>(n.params) {
-                    let uri = p.text_document.uri;
-                    if let Some(doc) = self.docs.get_mut(&uri) {
-                        doc.change(p.text_document.version, p.content_changes);
-                        self.publish(&uri);
-                    }
-                }
+                self.edit(n);
+                self.refresh();
             }
             DidCloseTextDocument::METHOD => {
                 if let Some(p) = params::<DidCloseTextDocumentParams>(n.params) {
@@ -255,7 +303,24 @@ impl<'c> Server<'c> {
                 ))),
                 None => Err("bad params".into()),
             },
-            Formatting::METHOD => self.on_doc::<Formatting>(req, |doc, _| doc.format()),
+            Formatting::METHOD => {
+                // A text that cannot be formatted gets no edits, and the user is told why.
+                let mut why = None;
+                let r = self.on_doc::<Formatting>(req, |doc, _| match doc.format() {
+                    Ok(edits) => Some(edits),
+                    Err(e) => {
+                        why = Some(e);
+                        None
+                    }
+                });
+                if let Some(message) = why {
+                    self.notify::<lt::notification::ShowMessage>(lt::ShowMessageParams {
+                        typ: lt::MessageType::WARNING,
+                        message,
+                    });
+                }
+                r
+            }
             SemanticTokensFullRequest::METHOD => {
                 self.on_doc::<SemanticTokensFullRequest>(req, |doc, _| {
                     Some(lt::SemanticTokensResult::Tokens(tokens::semantic_tokens(

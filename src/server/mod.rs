@@ -8,11 +8,13 @@
 //! - [`store`]: the durable journal behind `--state DIR` (redb), from which sessions and their
 //!   audit chains are restored;
 //! - [`operator`]: the operator endpoint (effect keys and approvals on a running server);
+//! - [`decision_log`]: the sinks of `--decision-log` (a file, stdout, an HTTP collector);
 //! - [`mcp_http`]: MCP's Streamable HTTP transport for `warden mcp-proxy --listen`.
 
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
 
+pub mod decision_log;
 pub mod mcp_http;
 pub mod operator;
 pub mod serve;

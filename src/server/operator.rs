@@ -9,6 +9,7 @@
 //! | `POST /effects/resolve` `{session, key, outcome}` | `{session, key, from, to}` |
 //! | `GET /approvals` | `[{session, request_id, status, approver, question, action_hash, action}]` |
 //! | `POST /approvals/approve` `{request_id, approver}` | `{session, request_id, action_hash, expires_seconds, intent}` |
+//! | `GET /audit` (`?session=ID` for one) | `[{session, entries}]`: the audit chains, read from the journal (`--state`) |
 
 use std::convert::Infallible;
 use std::io;
@@ -73,6 +74,8 @@ impl Token {
 /// What the operator listener serves with.
 pub struct Operator {
     pub guardian: Arc<Guardian>,
+    /// The journal of `--state`, read by `GET /audit` (without it there is no chain to read).
+    pub store: Option<Arc<super::store::Store>>,
     pub token: Token,
     /// Largest request body accepted (serve's `--max-envelope-bytes`).
     pub max_body: usize,
@@ -121,13 +124,13 @@ pub async fn handle(
         return Ok(r);
     }
     let method = match req.uri().path() {
-        "/effects" | "/approvals" => Method::GET,
+        "/effects" | "/approvals" | "/audit" => Method::GET,
         "/effects/resolve" | "/approvals/approve" => Method::POST,
         _ => {
             return Ok(error(
                 StatusCode::NOT_FOUND,
                 "not found: GET /effects, POST /effects/resolve, GET /approvals, \
-                 POST /approvals/approve",
+                 POST /approvals/approve, GET /audit",
             ))
         }
     };
@@ -147,6 +150,16 @@ pub async fn handle(
         return Ok(r);
     }
     let path = req.uri().path().to_string();
+    if path == "/audit" {
+        let session = req.uri().query().and_then(session_query);
+        let out = tokio::task::spawn_blocking(move || audit(op.store.as_deref(), session)).await;
+        return Ok(out.unwrap_or_else(|_| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the operator task failed",
+            )
+        }));
+    }
     let body = if method == Method::POST {
         match read_body(req, op.max_body, op.limits.body_timeout).await {
             Ok(v) => Some(v),
@@ -263,6 +276,42 @@ fn route(g: &Guardian, path: &str, body: Option<Map<String, Value>>) -> Answer {
         _ => Err(error(StatusCode::NOT_FOUND, "not found")),
     };
     r.unwrap_or_else(|e| e)
+}
+
+/// `session=ID` from a query string (percent-decoding the few characters a session id may
+/// hold is not needed: ids are UUIDs or plain words).
+fn session_query(q: &str) -> Option<String> {
+    q.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "session")
+        .map(|(_, v)| v.to_string())
+}
+
+/// `GET /audit`: every session's chain entries (or one session's) from the journal.
+fn audit(store: Option<&super::store::Store>, session: Option<String>) -> Answer {
+    let Some(store) = store else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "this server keeps no journal, so no audit chain to read: serve with --state DIR",
+        );
+    };
+    let records = match &session {
+        Some(s) => store.records_of(s),
+        None => store.records(),
+    };
+    let records = match records {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    let chains = crate::guardian::journal::chains(&records);
+    if let (Some(s), true) = (&session, chains.is_empty()) {
+        return error(StatusCode::NOT_FOUND, format!("no session {s}"));
+    }
+    let items: Vec<Value> = chains
+        .into_iter()
+        .map(|(session, entries)| json!({"session": session, "entries": entries}))
+        .collect();
+    answer(StatusCode::OK, &Value::Array(items))
 }
 
 fn list_effects(g: &Guardian) -> Answer {

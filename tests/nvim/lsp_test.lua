@@ -1,6 +1,7 @@
 -- Driven by tests/nvim.rs: Neovim (headless) with editors/nvim/ on the runtimepath has opened a
 -- policy; this waits for the language server's diagnostics, asks for a hover and a completion,
--- jumps to two definitions with the client's own commands, and writes what it saw as JSON to
+-- jumps to two definitions with the client's own commands, adds a test block with a normal-mode
+-- edit and waits for its code lens, and writes what it saw as JSON to
 -- $WARDEN_NVIM_OUT. Positions come from $WARDEN_NVIM_POS ({"hover": [row, col], ...}, rows
 -- 1-based and columns 0-based in bytes, as nvim_win_set_cursor takes them).
 local out_path = os.getenv('WARDEN_NVIM_OUT')
@@ -14,8 +15,10 @@ local function finish()
   vim.cmd('qa!')
 end
 
+local policy_buf
 local ok, err = pcall(function()
   local bufnr = vim.api.nvim_get_current_buf()
+  policy_buf = bufnr
   result.filetype = vim.bo[bufnr].filetype
   result.nvim = vim.version()
 
@@ -64,8 +67,32 @@ local ok, err = pcall(function()
   end
   result.definition = jump(pos.definition)
   result.stdlib_definition = jump(pos.stdlib_definition)
+
+  -- Code lenses follow a normal-mode edit (TextChanged), with no trip through insert mode:
+  -- `:put` appends a test block, and its "run test" lens must appear. TextChanged fires once
+  -- Neovim is back in its main loop waiting for a key, so the rest runs from a timer.
+  vim.cmd('buffer ' .. bufnr)
+  -- Let the lens refresh that entering the buffer started finish (one runs at a time).
+  vim.wait(1000, function() return false end, 50)
+  result.lenses_before = #(vim.lsp.codelens.get(bufnr) or {})
+  local keys = ":$put =['', 'test \\\"lens after edit\\\" {', '  call send_money(amount: 1) => allow', '}']\r"
+  vim.api.nvim_feedkeys(keys, 'x', false)
+  result.lines_after_edit = vim.api.nvim_buf_line_count(bufnr)
 end)
 if not ok then
   table.insert(result.errors, tostring(err))
+  finish()
+else
+  local deadline = vim.loop.now() + 10000
+  local function poll()
+    local n = #(vim.lsp.codelens.get(policy_buf) or {})
+    if n > result.lenses_before or vim.loop.now() > deadline then
+      result.lenses_after = n
+      result.lens_after_edit = n > result.lenses_before
+      finish()
+    else
+      vim.defer_fn(poll, 50)
+    end
+  end
+  vim.defer_fn(poll, 50)
 end
-finish()

@@ -54,7 +54,7 @@ function M.on_attach(client, bufnr)
   end
   -- Test lenses ("▶ run test", "debug test").
   vim.lsp.codelens.refresh()
-  vim.api.nvim_create_autocmd({ 'BufEnter', 'InsertLeave', 'BufWritePost' }, {
+  vim.api.nvim_create_autocmd({ 'BufEnter', 'InsertLeave', 'TextChanged', 'BufWritePost' }, {
     buffer = bufnr,
     callback = function()
       vim.lsp.codelens.refresh()
