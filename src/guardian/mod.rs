@@ -532,7 +532,7 @@ impl Guardian {
             },
         };
         match envelope::decode_request_with(bytes, &opts) {
-            Ok((req, raw)) => self.process(&req, Some(&raw)),
+            Ok((req, raw)) => self.process(&req, Some(raw)),
             Err(resp) => (self.ready(*resp), Vec::new()),
         }
     }
@@ -558,7 +558,7 @@ impl Guardian {
         (pending.wait(), traces)
     }
 
-    fn process(&self, req: &Request, raw: Option<&Value>) -> (Pending, Vec<RuleTrace>) {
+    fn process(&self, req: &Request, raw: Option<Value>) -> (Pending, Vec<RuleTrace>) {
         let started = std::time::Instant::now();
         let id = req.id.clone();
         let p = &req.params;
@@ -571,14 +571,7 @@ impl Guardian {
             r.payload = Some(decide::ping_payload(&p.payload, time::now_rfc3339()));
             return (self.ready(Response::result(id, r)), Vec::new());
         }
-        let owned;
-        let raw = match raw {
-            Some(r) => r,
-            None => {
-                owned = serde_json::to_value(req).unwrap_or(Value::Null);
-                &owned
-            }
-        };
+        let mut raw = raw.unwrap_or_else(|| serde_json::to_value(req).unwrap_or(Value::Null));
         let proto = &self.options.protocol;
         let key = proto
             .key
@@ -600,7 +593,7 @@ impl Guardian {
                 durable: None,
             }
         } else {
-            self.process_session(req, raw, key.as_ref())
+            self.process_session(req, &mut raw, key.as_ref())
         };
         if let Some(k) = key {
             sign_response(&k, &proto.key_id, &mut response);
@@ -708,7 +701,7 @@ impl Guardian {
             .count()
     }
 
-    fn process_session(&self, req: &Request, raw: &Value, key: Option<&[u8; 32]>) -> Decided {
+    fn process_session(&self, req: &Request, raw: &mut Value, key: Option<&[u8; 32]>) -> Decided {
         let id = req.id.clone();
         let fail = |e: RpcError| Decided {
             response: Response::error(id.clone(), e),
@@ -720,7 +713,7 @@ impl Guardian {
         let proto = &self.options.protocol;
         let sid = p.metadata.session_id.as_str();
         if let Some(k) = key {
-            if let Err(e) = crypto::verify(k, raw) {
+            if let Err(e) = crypto::verify(k, &*raw) {
                 return fail(RpcError::signature_invalid(e.to_string()));
             }
         }
@@ -1031,10 +1024,15 @@ impl Guardian {
             result.chain_hash = s.chain.head.clone();
         }
         s.policy_digest = Some(active.digest.clone());
+        // The params move into the record: nothing reads the raw request after this.
+        let params = raw
+            .get_mut("params")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
         let record = Record::Step {
             session: sid.to_string(),
             method: req.method.clone(),
-            params: params.clone(),
+            params,
             proceeds,
             failed,
             extra_labels,

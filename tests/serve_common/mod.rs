@@ -184,8 +184,29 @@ impl Conn {
         self.stream.get_mut().write_all(bytes)
     }
 
+    /// POSTs `body` to `/acs` in one write, as HTTP clients do; the answer's status and
+    /// body bytes (for load tests, which should not spend the machine on the client).
+    #[allow(dead_code)]
+    pub fn post_bytes(&mut self, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+        let mut request = format!(
+            "POST /acs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        self.send_raw(&request)?;
+        self.read_answer_bytes()
+    }
+
     /// Reads one HTTP answer: its status and JSON body.
     pub fn read_answer(&mut self) -> std::io::Result<(u16, Value)> {
+        let (code, body) = self.read_answer_bytes()?;
+        let v = serde_json::from_slice(&body).map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok((code, v))
+    }
+
+    /// Reads one HTTP answer: its status and body bytes.
+    pub fn read_answer_bytes(&mut self) -> std::io::Result<(u16, Vec<u8>)> {
         let mut len = None;
         let mut status = String::new();
         self.stream.read_line(&mut status)?;
@@ -214,8 +235,7 @@ impl Conn {
         }
         let mut body = vec![0; len.unwrap_or(0)];
         self.stream.read_exact(&mut body)?;
-        let v = serde_json::from_slice(&body).map_err(|e| std::io::Error::other(e.to_string()))?;
-        Ok((code, v))
+        Ok((code, body))
     }
 
     /// Whether the server closed the connection: the next read is end of file (within the
