@@ -1,6 +1,8 @@
 # Types of the native module (python/src/lib.rs).
 from os import PathLike
-from typing import Optional, Union
+from typing import Optional, Union, final
+
+__all__ = ["ACS_VERSION", "Guardian", "Policy", "PolicyError", "__version__"]
 
 ACS_VERSION: str
 __version__: str
@@ -8,6 +10,7 @@ __version__: str
 class PolicyError(Exception):
     """A policy that does not load: its diagnostics, rendered, are the message."""
 
+@final
 class Policy:
     @staticmethod
     def from_file(path: Union[str, PathLike[str]]) -> Policy: ...
