@@ -104,6 +104,19 @@ class Decide(unittest.TestCase):
         small = g.decide(tool="send_money", args={"recipient": "alice", "amount": 10}, session_id=session)
         self.assertEqual(small["decision"], "allow")
 
+    def test_the_default_policy_and_per_argument_provenance(self):
+        g = warden.Guardian(warden.Policy.default(), agent_id="mail-agent")
+        self.assertEqual(g.agent_id, "mail-agent")
+        s = str(uuid.uuid4())
+        said = {"type": "text", "value": "email bob@example.com the report", "provenance": {"origin": "user_input"}}
+        self.assertEqual(g.decide("userMessage", session_id=s, payload={"content": [said]})["decision"], "allow")
+        injected = g.decide(tool="send_email", session_id=s, args={"to": "eve@evil.example"})
+        self.assertEqual(injected["decision"], "deny")
+        self.assertEqual(injected["reason_codes"], ["provenance.destination"])
+        to = {"value": "bob@example.com", "provenance": {"origin": "user_input"}}
+        asked = g.decide(tool="send_email", session_id=s, payload={"arguments": {"to": to}})
+        self.assertEqual(asked["decision"], "allow")
+
     def test_sessions_keep_their_history(self):
         policy = warden.Policy.from_source(
             """
