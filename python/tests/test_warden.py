@@ -1,0 +1,204 @@
+"""The installed wheel, end to end (run by scripts/python-wheel-test.sh in a fresh virtualenv):
+policies load or raise with their diagnostics, envelopes are decided through `handle`, and
+`decide` builds them, in the lenient and the strict protocol, from several threads."""
+
+import json
+import os
+import threading
+import unittest
+import uuid
+
+import warden
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+POLICY = """
+rule no_rm on toolCallRequest
+  when tool.name == "rm"
+  => deny "no_rm": "never delete files"
+
+default allow
+"""
+
+
+def envelope(tool, session, arguments=None, method="steps/toolCallRequest"):
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": method,
+            "params": {
+                "acs_version": warden.ACS_VERSION,
+                "request_id": str(uuid.uuid4()),
+                "timestamp": "2026-12-01T10:00:00Z",
+                "metadata": {"agent_id": "test", "session_id": session},
+                "payload": {"tool": {"name": tool}, "arguments": arguments or {}},
+            },
+        }
+    ).encode()
+
+
+class Installed(unittest.TestCase):
+    def test_the_installed_wheel_is_imported(self):
+        # Not the source tree: the package with its compiled extension, from site-packages.
+        self.assertIn("site-packages", warden.__file__)
+        self.assertTrue(warden._warden.__file__.endswith((".so", ".pyd")))
+        self.assertEqual(warden.ACS_VERSION, "0.1.0")
+        pkg = os.path.dirname(warden.__file__)
+        for name in ("py.typed", "_warden.pyi"):
+            self.assertTrue(os.path.exists(os.path.join(pkg, name)), name)
+
+
+class Handle(unittest.TestCase):
+    def setUp(self):
+        self.guardian = warden.Guardian(warden.Policy.from_source(POLICY, name="demo"), explain=True)
+
+    def test_allowed_and_denied_envelopes(self):
+        session = str(uuid.uuid4())
+        out = self.guardian.handle(envelope("ls", session))
+        self.assertIsInstance(out, bytes)
+        response = json.loads(out)
+        self.assertEqual(response["id"], 7)
+        self.assertEqual(response["result"]["decision"], "allow")
+
+        response = json.loads(self.guardian.handle(envelope("rm", session)))
+        self.assertEqual(response["result"]["decision"], "deny")
+        self.assertEqual(response["result"]["reason_codes"], ["no_rm"])
+        self.assertEqual(response["result"]["policy_data"]["warden"]["fired"], ["demo.no_rm"])
+
+    def test_str_and_bytearray_are_accepted(self):
+        body = envelope("rm", str(uuid.uuid4()))
+        self.assertEqual(json.loads(self.guardian.handle(body.decode()))["result"]["decision"], "deny")
+        self.assertEqual(json.loads(self.guardian.handle(bytearray(body)))["result"]["decision"], "deny")
+        with self.assertRaises(TypeError):
+            self.guardian.handle(42)
+
+    def test_malformed_input_gets_a_json_rpc_error(self):
+        response = json.loads(self.guardian.handle(b"{not json"))
+        self.assertEqual(response["error"]["code"], -32700)
+        self.assertIsNone(response["id"])
+
+
+class Decide(unittest.TestCase):
+    def test_decide_builds_the_envelope(self):
+        g = warden.Guardian(warden.Policy.from_source(POLICY))
+        allowed = g.decide("toolCallRequest", tool="ls", args={"path": "/tmp"})
+        self.assertEqual(allowed["decision"], "allow")
+        denied = g.decide(tool="rm", args={"path": "/"})
+        self.assertEqual(denied["decision"], "deny")
+        self.assertEqual(denied["reason_codes"], ["no_rm"])
+        self.assertEqual(denied["reasoning"], "never delete files")
+        self.assertEqual(g.decide("steps/toolCallRequest", tool="rm")["decision"], "deny")
+
+    def test_a_policy_file_with_its_uses_and_a_modification(self):
+        policy = warden.Policy.from_file(os.path.join(REPO, "examples", "pii_redaction.ward"))
+        g = warden.Guardian(policy)
+        session = str(uuid.uuid4())
+        g.decide("sessionStart", payload={"intent": {"raw": "send 5000 to alice"}}, session_id=session)
+        capped = g.decide(
+            tool="send_money", args={"recipient": "alice", "amount": 5000}, origin="user_input", session_id=session
+        )
+        self.assertEqual(capped["decision"], "modify")
+        self.assertEqual(capped["reason_codes"], ["pii.cap_amount"])
+        self.assertIn("1000", json.dumps(capped["modifications"]))
+        small = g.decide(tool="send_money", args={"recipient": "alice", "amount": 10}, session_id=session)
+        self.assertEqual(small["decision"], "allow")
+
+    def test_the_default_policy_and_per_argument_provenance(self):
+        g = warden.Guardian(warden.Policy.default(), agent_id="mail-agent")
+        self.assertEqual(g.agent_id, "mail-agent")
+        s = str(uuid.uuid4())
+        said = {"type": "text", "value": "email bob@example.com the report", "provenance": {"origin": "user_input"}}
+        self.assertEqual(g.decide("userMessage", session_id=s, payload={"content": [said]})["decision"], "allow")
+        injected = g.decide(tool="send_email", session_id=s, args={"to": "eve@evil.example"})
+        self.assertEqual(injected["decision"], "deny")
+        self.assertEqual(injected["reason_codes"], ["provenance.destination"])
+        to = {"value": "bob@example.com", "provenance": {"origin": "user_input"}}
+        asked = g.decide(tool="send_email", session_id=s, payload={"arguments": {"to": to}})
+        self.assertEqual(asked["decision"], "allow")
+
+    def test_sessions_keep_their_history(self):
+        policy = warden.Policy.from_source(
+            """
+rule burst on toolCallRequest
+  when tool.name == "send_email" and count(toolCallRequest when tool.name == "send_email", session) >= 2
+  => deny "burst": "two emails a session"
+
+default allow
+"""
+        )
+        g = warden.Guardian(policy)
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+        self.assertEqual(g.decide(tool="send_email", session_id=a)["decision"], "allow")
+        self.assertEqual(g.decide(tool="send_email", session_id=a)["decision"], "allow")
+        self.assertEqual(g.decide(tool="send_email", session_id=a)["decision"], "deny")
+        self.assertEqual(g.decide(tool="send_email", session_id=b)["decision"], "allow")
+
+    def test_strict_mode_says_hello_for_decide(self):
+        g = warden.Guardian(warden.Policy.from_source(POLICY), strict=True)
+        self.assertTrue(g.strict)
+        denied = g.decide(tool="rm")
+        self.assertEqual(denied["decision"], "deny")
+        self.assertIn("chain_hash", denied)  # the audit chain is on in strict mode
+        self.assertEqual(g.decide(tool="ls")["decision"], "allow")
+        # `handle` is the raw protocol: no handshake, no hook traffic.
+        response = json.loads(g.handle(envelope("ls", str(uuid.uuid4()))))
+        self.assertEqual(response["error"]["code"], -32003)
+
+    def test_errors_raise_protocol_error(self):
+        g = warden.Guardian(warden.Policy.from_source(POLICY))
+        with self.assertRaises(warden.ProtocolError) as caught:
+            g.decide("noSuchHook")
+        self.assertEqual(caught.exception.code, -32601)
+        self.assertIn("error", caught.exception.response)
+        with self.assertRaises(TypeError):
+            g.decide(payload=["not", "a", "dict"])
+
+    def test_threads_share_a_guardian(self):
+        g = warden.Guardian(warden.Policy.from_source(POLICY))
+        results = []
+
+        def work():
+            session = str(uuid.uuid4())
+            for i in range(50):
+                tool = "rm" if i % 2 else "ls"
+                results.append((tool, g.decide(tool=tool, session_id=session)["decision"]))
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(len(results), 200)
+        for tool, decision in results:
+            self.assertEqual(decision, "deny" if tool == "rm" else "allow")
+
+
+class Policies(unittest.TestCase):
+    def test_a_policy_error_raises_with_its_diagnostics(self):
+        with self.assertRaises(warden.PolicyError) as caught:
+            warden.Policy.from_source('rule x on toolCallRequest when tool.nme == "a" => deny "a": "b"\ndefault allow\n')
+        message = str(caught.exception)
+        self.assertIn("check::unknown_field", message)
+        self.assertIn("tool.nme", message)
+        self.assertIn("policy:1:", message)
+
+    def test_a_missing_file_raises(self):
+        with self.assertRaises(warden.PolicyError) as caught:
+            warden.Policy.from_file(os.path.join(REPO, "no-such-policy.ward"))
+        self.assertIn("no-such-policy.ward", str(caught.exception))
+
+    def test_check_and_default_and_reload(self):
+        self.assertEqual(warden.check(os.path.join(REPO, "examples", "rate_limits.ward")), "")
+        default = warden.Policy.default()
+        self.assertEqual(len(default.digest), 64)
+        g = warden.Guardian(default)
+        self.assertEqual(g.policy_digest, default.digest)
+        strict = warden.Policy.from_source(POLICY)
+        g.set_policy(strict)
+        self.assertEqual(g.policy_digest, strict.digest)
+        self.assertEqual(g.decide(tool="rm")["decision"], "deny")
+
+
+if __name__ == "__main__":
+    unittest.main()
