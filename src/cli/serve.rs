@@ -584,7 +584,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
                 Err(e) => fail(&format!("{addr}: {e}")),
             }
         }
-        None => match serve::run_stdio(&g, std::io::stdin().lock(), std::io::stdout().lock()) {
+        None => match serve::run_stdio(&g, std::io::stdin().lock(), std::io::stdout()) {
             Ok(()) => 0,
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
             Err(e) => fail(&e.to_string()),

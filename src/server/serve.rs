@@ -222,29 +222,66 @@ fn write_frame(out: &mut impl Write, body: &[u8], framed: bool) -> io::Result<()
 
 /// Serves JSON-RPC on a reader and writer until EOF: requests are decided one at a time, in
 /// the order they arrive, and each response is written in the framing its request used.
-pub fn run_stdio(g: &Guardian, input: impl Read, mut output: impl Write) -> io::Result<()> {
+pub fn run_stdio(g: &Guardian, input: impl Read, mut output: impl Write + Send) -> io::Result<()> {
     let mut input = io::BufReader::with_capacity(64 * 1024, input);
     let max = g.options().protocol.caps.max_envelope_bytes;
-    while let Some(frame) = read_frame(&mut input, max)? {
-        let (body, framed) = match frame {
-            Frame::Line(b) => (g.handle(&b), false),
-            Frame::Framed(b) => (g.handle(&b), true),
-            Frame::TooLarge { len, framed } => (
-                crate::guardian::too_large_response(len, max).to_vec(),
-                framed,
-            ),
-            Frame::BadHeader(why) => (
-                crate::acs::envelope::Response::error(
-                    crate::acs::envelope::Id::Null,
-                    crate::acs::envelope::RpcError::parse_error(why, None),
-                )
-                .to_vec(),
-                true,
-            ),
-        };
-        write_frame(&mut output, &body, framed)?;
-    }
-    Ok(())
+    // Pipelined: the next message is decided while the answers before it wait for the journal's
+    // flush (with `--state`), so a client that sends ahead gets group commit over stdio too.
+    // Answers go out in the order the messages came, each once its decision is durable.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(Answer, bool)>(STDIO_AHEAD);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> io::Result<()> {
+            for (answer, framed) in rx {
+                let body = match answer {
+                    Answer::Pending(p) => p.wait().to_vec(),
+                    Answer::Ready(b) => b,
+                };
+                write_frame(&mut output, &body, framed)?;
+            }
+            Ok(())
+        });
+        let read = (|| -> io::Result<()> {
+            while let Some(frame) = read_frame(&mut input, max)? {
+                let item = match frame {
+                    Frame::Line(b) => (Answer::Pending(Box::new(g.handle_pending(&b))), false),
+                    Frame::Framed(b) => (Answer::Pending(Box::new(g.handle_pending(&b))), true),
+                    Frame::TooLarge { len, framed } => (
+                        Answer::Ready(crate::guardian::too_large_response(len, max).to_vec()),
+                        framed,
+                    ),
+                    Frame::BadHeader(why) => (
+                        Answer::Ready(
+                            crate::acs::envelope::Response::error(
+                                crate::acs::envelope::Id::Null,
+                                crate::acs::envelope::RpcError::parse_error(why, None),
+                            )
+                            .to_vec(),
+                        ),
+                        true,
+                    ),
+                };
+                if tx.send(item).is_err() {
+                    // The writer stopped (its error is returned below).
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        drop(tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the stdio writer failed")));
+        read.and(written)
+    })
+}
+
+/// Messages decided ahead of the answer being written (bounds memory under a fast client).
+const STDIO_AHEAD: usize = 256;
+
+/// An answer on its way out over stdio.
+enum Answer {
+    Pending(Box<crate::guardian::Pending>),
+    Ready(Vec<u8>),
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -843,6 +880,66 @@ mod tests {
             !open.1.contains_key(&c),
             "a peer with no connection is forgotten"
         );
+    }
+
+    /// Settles the durability of every submission at once, newest first, when `n` are held.
+    struct ReverseJournal {
+        n: usize,
+        held: std::sync::Mutex<Vec<crate::guardian::journal::Settle>>,
+    }
+
+    impl crate::guardian::Journal for ReverseJournal {
+        fn append(&self, records: Vec<crate::guardian::Record>) -> Result<(), String> {
+            self.submit(records).wait()
+        }
+
+        fn submit(&self, _: Vec<crate::guardian::Record>) -> crate::guardian::Durable {
+            let (durable, settle) = crate::guardian::Durable::pending();
+            let mut held = self.held.lock().unwrap();
+            held.push(settle);
+            if held.len() == self.n {
+                while let Some(s) = held.pop() {
+                    s.settle(Ok(()));
+                }
+            }
+            durable
+        }
+    }
+
+    #[test]
+    fn stdio_decides_ahead_and_answers_in_order() {
+        // Five requests are decided before any is durable (the journal settles only when it
+        // holds all five, and then the last first): the answers still come out in order.
+        let journal = Arc::new(ReverseJournal {
+            n: 5,
+            held: Default::default(),
+        });
+        let g = Guardian::with_journal(Policy::embedded_default(), Options::default(), journal);
+        let mut input = String::new();
+        for i in 1..=5 {
+            let req = crate::acs::envelope::request(
+                i,
+                "steps/turnStart",
+                &format!("00000000-0000-4000-8000-{i:012}"),
+                &crate::acs::time::now_rfc3339_ms(),
+                serde_json::json!({"agent_id": "a", "session_id": "5e55f00d-0000-4000-8000-000000000001", "turn_id": "t"}),
+                serde_json::json!({"turn_id": format!("t{i}"), "triggered_by": "user_message"}),
+            );
+            input.push_str(&serde_json::to_string(&req).unwrap());
+            input.push('\n');
+        }
+        let mut out = Vec::new();
+        run_stdio(&g, input.as_bytes(), &mut out).unwrap();
+        let ids: Vec<u64> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                assert!(v.get("result").is_some(), "{v}");
+                v["id"].as_u64().unwrap()
+            })
+            .collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5]);
     }
 
     #[test]

@@ -56,7 +56,7 @@ const MAX_GROUP: usize = 4096;
 /// Groups the filer may be behind before the committer waits for it (bounds memory).
 const FILER_BACKLOG: usize = 8192;
 /// How long records wait in the filer before they are filed (unless a reader needs them).
-const FILE_EVERY: Duration = Duration::from_millis(100);
+const FILE_EVERY: Duration = Duration::from_millis(250);
 /// How often the filer makes the database durable (and deletes the log it no longer needs).
 /// Between those commits the database's transactions are not flushed: the log already holds
 /// what they hold, so a flush per filing would only compete with the log's own.
