@@ -106,7 +106,7 @@ pub fn request(
 
 /// A JSON-RPC correlation id. Requests carry a string or a number; responses may carry null
 /// when the request's id could not be read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Id {
     /// A string id.
@@ -124,6 +124,21 @@ impl Id {
             Value::String(s) => Some(Id::Str(s.clone())),
             Value::Number(n) => Some(Id::Num(n.clone())),
             _ => None,
+        }
+    }
+}
+
+// Read by hand rather than `untagged`: that tries each variant in turn and builds an error for
+// every miss, on every envelope with a numeric id.
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Id, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(Id::Str(s)),
+            Value::Number(n) => Ok(Id::Num(n)),
+            Value::Null => Ok(Id::Null),
+            _ => Err(serde::de::Error::custom(
+                "an id is a string, a number or null",
+            )),
         }
     }
 }
@@ -1257,7 +1272,7 @@ pub fn validate_request(v: &Value, opts: &DecodeOptions<'_>) -> Result<Request, 
             .get("params")
             .and_then(Value::as_object)
             .filter(|p| check_params(p).is_ok())
-            .and_then(|_| serde_json::from_value::<Request>(v.clone()).ok());
+            .and_then(|_| Request::deserialize(v).ok());
         return Ok(decoded.unwrap_or_else(|| lenient_ping(&id, top.get("params"))));
     }
     let params = match top.get("params") {
@@ -1286,7 +1301,8 @@ pub fn validate_request(v: &Value, opts: &DecodeOptions<'_>) -> Result<Request, 
     }
     check_params(params)
         .map_err(|(field, why)| err(id.clone(), RpcError::invalid_params(&field, why)))?;
-    serde_json::from_value::<Request>(v.clone()).map_err(|e| {
+    // Read from the tree in place (no copy of it).
+    Request::deserialize(v).map_err(|e| {
         err(
             id.clone(),
             RpcError::invalid_params("params", e.to_string()),
@@ -1374,11 +1390,12 @@ fn required_str<'v>(
     prefix: &str,
     key: &str,
 ) -> Result<&'v str, FieldError> {
-    let field = format!("{prefix}.{key}");
+    // The field's name is spelled out only for an error: this runs for every field of every
+    // envelope.
     match obj.get(key) {
-        None => Err(field_err(&field, "is required")),
+        None => Err(field_err(&format!("{prefix}.{key}"), "is required")),
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(field_err(&field, "must be a string")),
+        Some(_) => Err(field_err(&format!("{prefix}.{key}"), "must be a string")),
     }
 }
 
