@@ -767,7 +767,7 @@ impl Guardian {
                     response: Response::result(id, r),
                     traces: Vec::new(),
                     logged: None,
-                    durable: Some(durable),
+                    durable,
                 },
                 Err(e) => {
                     // A refused hello leaves nothing behind.
@@ -937,7 +937,7 @@ impl Guardian {
                         response,
                         traces: Vec::new(),
                         logged,
-                        durable: Some(durable),
+                        durable,
                     };
                 }
             },
@@ -1060,7 +1060,7 @@ impl Guardian {
         Decided {
             response: Response::result(id, result),
             traces,
-            durable: Some(durable),
+            durable,
             logged,
         }
     }
@@ -1108,11 +1108,9 @@ impl Guardian {
     }
 
     /// Hands records to the journal without waiting: the answer waits on the [`Durable`].
-    fn submit(&self, records: Vec<Record>) -> Durable {
-        match &self.journal {
-            Some(j) => j.submit(records),
-            None => Durable::settled(Ok(())),
-        }
+    /// `None`: there is no journal, nothing to wait for.
+    fn submit(&self, records: Vec<Record>) -> Option<Durable> {
+        self.journal.as_ref().map(|j| j.submit(records))
     }
 
     fn hello(
@@ -1120,7 +1118,7 @@ impl Guardian {
         s: &mut Session,
         sid: &str,
         p: &envelope::Params,
-    ) -> Result<(envelope::AcsResult, Durable), RpcError> {
+    ) -> Result<(envelope::AcsResult, Option<Durable>), RpcError> {
         if s.negotiated.is_some() {
             return Err(RpcError::session_refused(
                 "the session is already negotiated (ACS v0.1 has no renegotiation)",
