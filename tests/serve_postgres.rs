@@ -335,7 +335,13 @@ fn kill_9_mid_load_then_resume_on_postgres() {
     assert!(replays > 0, "some sessions were mid-stream at the kill");
     let (after, done) = drive(&srv.addr, &ts, &next, &Arc::new(AtomicU64::new(0)));
     assert!(done.iter().all(|i| *i == N), "every stream finished");
+    // `warden audit` only reads: it works beside the running server (which holds the lock).
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
     drop(srv);
+    // The commands over a stopped Guardian's state take the URL too.
+    let (ok, out, err) = warden(&["approvals", "--state", &db.url]);
+    assert!(ok, "{out}{err}");
     assert!(
         lost_acks <= THREADS as usize,
         "at most one in flight per thread"
