@@ -405,3 +405,51 @@ fn a_database_without_warden_state_is_said_so() {
         "{err}"
     );
 }
+
+#[test]
+fn a_guardian_that_loses_its_database_refuses_instead_of_answering() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "lost");
+    let dir = tmp("pg-lost");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let srv = start(&policy, &db.url);
+    let mut conn = Conn::open(&srv.addr).unwrap();
+    let step = |conn: &mut Conn, i: u64| {
+        let body = serde_json::to_vec(&stream_request(0, i, N, &ts)).unwrap();
+        conn.post(&body).unwrap()
+    };
+    for i in 0..4 {
+        let r = step(&mut conn, i);
+        assert!(r.get("result").is_some(), "step {i}: {r}");
+    }
+    // The database drops the Guardian's connections (a restart, a partition, an operator).
+    let mut admin = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    let killed = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'warden' AND datname = current_database()",
+            &[],
+        )
+        .unwrap();
+    assert!(!killed.is_empty());
+    // The next decision cannot be committed: it is refused (-32603), and so is every later
+    // request, rather than answered from memory.
+    let r = step(&mut conn, 4);
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    let r = step(&mut conn, 5);
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    drop(srv);
+    // Restarted, the Guardian holds what was committed: the refused steps are not in the
+    // journal, the session continues from step 4, and the chain verifies.
+    let srv = start(&policy, &db.url);
+    let mut conn = Conn::open(&srv.addr).unwrap();
+    for i in 4..8 {
+        let r = step(&mut conn, i);
+        assert!(r.get("result").is_some(), "step {i} after the restart: {r}");
+    }
+    drop(srv);
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}
