@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::adapters::core_agent as hook;
 use crate::guardian::{self, Guardian, OnDecisionFailure, Options, Protocol};
-use crate::server::{decision_log, operator, serve, store, watch};
+use crate::server::backend::{self, Backend};
+use crate::server::{decision_log, operator, serve, watch};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -26,8 +27,9 @@ pub struct ServeArgs {
     /// bound address is printed on stderr)
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// Keep sessions and the audit chain in this folder (restored on restart)
-    #[arg(long)]
+    /// Keep sessions and the audit chain in this folder (restored on restart), or in a
+    /// PostgreSQL database: postgres://USER@HOST[:PORT]/DB (docs/serve.md, "PostgreSQL")
+    #[arg(long, value_name = "DIR|URL")]
     state: Option<PathBuf>,
     /// Recompile the policy when it changes and swap it in if it checks
     #[arg(long, requires = "policy")]
@@ -122,9 +124,11 @@ enum FailureArg {
 
 #[derive(Subcommand, Debug)]
 pub enum AuditCommand {
-    /// Verify every session's audit chain in a `--state` folder; report the first broken link
+    /// Verify every session's audit chain in a `--state` folder or database; report the first
+    /// broken link
     Verify {
-        /// The state folder of a (stopped) `warden serve --state DIR`
+        /// The state folder of a (stopped) `warden serve --state DIR`, or its postgres:// URL
+        #[arg(value_name = "DIR|URL")]
         dir: PathBuf,
         /// Print each session's head and length
         #[arg(long)]
@@ -146,8 +150,12 @@ pub enum AuditCommand {
 /// server's operator endpoint.
 #[derive(Args, Debug)]
 pub struct ChainSource {
-    /// The state folder of a (stopped) `warden serve --state DIR`
-    #[arg(required_unless_present = "operator", conflicts_with = "operator")]
+    /// The state folder of a (stopped) `warden serve --state DIR`, or its postgres:// URL
+    #[arg(
+        value_name = "DIR|URL",
+        required_unless_present = "operator",
+        conflicts_with = "operator"
+    )]
     dir: Option<PathBuf>,
     /// Only this session
     #[arg(long)]
@@ -165,8 +173,8 @@ pub struct ChainSource {
 pub enum EffectsCommand {
     /// List every session's effect keys and their states (docs/effects.md)
     List {
-        /// The state folder of a (stopped) `warden serve --state DIR`
-        #[arg(long)]
+        /// The state folder of a (stopped) `warden serve --state DIR`, or its postgres:// URL
+        #[arg(long, value_name = "DIR|URL")]
         state: PathBuf,
         /// The policy the server runs (default: the embedded default)
         #[arg(long)]
@@ -174,8 +182,8 @@ pub enum EffectsCommand {
     },
     /// Resolve an effect key to committed or failed, lifting the ambiguous lock
     Resolve {
-        /// The state folder of a (stopped) `warden serve --state DIR`
-        #[arg(long)]
+        /// The state folder of a (stopped) `warden serve --state DIR`, or its postgres:// URL
+        #[arg(long, value_name = "DIR|URL")]
         state: PathBuf,
         /// The policy the server runs (default: the embedded default)
         #[arg(long)]
@@ -191,8 +199,8 @@ pub enum EffectsCommand {
 
 #[derive(Args, Debug)]
 pub struct ApproveArgs {
-    /// The state folder of a (stopped) `warden serve --state DIR`
-    #[arg(long)]
+    /// The state folder of a (stopped) `warden serve --state DIR`, or its postgres:// URL
+    #[arg(long, value_name = "DIR|URL")]
     pub state: PathBuf,
     /// The policy the server runs (default: the embedded default)
     #[arg(long)]
@@ -206,8 +214,8 @@ pub struct ApproveArgs {
 
 #[derive(Args, Debug)]
 pub struct ApprovalsArgs {
-    /// The state folder of a (stopped) `warden serve --state DIR`
-    #[arg(long)]
+    /// The state folder of a (stopped) `warden serve --state DIR`, or its postgres:// URL
+    #[arg(long, value_name = "DIR|URL")]
     pub state: PathBuf,
     /// The policy the server runs (default: the embedded default)
     #[arg(long)]
@@ -233,9 +241,16 @@ pub enum Outcome {
 fn open_state(
     dir: &std::path::Path,
     policy: Option<&std::path::Path>,
-) -> Result<(Arc<Guardian>, Option<Arc<store::Store>>), i32> {
-    if !store::db_path(dir).is_file() {
-        return Err(fail(&format!("{}: no Warden state here", dir.display())));
+) -> Result<(Arc<Guardian>, Option<Arc<Backend>>), i32> {
+    match Backend::exists(dir) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(fail(&format!(
+                "{}: no Warden state here",
+                backend::describe(dir)
+            )))
+        }
+        Err(e) => return Err(fail(&e)),
     }
     let policy = match serve::load_policy(policy) {
         Ok(p) => p,
@@ -246,15 +261,17 @@ fn open_state(
     };
     serve::build(policy, Options::default(), Some(dir)).map_err(|e| {
         // redb: "Database already open. Cannot acquire lock." (another process holds it).
-        fail(&if e.contains("Database already open") {
-            format!(
-                "{e}\n  the state folder is in use by a running `warden serve`: stop it, or \
+        fail(
+            &if e.contains("Database already open") || e.contains("another Warden holds") {
+                format!(
+                    "{e}\n  the state folder is in use by a running `warden serve`: stop it, or \
                  use its operator endpoint (`warden serve --operator-listen ADDR \
                  --operator-token-file F`; docs/serve.md, \"Operator endpoint\")"
-            )
-        } else {
-            e
-        })
+                )
+            } else {
+                e
+            },
+        )
     })
 }
 
@@ -598,7 +615,7 @@ pub fn run_audit(c: AuditCommand) -> i32 {
         AuditCommand::Show { from } => return show_chains(&from, false),
         AuditCommand::Export { from } => return show_chains(&from, true),
     };
-    let records = match store::read_dir(&dir) {
+    let records = match backend::read(&dir) {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
@@ -650,7 +667,7 @@ fn show_chains(from: &ChainSource, json: bool) -> i32 {
             }
         }
         (None, Some(dir)) => {
-            let records = match store::read_dir(dir) {
+            let records = match backend::read(dir) {
                 Ok(r) => r,
                 Err(e) => return fail(&e),
             };
@@ -665,11 +682,7 @@ fn show_chains(from: &ChainSource, json: bool) -> i32 {
     if let (Some(o), true) = (only, chains.is_empty()) {
         let place = match (&from.operator, &from.dir) {
             (Some(url), _) => url.clone(),
-            (None, d) => d
-                .as_deref()
-                .unwrap_or(std::path::Path::new(""))
-                .display()
-                .to_string(),
+            (None, d) => backend::describe(d.as_deref().unwrap_or(std::path::Path::new(""))),
         };
         eprintln!("warden: no session {o} in {place}");
         return 1;
@@ -940,7 +953,7 @@ pub fn run_hook(a: HookArgs) -> i32 {
         let target = a
             .url
             .clone()
-            .or_else(|| a.state.as_ref().map(|d| d.display().to_string()))
+            .or_else(|| a.state.as_deref().map(backend::describe))
             .unwrap_or_default();
         let state = if sealed {
             "the session is over: the next hook starts a new one"
@@ -986,7 +999,7 @@ fn local_guardian(
         protocol,
         ..Options::default()
     };
-    let store = Arc::new(store::Store::open(dir)?);
+    let store = Arc::new(Backend::open(dir)?);
     let journal: Arc<dyn guardian::Journal> = store;
     Ok(Guardian::with_journal(policy, options, journal))
 }

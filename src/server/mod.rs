@@ -6,7 +6,8 @@
 //!   Guardian over a state folder;
 //! - [`watch`]: policy reload (`--watch` also needs feature `watch`);
 //! - [`store`]: the durable journal behind `--state DIR` (redb), from which sessions and their
-//!   audit chains are restored;
+//!   audit chains are restored; [`pg`]: the same journal in PostgreSQL (`--state
+//!   postgres://…`, feature `postgres`); [`backend`]: the one type over both;
 //! - [`operator`]: the operator endpoint (effect keys and approvals on a running server);
 //! - [`decision_log`]: the sinks of `--decision-log` (a file, stdout, an HTTP collector);
 //! - [`mcp_http`]: MCP's Streamable HTTP transport for `warden mcp-proxy --listen`.
@@ -14,9 +15,12 @@
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
 
+pub mod backend;
 pub mod decision_log;
 pub mod mcp_http;
 pub mod operator;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod serve;
 pub mod store;
 pub mod watch;

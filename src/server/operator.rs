@@ -75,7 +75,7 @@ impl Token {
 pub struct Operator {
     pub guardian: Arc<Guardian>,
     /// The journal of `--state`, read by `GET /audit` (without it there is no chain to read).
-    pub store: Option<Arc<super::store::Store>>,
+    pub store: Option<Arc<super::backend::Backend>>,
     pub token: Token,
     /// Largest request body accepted (serve's `--max-envelope-bytes`).
     pub max_body: usize,
@@ -288,7 +288,7 @@ fn session_query(q: &str) -> Option<String> {
 }
 
 /// `GET /audit`: every session's chain entries (or one session's) from the journal.
-fn audit(store: Option<&super::store::Store>, session: Option<String>) -> Answer {
+fn audit(store: Option<&super::backend::Backend>, session: Option<String>) -> Answer {
     let Some(store) = store else {
         return error(
             StatusCode::NOT_FOUND,

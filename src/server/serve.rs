@@ -2,7 +2,7 @@
 //! LSP-style `Content-Length` framing, detected per message) or over HTTP/1.1 (`POST /acs` or
 //! `POST /`, one envelope per request) on hyper + tokio, with every phase of a request
 //! time-boxed and connections capped in total and per peer ([`HttpLimits`]); an optional
-//! durable journal (`--state DIR`, [`super::store`]). Policy reload is [`super::watch`].
+//! durable journal (`--state DIR` or `--state postgres://…`, [`super::backend`]). Policy reload is [`super::watch`].
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, StatusCode};
 
-use super::store::Store;
+use super::backend::{self, Backend};
 use crate::guardian::{Guardian, Journal, Options, Policy};
 
 /// Loads the policy (`None`: the embedded default).
@@ -40,11 +40,12 @@ pub fn build(
     policy: Policy,
     options: Options,
     state: Option<&Path>,
-) -> Result<(Arc<Guardian>, Option<Arc<Store>>), String> {
+) -> Result<(Arc<Guardian>, Option<Arc<Backend>>), String> {
     match state {
         None => Ok((Arc::new(Guardian::with_options(policy, options)), None)),
         Some(dir) => {
-            let store = Arc::new(Store::open(dir)?);
+            let store = Arc::new(Backend::open(dir)?);
+            let shown = backend::describe(dir);
             let started = Instant::now();
             let journal: Arc<dyn Journal> = store.clone();
             let g = Guardian::with_journal(policy, options, journal);
@@ -62,7 +63,7 @@ pub fn build(
                     said = Instant::now();
                     eprintln!(
                         "warden: restoring {}: {n} journal record(s) so far, {} session(s) held",
-                        dir.display(),
+                        shown,
                         g.session_count()
                     );
                 }
@@ -72,7 +73,7 @@ pub fn build(
                 eprintln!(
                     "warden: restored {n} journal record(s), {} session(s) from {} in {} ms",
                     g.session_count(),
-                    dir.display(),
+                    shown,
                     started.elapsed().as_millis()
                 );
             }
