@@ -492,7 +492,7 @@ fn run_replay(
         ..guardian::Options::default()
     };
     let guardian = Guardian::with_options(policy, options);
-    let input: Box<dyn BufRead + Send> = if trace.as_os_str() == "-" {
+    let mut input: Box<dyn BufRead> = if trace.as_os_str() == "-" {
         Box::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()))
     } else {
         match std::fs::File::open(trace) {
@@ -508,64 +508,60 @@ fn run_replay(
     let started = std::time::Instant::now();
     let mut progress_at = started + std::time::Duration::from_secs(2);
     let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    // Two stages: a reader thread reads and decodes (JSON parse, envelope checks: nothing of
-    // the session state) batches of lines ahead, while this thread decides them in order and
-    // writes the answers. A bounded channel keeps a few batches in flight, not the trace.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<ReplayBatch>(8);
-    let outcome = std::thread::scope(|scope| {
-        let guardian = &guardian;
-        let reader = scope.spawn(move || replay_reader(input, guardian, tx));
-        let mut bytes = Vec::with_capacity(1024);
-        for batch in rx {
-            for (number, decoded) in batch {
-                lines += 1;
-                let response = guardian.handle_decoded(decoded);
-                if let Some(e) = response.as_error() {
-                    errors += 1;
-                    if matches!(e.code, -32700 | -32600) {
-                        malformed += 1;
-                        if malformed <= 20 {
-                            let why = e
-                                .data
-                                .as_ref()
-                                .and_then(|d| d.get("message"))
-                                .and_then(serde_json::Value::as_str)
-                                .unwrap_or(&e.message);
-                            eprintln!(
-                                "warden replay: {}:{}: {} ({}): {why}",
-                                trace.display(),
-                                number + 1,
-                                e.message,
-                                e.code
-                            );
-                        }
-                    }
-                }
-                if show_progress && lines % 1024 == 0 && std::time::Instant::now() >= progress_at {
-                    progress_at = std::time::Instant::now() + std::time::Duration::from_secs(1);
-                    eprint!(
-                        "\rreplayed {lines} request(s) in {:.0} s…",
-                        started.elapsed().as_secs_f64()
+    // One buffer for the line, one for the answer, both reused.
+    let mut line = Vec::with_capacity(4096);
+    let mut bytes = Vec::with_capacity(1024);
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return usage_error(&format!("{}: {e}", trace.display())),
+        }
+        number += 1;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        // Blank lines separate nothing and carry no request: they are the only lines skipped.
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        lines += 1;
+        let response = guardian.handle_response(&line);
+        if let Some(e) = response.as_error() {
+            errors += 1;
+            if matches!(e.code, -32700 | -32600) {
+                malformed += 1;
+                if malformed <= 20 {
+                    let why = e
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("message"))
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or(&e.message);
+                    eprintln!(
+                        "warden replay: {}:{number}: {} ({}): {why}",
+                        trace.display(),
+                        e.message,
+                        e.code
                     );
-                }
-                bytes.clear();
-                serde_json::to_writer(&mut bytes, &response).expect("a Response always serialises");
-                bytes.push(b'\n');
-                if out.write_all(&bytes).is_err() {
-                    // The reader stops at its next send.
-                    return Err(2);
                 }
             }
         }
-        match reader.join() {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(usage_error(&format!("{}: {e}", trace.display()))),
-            Err(panic) => std::panic::resume_unwind(panic),
+        if show_progress && lines % 1024 == 0 && std::time::Instant::now() >= progress_at {
+            progress_at = std::time::Instant::now() + std::time::Duration::from_secs(1);
+            eprint!(
+                "\rreplayed {lines} request(s) in {:.0} s…",
+                started.elapsed().as_secs_f64()
+            );
         }
-    });
-    if let Err(code) = outcome {
-        let _ = out.flush();
-        return code;
+        bytes.clear();
+        serde_json::to_writer(&mut bytes, &response).expect("a Response always serialises");
+        bytes.push(b'\n');
+        if out.write_all(&bytes).is_err() {
+            return 2;
+        }
     }
     if out.flush().is_err() {
         return 2;
@@ -583,48 +579,6 @@ fn run_replay(
         eprintln!("replayed {lines} request(s); {errors} answered with a JSON-RPC error");
     }
     i32::from(malformed > 0)
-}
-
-/// Lines of a trace, numbered from 0, decoded and ready to be decided.
-type ReplayBatch = Vec<(usize, guardian::split::Decoded)>;
-
-/// `warden replay`'s reader: reads the trace line by line (one buffer, reused), skips blank
-/// lines, and sends the decoded lines in batches until the end or until the decider hangs up.
-fn replay_reader(
-    mut input: Box<dyn BufRead + Send>,
-    guardian: &Guardian,
-    tx: std::sync::mpsc::SyncSender<ReplayBatch>,
-) -> std::io::Result<()> {
-    const BATCH: usize = 256;
-    let mut line = Vec::with_capacity(4096);
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut number = 0usize;
-    loop {
-        line.clear();
-        let n = input.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            break;
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        // Blank lines separate nothing and carry no request: they are the only lines skipped.
-        if !line.iter().all(u8::is_ascii_whitespace) {
-            batch.push((number, guardian.decode(&line)));
-            if batch.len() == BATCH
-                && tx
-                    .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
-                    .is_err()
-            {
-                return Ok(());
-            }
-        }
-        number += 1;
-    }
-    if !batch.is_empty() {
-        let _ = tx.send(batch);
-    }
-    Ok(())
 }
 
 fn run_compile(path: &std::path::Path, dump: bool) -> i32 {

@@ -43,7 +43,6 @@ pub mod journal;
 pub mod log;
 pub mod protocol;
 mod sessions;
-pub mod split;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
