@@ -6,6 +6,9 @@
 //!    per event, and the ratio between the two (linear time means a ratio near 1).
 //!
 //! Run: `cargo bench --bench scaling`. Prints a Markdown table for benches/RESULTS.md.
+//! `WARDEN_SCALING_H=100000,1000000` picks the history lengths (default 10 000 and 1 000 000);
+//! `WARDEN_SCALING_MEMORY_ONLY=1` runs only the session memory, `WARDEN_SCALING_REPLAY_ONLY=1`
+//! only the replay runs.
 
 #[path = "support/history.rs"]
 mod history;
@@ -143,25 +146,47 @@ fn replay_seconds(h: u64) -> f64 {
     runs[1]
 }
 
+fn lengths() -> Vec<u64> {
+    match std::env::var("WARDEN_SCALING_H") {
+        Ok(v) => v
+            .split(',')
+            .map(|h| h.trim().parse().expect("WARDEN_SCALING_H: numbers"))
+            .collect(),
+        Err(_) => vec![10_000, 1_000_000],
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a plain `cargo test --benches` passes nothing and should
     // not spend minutes here.
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    println!("| tool outputs | indexed tokens | bytes / indexed token |");
-    println!("|---|---|---|");
-    for n in [10_000u64, 40_000] {
-        let (tokens, per) = inference_memory(n);
-        println!("| {n} | {tokens} | {per:.0} |");
+    let only = |v: &str| std::env::var_os(v).is_some();
+    if !only("WARDEN_SCALING_REPLAY_ONLY") && !only("WARDEN_SCALING_MEMORY_ONLY") {
+        println!("| tool outputs | indexed tokens | bytes / indexed token |");
+        println!("|---|---|---|");
+        for n in [10_000u64, 40_000] {
+            let (tokens, per) = inference_memory(n);
+            println!("| {n} | {tokens} | {per:.0} |");
+        }
+        println!();
     }
-    println!();
-    if std::env::var_os("WARDEN_SCALING_INFERENCE_ONLY").is_some() {
+    if only("WARDEN_SCALING_INFERENCE_ONLY") {
         return;
     }
+    if !only("WARDEN_SCALING_REPLAY_ONLY") {
+        memory_table();
+    }
+    if !only("WARDEN_SCALING_MEMORY_ONLY") {
+        replay_table();
+    }
+}
+
+fn memory_table() {
     println!("| H | live heap | nodes | bytes / node | bytes / event |");
     println!("|---|---|---|---|---|");
-    for h in [10_000u64, 1_000_000] {
+    for h in lengths() {
         let (bytes, nodes, per_node, per_event) = memory(h);
         println!(
             "| {h} | {:.1} MiB | {nodes} | {per_node:.0} | {per_event:.0} |",
@@ -169,15 +194,23 @@ fn main() {
         );
     }
     println!();
+}
+
+fn replay_table() {
     println!("| H | replay wall time (median of 3) | per event |");
     println!("|---|---|---|");
     let mut per = Vec::new();
-    for h in [10_000u64, 1_000_000] {
+    for h in lengths() {
         let s = replay_seconds(h);
         let us = s * 1e6 / h as f64;
         per.push(us);
         println!("| {h} | {s:.2} s | {us:.2} µs |");
     }
     println!();
-    println!("per-event cost at 1M / at 10k: {:.2}", per[1] / per[0]);
+    if per.len() > 1 {
+        println!(
+            "per-event cost at the longest / at the shortest: {:.2}",
+            per[per.len() - 1] / per[0]
+        );
+    }
 }

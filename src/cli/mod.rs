@@ -492,15 +492,15 @@ fn run_replay(
         ..guardian::Options::default()
     };
     let guardian = Guardian::with_options(policy, options);
-    let input: Box<dyn BufRead> = if trace.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
+    let mut input: Box<dyn BufRead> = if trace.as_os_str() == "-" {
+        Box::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()))
     } else {
         match std::fs::File::open(trace) {
-            Ok(f) => Box::new(std::io::BufReader::new(f)),
+            Ok(f) => Box::new(std::io::BufReader::with_capacity(1 << 16, f)),
             Err(e) => return usage_error(&format!("{}: {e}", trace.display())),
         }
     };
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let (mut lines, mut errors) = (0u64, 0u64);
     // Lines that are not JSON (-32700) or not a JSON-RPC request (-32600): named on stderr,
     // and the exit code is 1. Other errors are answers to well-formed requests.
@@ -508,11 +508,21 @@ fn run_replay(
     let started = std::time::Instant::now();
     let mut progress_at = started + std::time::Duration::from_secs(2);
     let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    for (number, line) in input.split(b'\n').enumerate() {
-        let line = match line {
-            Ok(l) => l,
+    // One buffer for the line, one for the answer, both reused.
+    let mut line = Vec::with_capacity(4096);
+    let mut bytes = Vec::with_capacity(1024);
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
             Err(e) => return usage_error(&format!("{}: {e}", trace.display())),
-        };
+        }
+        number += 1;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
         // Blank lines separate nothing and carry no request: they are the only lines skipped.
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -531,9 +541,8 @@ fn run_replay(
                         .and_then(serde_json::Value::as_str)
                         .unwrap_or(&e.message);
                     eprintln!(
-                        "warden replay: {}:{}: {} ({}): {why}",
+                        "warden replay: {}:{number}: {} ({}): {why}",
                         trace.display(),
-                        number + 1,
                         e.message,
                         e.code
                     );
@@ -547,7 +556,8 @@ fn run_replay(
                 started.elapsed().as_secs_f64()
             );
         }
-        let mut bytes = response.to_vec();
+        bytes.clear();
+        serde_json::to_writer(&mut bytes, &response).expect("a Response always serialises");
         bytes.push(b'\n');
         if out.write_all(&bytes).is_err() {
             return 2;

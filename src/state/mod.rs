@@ -10,6 +10,7 @@
 mod approvals;
 pub(crate) mod infer;
 mod slots;
+mod table;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ pub use approvals::{
     DEFAULT_APPROVAL_EXPIRY_MS,
 };
 pub use slots::Counter;
+pub use table::StrTable;
 
 use crate::acs::{fields, ids};
 use crate::compile::{Code, Program, WindowSpec};
@@ -315,12 +317,13 @@ pub struct SessionState {
     tokens: Arc<HashMap<u64, infer::Seen>>,
     /// The token index went over its cap: inference answers "unknown" from then on.
     tokens_full: bool,
-    turn_ids: imbl::HashMap<Arc<str>, u64>,
-    /// The provenance graph.
-    pub nodes: imbl::HashMap<Arc<str>, Node>,
+    /// Turn ids and their turn numbers (`table.rs`: flat, copied on write after a clone).
+    turn_ids: StrTable<u64>,
+    /// The provenance graph, by provenance id (`table.rs`).
+    pub nodes: StrTable<Node>,
     /// Labels of the content of each committed step, keyed by the request id (a uuid) as 128
-    /// bits: 16 bytes a step, no allocation. Compaction names steps by request id.
-    step_labels: imbl::HashMap<u128, u64>,
+    /// bits: 24 bytes a step, no allocation. Compaction names steps by request id.
+    step_labels: table::IdTable<u64>,
     slots: imbl::Vector<slots::Slot>,
     /// Committed events.
     pub events: u64,
@@ -588,10 +591,10 @@ impl SessionState {
         }
         self.scalars = changes.scalars;
         if let Some((id, turn)) = changes.new_turn {
-            self.turn_ids.insert(id, turn);
+            self.turn_ids.insert(&id, turn);
         }
         for (id, node) in changes.new_nodes {
-            self.nodes.insert(id, node);
+            self.nodes.insert(&id, node);
         }
         if !changes.new_tokens.is_empty() && !self.tokens_full {
             let tokens = Arc::make_mut(&mut self.tokens);
@@ -644,7 +647,7 @@ impl SessionState {
     /// spawn derives for it.
     pub fn child(&self, intent: Option<Arc<Intent>>) -> SessionState {
         let mut child = self.clone();
-        child.turn_ids = imbl::HashMap::new();
+        child.turn_ids = StrTable::default();
         child.slots = imbl::Vector::new();
         child.events = 0;
         child.scalars.intent = intent;
