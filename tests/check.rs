@@ -31,11 +31,14 @@ fn golden(path: &Path, actual: &str) {
     );
 }
 
-/// Checks a file with a stable display name, relative to the repository.
+/// Checks a file with a stable display name, relative to the repository, with what loading it
+/// would still refuse (`compile::refusals`), as `warden check` reports it.
 fn check_relative(path: &Path) -> check::Checked {
     let rel = path.strip_prefix(root()).unwrap();
     std::env::set_current_dir(root()).unwrap();
-    check::check(Loaded::from_path(rel).unwrap())
+    let mut checked = check::check(Loaded::from_path(rel).unwrap());
+    warden::compile::check_loadable(&mut checked);
+    checked
 }
 
 #[test]

@@ -634,12 +634,15 @@ impl<'a> Lower<'a> {
                             Some(c) => {
                                 self.folded.insert(key, c.clone());
                             }
-                            None => self.error(
-                                unit.file,
-                                l.value.span,
-                                format!("the constant `{name}` is not a constant value"),
-                                "a `let` holds literals, collections of literals, arithmetic on them, and Rego values that fold when the policy loads (docs/rego.md)",
-                            ),
+                            None => match self.rego_let_refusal(unit.file, name, &l.value) {
+                                Some(d) => self.errors.push(d),
+                                None => self.error(
+                                    unit.file,
+                                    l.value.span,
+                                    format!("the constant `{name}` is not a constant value"),
+                                    "a `let` holds literals, collections of literals, arithmetic on them, and Rego values that fold when the policy loads (docs/rego.md)",
+                                ),
+                            },
                         }
                         return c;
                     }
@@ -1108,6 +1111,63 @@ impl<'a> Lower<'a> {
                 "please report this policy",
             ),
         }
+    }
+
+    /// Why `let name = value` does not fold when `value` is a Rego rule or call: the rule reads
+    /// `input` (or is called with one), or it has no value when the policy loads. `None` when
+    /// `value` is not a Rego reference (the generic refusal applies).
+    fn rego_let_refusal(&self, file: FileId, name: &str, value: &Expr) -> Option<Diagnostic> {
+        let (callee, input_arg) = match &value.kind {
+            ExprKind::Member(..) => (value, false),
+            ExprKind::Call(callee, args) => (&**callee, args.iter().any(|a| a.name.is_some())),
+            _ => return None,
+        };
+        let Some((Resolution::Rego { alias, rule }, _)) = self.resolution(file, callee.span) else {
+            return None;
+        };
+        let import = self.rego_import(file, alias)?;
+        let path = import.path_of(rule);
+        let shown = self.src_text(file, value.span);
+        let d = if import.reads_input || input_arg {
+            Diagnostic::error(
+                "compile::rego_let_input",
+                file,
+                value.span,
+                format!(
+                    "the constant `{name}` is the Rego rule `{path}`, which reads `input`: it has a value only once a step is decided, and a `let` is fixed when the policy loads"
+                ),
+            )
+            .with_label("depends on the step's `input`")
+            .with_help(format!(
+                "read it where it is used, in a rule's `when` or a `pred` (`pred {name}() = {shown}`), which runs for each step"
+            ))
+        } else {
+            Diagnostic::error(
+                "compile::rego_let_no_value",
+                file,
+                value.span,
+                format!(
+                    "the constant `{name}` has no value: the Rego rule `{path}` is undefined (or `null`, which Warden reads as absent) when the policy loads"
+                ),
+            )
+            .with_label("no value to fold into the constant")
+            .with_help(format!(
+                "give the rule a value in every case (`default {rule} := false` in its Rego module), or read it where it is used (`when {shown}`), where a rule with no value is absent (docs/rego.md, \"Values\")"
+            ))
+        };
+        Some(d)
+    }
+
+    /// The source text of `span` in `file`, or `…` when it is not at hand.
+    fn src_text(&self, file: FileId, span: Span) -> String {
+        self.checked
+            .loaded
+            .sources
+            .get(file)
+            .text
+            .get(span.range())
+            .unwrap_or("…")
+            .to_string()
     }
 
     fn rego_import(&self, file: FileId, alias: &str) -> Option<&'a crate::rego::RegoImport> {
