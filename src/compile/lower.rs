@@ -1524,11 +1524,14 @@ impl<'a> Lower<'a> {
             _ => return,
         };
         // Split the filter into key equalities (`past == $.cur`) and the rest.
-        let mut rest: Vec<&Expr> = Vec::new();
-        let mut key_pairs: Vec<(&Expr, &Expr)> = Vec::new();
-        if let Some(f) = &h.filter {
-            split_keys(f, &mut rest, &mut key_pairs);
-        }
+        // The checker's plan says which conjuncts are keys.
+        let (rest, key_pairs) = match &h.filter {
+            Some(f) => {
+                let split = self.checked.history_plan(frame.file, f).split(f);
+                (split.rest, split.keys)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let mut past_frame = Frame {
             file: frame.file,
             mode: Mode::Past,
@@ -1627,41 +1630,5 @@ impl<'a> Lower<'a> {
             Self::emit(code, Op::Const(zero), span);
             Self::emit(code, Op::Gt, span);
         }
-    }
-}
-
-fn split_keys<'e>(e: &'e Expr, rest: &mut Vec<&'e Expr>, keys: &mut Vec<(&'e Expr, &'e Expr)>) {
-    match &e.kind {
-        ExprKind::Binary(BinaryOp::And, a, b) => {
-            split_keys(a, rest, keys);
-            split_keys(b, rest, keys);
-        }
-        ExprKind::Binary(BinaryOp::Eq, a, b)
-            if is_current(b) && !is_current(a) && is_past_path(a) =>
-        {
-            keys.push((a, b))
-        }
-        ExprKind::Binary(BinaryOp::Eq, a, b)
-            if is_current(a) && !is_current(b) && is_past_path(b) =>
-        {
-            keys.push((b, a))
-        }
-        _ => rest.push(e),
-    }
-}
-
-fn is_past_path(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Name(_) => true,
-        ExprKind::Member(base, _) => is_past_path(base),
-        _ => false,
-    }
-}
-
-fn is_current(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Current => true,
-        ExprKind::Member(b, _) => is_current(b),
-        _ => false,
     }
 }
