@@ -507,3 +507,34 @@ fn predicates_are_inlined_with_their_arguments() {
         );
     }
 }
+
+/// The checker records which tools a rule is limited to (`Checked::tool_plans`); its `tool`
+/// declaration checks read the literal conjuncts, and the compiler indexes the rule by them.
+#[test]
+fn tool_plans_limit_rules_for_the_checker_and_the_index() {
+    let src = "tool send(to: string)\n\
+               pred sending() = tool.name == \"send\"\n\
+               rule r on toolCallRequest when tool.name == \"send\" and args.too == \"x\" => deny \"r\"\n\
+               rule p on toolCallRequest when sending() and args.to == \"x\" => deny \"p\"\n\
+               default allow\n";
+    let checked = check::check_source("t.ward", src);
+    let unknown: Vec<_> = checked
+        .diagnostics
+        .items
+        .iter()
+        .filter(|d| d.code == "check::unknown_argument")
+        .collect();
+    assert_eq!(unknown.len(), 1, "{}", checked.diagnostics.render(false));
+    let plans: Vec<_> = checked.tool_plans.values().collect();
+    assert_eq!(plans.len(), 2);
+    assert!(plans
+        .iter()
+        .any(|p| p.conjuncts.len() == 1 && p.conjuncts[0].via_predicate));
+    // Without the misspelt argument the policy compiles, both rules indexed under `send`.
+    let fixed = check::check_source("t.ward", &src.replace("args.too", "args.to"));
+    assert!(!fixed.has_errors(), "{}", fixed.diagnostics.render(false));
+    let program = warden::compile::compile(&fixed).expect("compiles");
+    let dump = warden::compile::dump(&program);
+    let index = &dump[dump.find("; index").expect("an index")..];
+    assert!(index.contains("send"), "{index}");
+}

@@ -25,7 +25,7 @@ use crate::syntax::ast::{self, Item};
 pub use builtins::{builtin, Builtin, BuiltinSpec, BUILTINS};
 pub(crate) use expr::bad_regex;
 pub use load::{collect_files, Loaded, Unit, DEFAULT_POLICY, STDLIB};
-pub use plan::{Conjunct, HistoryPlan, Split};
+pub use plan::{Conjunct, HistoryPlan, Split, ToolConjunct, ToolPlan};
 pub use types::{Table, Type};
 
 /// What a name in the source was resolved to.
@@ -123,6 +123,9 @@ pub struct Checked {
     /// How each history filter is kept in O(1), by the filter's file and span: the plan the
     /// compiler lowers ([`HistoryPlan`]).
     pub history_plans: HashMap<(FileId, Span), HistoryPlan>,
+    /// Which tools each rule runs for, by the rule's file and span ([`ToolPlan`]): the rule
+    /// index's tool filter and the checker's `tool` declaration checks both read it.
+    pub tool_plans: HashMap<(FileId, Span), ToolPlan>,
 }
 
 impl Checked {
@@ -166,6 +169,7 @@ fn check_here(loaded: Loaded) -> Checked {
     cx.check_traps();
     cx.check_items();
     cx.check_uncalled_preds();
+    cx.plan_tools();
     cx.check_tool_arguments();
     cx.check_expected_codes();
     cx.report_unused();
@@ -175,6 +179,7 @@ fn check_here(loaded: Loaded) -> Checked {
         resolutions,
         reason_codes,
         history_plans,
+        tool_plans,
         ..
     } = cx;
     diagnostics.extend(loaded.diagnostics.iter().cloned());
@@ -193,6 +198,7 @@ fn check_here(loaded: Loaded) -> Checked {
         resolutions,
         reason_codes,
         history_plans,
+        tool_plans,
     }
 }
 
@@ -308,6 +314,7 @@ pub(crate) struct Checker<'a> {
     definitions: Vec<Definition>,
     resolutions: HashMap<(FileId, Span), (Resolution, Type)>,
     history_plans: HashMap<(FileId, Span), HistoryPlan>,
+    tool_plans: HashMap<(FileId, Span), ToolPlan>,
     reason_codes: Vec<String>,
     /// Per unit: its namespace. The files the user named (the roots) share namespace 0; every
     /// module reached by `use` has its own.
@@ -369,6 +376,7 @@ impl<'a> Checker<'a> {
             definitions: Vec::new(),
             resolutions: HashMap::new(),
             history_plans: HashMap::new(),
+            tool_plans: HashMap::new(),
             reason_codes: Vec::new(),
             ns,
             imports,

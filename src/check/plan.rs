@@ -3,7 +3,7 @@
 //! conjuncts are either key joins (`past == $.current`: the counter is kept per key) or
 //! conditions on the past event alone; `$` anywhere else is `check::history_join`.
 
-use crate::diagnostics::Span;
+use crate::diagnostics::{FileId, Span};
 use crate::syntax::ast::{BinaryOp, Expr, ExprKind};
 
 /// One top-level `and` conjunct of a history filter.
@@ -113,5 +113,68 @@ fn current_root(e: &Expr) -> Option<Span> {
         ExprKind::Current => Some(e.span),
         ExprKind::Member(base, _) => current_root(base),
         _ => None,
+    }
+}
+
+/// A top-level `and` conjunct of a rule's condition that limits it to some tools:
+/// `tool.name == X` or `tool.name in X`, in the condition itself or in the body of a predicate
+/// without parameters that it calls (`payment()`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolConjunct {
+    /// The file the conjunct is written in (a predicate's, when `via_predicate`).
+    pub file: FileId,
+    /// `==` or `in`.
+    pub op: BinaryOp,
+    /// The tool name, or the collection of names; the compiler folds it.
+    pub names: Expr,
+    /// Written in a called predicate's body, not in the condition.
+    pub via_predicate: bool,
+    /// Spelled `tool.name` (rather than another path to the same field).
+    pub spelled: bool,
+}
+
+/// Which tools a rule runs for ([`Checked::tool_plans`]): its tool-name conjuncts, left to
+/// right. The compiler indexes the rule under the first whose names fold to constants; the
+/// checker holds a rule's argument reads to the tools all the literal ones allow.
+///
+/// [`Checked::tool_plans`]: super::Checked::tool_plans
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolPlan {
+    pub conjuncts: Vec<ToolConjunct>,
+}
+
+impl ToolPlan {
+    /// The tools the condition's own literal conjuncts limit it to (`tool.name == "x"`,
+    /// `tool.name in {"a", "b"}`), intersected; `None` when no conjunct limits it.
+    pub(crate) fn literal_tools(&self) -> Option<Vec<String>> {
+        let mut acc: Option<Vec<String>> = None;
+        for c in self
+            .conjuncts
+            .iter()
+            .filter(|c| c.spelled && !c.via_predicate)
+        {
+            let names = match (c.op, &c.names.kind) {
+                (BinaryOp::Eq, ExprKind::String(s)) => vec![s.clone()],
+                (BinaryOp::In, ExprKind::Set(items) | ExprKind::List(items)) => {
+                    let Some(v) = items
+                        .iter()
+                        .map(|i| match &i.kind {
+                            ExprKind::String(s) => Some(s.clone()),
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<_>>>()
+                    else {
+                        continue;
+                    };
+                    v
+                }
+                _ => continue,
+            };
+            acc = Some(match acc {
+                None => names,
+                Some(x) => x.into_iter().filter(|t| names.contains(t)).collect(),
+            });
+        }
+        acc
     }
 }

@@ -415,7 +415,7 @@ impl<'a> Lower<'a> {
         };
         let decision = self.decision(&mut frame, &r.decision);
         let rego_source = r.rego.as_ref().map(|q| self.rego_ref(q.value.clone()));
-        let tools = r.when.as_ref().and_then(|w| self.tool_filter(file, w));
+        let tools = self.tool_filter(file, r.span);
         for h in &hooks {
             let ix = self.program.index.entry(h.method).or_default();
             match &tools {
@@ -440,43 +440,23 @@ impl<'a> Lower<'a> {
         });
     }
 
-    /// Tool names a condition requires, from a top-level `tool.name == "x"` or
-    /// `tool.name in CONST` conjunct, so the rule runs only for those tools.
-    fn tool_filter(&mut self, file: FileId, e: &Expr) -> Option<Vec<Arc<str>>> {
-        match &e.kind {
-            ExprKind::Binary(BinaryOp::And, a, b) => self
-                .tool_filter(file, a)
-                .or_else(|| self.tool_filter(file, b)),
-            // A predicate without parameters (`payment()`): its body's tool names.
-            ExprKind::Call(callee, args) if args.is_empty() => {
-                let Some((Resolution::Predicate { name, file }, _)) =
-                    self.resolution(file, callee.span)
-                else {
-                    return None;
-                };
-                let body = self.pred_decl(name, *file).map(|p| &p.body)?;
-                self.tool_filter(*file, body)
-            }
-            ExprKind::Binary(op @ (BinaryOp::Eq | BinaryOp::In), lhs, rhs) => {
-                let is_tool_name = matches!(
-                    self.resolution(file, lhs.span),
-                    Some((Resolution::Field { table: Table::Payload(_), path }, _)) if path == "tool.name"
-                );
-                if !is_tool_name {
-                    return None;
+    /// Tool names a rule's condition requires, from the checker's plan: the first top-level
+    /// `tool.name == "x"` or `tool.name in CONST` conjunct whose names fold, so the rule runs
+    /// only for those tools.
+    fn tool_filter(&mut self, file: FileId, rule: Span) -> Option<Vec<Arc<str>>> {
+        let checked = self.checked;
+        let plan = checked.tool_plans.get(&(file, rule))?;
+        plan.conjuncts
+            .iter()
+            .find_map(|c| match (c.op, self.fold(c.file, &c.names)?) {
+                (BinaryOp::Eq, Const::Str(s)) => Some(vec![s]),
+                (BinaryOp::In, Const::StrSet(set, _)) => {
+                    let mut v: Vec<Arc<str>> = set.iter().cloned().collect();
+                    v.sort();
+                    Some(v)
                 }
-                match (op, self.fold(file, rhs)?) {
-                    (BinaryOp::Eq, Const::Str(s)) => Some(vec![s]),
-                    (BinaryOp::In, Const::StrSet(set, _)) => {
-                        let mut v: Vec<Arc<str>> = set.iter().cloned().collect();
-                        v.sort();
-                        Some(v)
-                    }
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
+                _ => None,
+            })
     }
 
     fn decision(&mut self, frame: &mut Frame, d: &ast::Decision) -> DecisionTemplate {
