@@ -31,11 +31,14 @@ fn golden(path: &Path, actual: &str) {
     );
 }
 
-/// Checks a file with a stable display name, relative to the repository.
+/// Checks a file with a stable display name, relative to the repository, with what loading it
+/// would still refuse (`compile::refusals`), as `warden check` reports it.
 fn check_relative(path: &Path) -> check::Checked {
     let rel = path.strip_prefix(root()).unwrap();
     std::env::set_current_dir(root()).unwrap();
-    check::check(Loaded::from_path(rel).unwrap())
+    let mut checked = check::check(Loaded::from_path(rel).unwrap());
+    warden::compile::check_loadable(&mut checked);
+    checked
 }
 
 #[test]
@@ -503,4 +506,35 @@ fn predicates_are_inlined_with_their_arguments() {
             "{span:?} is not in main.ward"
         );
     }
+}
+
+/// The checker records which tools a rule is limited to (`Checked::tool_plans`); its `tool`
+/// declaration checks read the literal conjuncts, and the compiler indexes the rule by them.
+#[test]
+fn tool_plans_limit_rules_for_the_checker_and_the_index() {
+    let src = "tool send(to: string)\n\
+               pred sending() = tool.name == \"send\"\n\
+               rule r on toolCallRequest when tool.name == \"send\" and args.too == \"x\" => deny \"r\"\n\
+               rule p on toolCallRequest when sending() and args.to == \"x\" => deny \"p\"\n\
+               default allow\n";
+    let checked = check::check_source("t.ward", src);
+    let unknown: Vec<_> = checked
+        .diagnostics
+        .items
+        .iter()
+        .filter(|d| d.code == "check::unknown_argument")
+        .collect();
+    assert_eq!(unknown.len(), 1, "{}", checked.diagnostics.render(false));
+    let plans: Vec<_> = checked.tool_plans.values().collect();
+    assert_eq!(plans.len(), 2);
+    assert!(plans
+        .iter()
+        .any(|p| p.conjuncts.len() == 1 && p.conjuncts[0].via_predicate));
+    // Without the misspelt argument the policy compiles, both rules indexed under `send`.
+    let fixed = check::check_source("t.ward", &src.replace("args.too", "args.to"));
+    assert!(!fixed.has_errors(), "{}", fixed.diagnostics.render(false));
+    let program = warden::compile::compile(&fixed).expect("compiles");
+    let dump = warden::compile::dump(&program);
+    let index = &dump[dump.find("; index").expect("an index")..];
+    assert!(index.contains("send"), "{index}");
 }

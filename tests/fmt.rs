@@ -181,6 +181,7 @@ fn deep_chains_do_not_overflow() {
 fn leaf() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("true".to_string()),
+        Just("null".to_string()),
         Just("$".to_string()),
         (0u32..1000).prop_map(|n| n.to_string()),
         (0u32..100, 1u32..100).prop_map(|(a, b)| format!("{a}.{b}")),
@@ -228,6 +229,14 @@ fn expr_src() -> impl Strategy<Value = String> {
                 format!("{{{}}}", entries.join(", "))
             }),
             (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("any v in ({a}): {b}")),
+            // Quantifiers as object members and `input:` arguments (Rego inputs, docs/rego.md).
+            (inner.clone(), inner.clone(), inner.clone())
+                .prop_map(|(a, b, c)| format!("{{k: (any k, v in {a}: {b}), \"m n\": {c}}}")),
+            (inner.clone(), inner.clone(), inner.clone()).prop_map(|(a, b, c)| format!(
+                "org.rule(input: {{k: {{q: (all v in {a}: {b})}}, n: null, o: {c}}})"
+            )),
+            (inner.clone(), inner.clone())
+                .prop_map(|(a, b)| format!("org.f({a}, input: [(any v in {b}: v), null])")),
             (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("(all v in {a}: {b})")),
             inner
                 .clone()
@@ -316,4 +325,159 @@ fn fmt_diff_shows_a_unified_diff_with_context_and_writes_nothing() {
         text,
         "--diff writes nothing"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Corpus: every `.ward` file in the repository and every ```ward block of the docs that parses
+// must format to a fixed point with the same AST. New syntax reaches this test as soon as an
+// example, a stdlib module, a semantics case or a doc shows it.
+
+/// Every `.ward` file under the repository, but for build output and vendored code.
+fn corpus_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.expect("dir entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if path.is_dir() {
+            if !name.starts_with('.') && !name.starts_with("target") && name != "vendor" {
+                corpus_files(&path, out);
+            }
+        } else if name.ends_with(".ward") {
+            out.push(path);
+        }
+    }
+}
+
+/// The ```ward and ```ward-nocheck blocks of `docs/**/*.md`, `README.md` and
+/// `ARCHITECTURE.md`, each named by its file and opening line.
+fn doc_blocks() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let mut dirs = vec![root.join("docs")];
+    while let Some(d) = dirs.pop() {
+        for entry in fs::read_dir(&d).expect("docs folder") {
+            let p = entry.expect("dir entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "md") {
+                files.push(p);
+            }
+        }
+    }
+    let mut blocks = Vec::new();
+    for f in files {
+        let text = fs::read_to_string(&f).unwrap_or_default();
+        let mut open: Option<(usize, String)> = None;
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim_start();
+            match &mut open {
+                None => {
+                    let lang = t.strip_prefix("```").map(str::trim);
+                    if matches!(lang, Some("ward" | "ward-nocheck")) {
+                        open = Some((i + 1, String::new()));
+                    }
+                }
+                Some((start, body)) => {
+                    if t.starts_with("```") {
+                        blocks.push((format!("{}:{start}", f.display()), std::mem::take(body)));
+                        open = None;
+                    } else {
+                        body.push_str(line);
+                        body.push('\n');
+                    }
+                }
+            }
+        }
+    }
+    blocks
+}
+
+#[test]
+fn every_ward_file_and_doc_block_formats_to_the_same_ast() {
+    let mut files = Vec::new();
+    corpus_files(Path::new(env!("CARGO_MANIFEST_DIR")), &mut files);
+    files.sort();
+    // A file that is not UTF-8 (a diagnostics case) is skipped with those that do not parse.
+    let mut cases: Vec<(String, String)> = files
+        .iter()
+        .filter_map(|p| Some((p.display().to_string(), fs::read_to_string(p).ok()?)))
+        .collect();
+    let files_found = cases.len();
+    cases.extend(doc_blocks());
+    assert!(
+        files_found >= 100,
+        "expected the whole corpus, found {files_found} files"
+    );
+    let (mut checked, mut failures) = (0, Vec::new());
+    for (name, text) in &cases {
+        // Files that are meant not to parse (tests/diagnostics) are skipped.
+        if parse_clean(text).is_err() {
+            continue;
+        }
+        checked += 1;
+        if let Err(e) = check_round_trip(text) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(checked >= 100, "only {checked} cases parse");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A quantifier inside an object, a list, a set or an argument list ends at the next `,` or
+/// closing bracket, so the formatter may drop the parentheses around it; whatever it prints
+/// must parse back to the same tree, on one line and broken over several.
+#[test]
+fn quantifiers_inside_brackets_keep_their_meaning() {
+    let cases = [
+        (
+            "let q = {a: (any v in xs: v > 1), b: 2}\n",
+            "let q = {a: any v in xs: v > 1, b: 2}\n",
+        ),
+        (
+            "let q = {a: (any v in xs: v)}.a\n",
+            "let q = {a: any v in xs: v}.a\n",
+        ),
+        (
+            "let q = {(any k, v in m: v), 1}\n",
+            "let q = {any k, v in m: v, 1}\n",
+        ),
+        (
+            "let q = [(all v in xs: v), 1]\n",
+            "let q = [all v in xs: v, 1]\n",
+        ),
+        (
+            "let q = org.r(input: {\"a b\": (all k, v in m: v), c: null})\n",
+            "let q = org.r(input: {\"a b\": all k, v in m: v, c: null})\n",
+        ),
+        // A body that is an `and`/`or` chain keeps its own parentheses (check::quantifier_scope).
+        (
+            "let q = {a: (any v in xs: v has untrusted and v > 1), b: 2}\n",
+            "let q = {a: any v in xs: (v has untrusted and v > 1), b: 2}\n",
+        ),
+        // Anything after the quantifier keeps the parentheses around it.
+        (
+            "let q = {a: (any v in xs: v) and ok, b: (all v in xs: v) == true}\n",
+            "let q = {a: (any v in xs: v) and ok, b: (all v in xs: v) == true}\n",
+        ),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(check_round_trip(input).unwrap(), expected, "{input}");
+    }
+    // The same, broken over lines: each member on its own line, the body kept with its member.
+    let long = "pred p() = org.allow(input: {annotations: {untrusted: (any a in args: a has untrusted and a has secret), calls: count(toolCallRequest, last 2 turns), n: null}})\n";
+    let out = check_round_trip(long).unwrap();
+    assert!(
+        out.contains("      untrusted: any a in args: (a has untrusted and a has secret),\n"),
+        "{out}"
+    );
+}
+
+/// `tool … as ROLE` once lost its role to the formatter (a change of meaning: the role decides
+/// which rules read the argument as a destination).
+#[test]
+fn tool_argument_roles_are_kept() {
+    let src = "tool transfer(beneficiary: string as destination, memo?: string as text)\n";
+    assert_eq!(check_round_trip(src).unwrap(), src);
 }

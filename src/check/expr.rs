@@ -1550,8 +1550,9 @@ impl Checker<'_> {
                 ));
             }
             // `$` may appear only as one side of a top-level `past == $.field` conjunct.
-            let mut allowed = Vec::new();
-            key_equalities(filter, &mut allowed);
+            let plan = super::plan::HistoryPlan::of(filter);
+            let allowed = plan.key_roots(filter);
+            self.history_plans.insert((cx.file, filter.span), plan);
             for bad in hcx.bad_current.iter().filter(|s| !allowed.contains(s)) {
                 self.diagnostics.push(
                     Diagnostic::error(
@@ -1603,44 +1604,6 @@ impl Checker<'_> {
             HistoryKind::Count => Type::Number,
             HistoryKind::Exists => Type::Bool,
         }
-    }
-}
-
-/// Spans of the `$…` sides of top-level `a == $.b` conjuncts (the allowed key joins).
-fn key_equalities(e: &Expr, out: &mut Vec<Span>) {
-    match &e.kind {
-        ExprKind::Binary(BinaryOp::And, a, b) => {
-            key_equalities(a, out);
-            key_equalities(b, out);
-        }
-        ExprKind::Binary(BinaryOp::Eq, a, b) => {
-            for (x, y) in [(a, b), (b, a)] {
-                if let Some(root) = current_root(y) {
-                    if current_root(x).is_none() && is_path(x) {
-                        out.push(root);
-                    }
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A field path of the recorded event (`tool.name`, `args.to`): the past side of a key.
-fn is_path(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Name(_) => true,
-        ExprKind::Member(base, _) => is_path(base),
-        _ => false,
-    }
-}
-
-/// If `e` is a path starting at `$`, the span of the `$`.
-fn current_root(e: &Expr) -> Option<Span> {
-    match &e.kind {
-        ExprKind::Current => Some(e.span),
-        ExprKind::Member(base, _) => current_root(base),
-        _ => None,
     }
 }
 

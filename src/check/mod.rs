@@ -8,6 +8,7 @@
 pub mod builtins;
 mod expr;
 pub(crate) mod load;
+mod plan;
 mod pred;
 mod scope;
 mod tools;
@@ -24,6 +25,7 @@ use crate::syntax::ast::{self, Item};
 pub use builtins::{builtin, Builtin, BuiltinSpec, BUILTINS};
 pub(crate) use expr::bad_regex;
 pub use load::{collect_files, Loaded, Unit, DEFAULT_POLICY, STDLIB};
+pub use plan::{Conjunct, HistoryPlan, Split, ToolConjunct, ToolPlan};
 pub use types::{Table, Type};
 
 /// What a name in the source was resolved to.
@@ -118,6 +120,12 @@ pub struct Checked {
     pub resolutions: HashMap<(FileId, Span), (Resolution, Type)>,
     /// Every reason code a rule or default can produce.
     pub reason_codes: Vec<String>,
+    /// How each history filter is kept in O(1), by the filter's file and span: the plan the
+    /// compiler lowers ([`HistoryPlan`]).
+    pub history_plans: HashMap<(FileId, Span), HistoryPlan>,
+    /// Which tools each rule runs for, by the rule's file and span ([`ToolPlan`]): the rule
+    /// index's tool filter and the checker's `tool` declaration checks both read it.
+    pub tool_plans: HashMap<(FileId, Span), ToolPlan>,
 }
 
 impl Checked {
@@ -129,6 +137,15 @@ impl Checked {
         self.definitions
             .iter()
             .find(|d| d.kind == kind && d.name == name)
+    }
+
+    /// The plan of the history filter `filter` of `file`; one the checker did not reach (code
+    /// behind an error) is made the same way.
+    pub fn history_plan(&self, file: FileId, filter: &crate::syntax::ast::Expr) -> HistoryPlan {
+        self.history_plans
+            .get(&(file, filter.span))
+            .cloned()
+            .unwrap_or_else(|| HistoryPlan::of(filter))
     }
 
     /// The definition of a constant, label or predicate of one file (what a
@@ -152,6 +169,7 @@ fn check_here(loaded: Loaded) -> Checked {
     cx.check_traps();
     cx.check_items();
     cx.check_uncalled_preds();
+    cx.plan_tools();
     cx.check_tool_arguments();
     cx.check_expected_codes();
     cx.report_unused();
@@ -160,6 +178,8 @@ fn check_here(loaded: Loaded) -> Checked {
         definitions,
         resolutions,
         reason_codes,
+        history_plans,
+        tool_plans,
         ..
     } = cx;
     diagnostics.extend(loaded.diagnostics.iter().cloned());
@@ -177,6 +197,8 @@ fn check_here(loaded: Loaded) -> Checked {
         definitions,
         resolutions,
         reason_codes,
+        history_plans,
+        tool_plans,
     }
 }
 
@@ -291,6 +313,8 @@ pub(crate) struct Checker<'a> {
     diagnostics: Vec<Diagnostic>,
     definitions: Vec<Definition>,
     resolutions: HashMap<(FileId, Span), (Resolution, Type)>,
+    history_plans: HashMap<(FileId, Span), HistoryPlan>,
+    tool_plans: HashMap<(FileId, Span), ToolPlan>,
     reason_codes: Vec<String>,
     /// Per unit: its namespace. The files the user named (the roots) share namespace 0; every
     /// module reached by `use` has its own.
@@ -351,6 +375,8 @@ impl<'a> Checker<'a> {
             diagnostics: Vec::new(),
             definitions: Vec::new(),
             resolutions: HashMap::new(),
+            history_plans: HashMap::new(),
+            tool_plans: HashMap::new(),
             reason_codes: Vec::new(),
             ns,
             imports,

@@ -5,11 +5,87 @@
 
 use std::collections::HashMap;
 
-use super::{Checker, Resolution};
+use super::plan::{ToolConjunct, ToolPlan};
+use super::{Checker, Resolution, Table};
 use crate::diagnostics::{did_you_mean, Diagnostic, FileId};
 use crate::syntax::ast::{ArgType, BinaryOp, Expr, ExprKind, Item, ToolDecl};
 
 impl Checker<'_> {
+    /// Records each rule's [`ToolPlan`]: its top-level `tool.name` conjuncts, through the
+    /// predicates without parameters it calls.
+    pub(super) fn plan_tools(&mut self) {
+        let loaded = self.loaded;
+        for unit in &loaded.units {
+            for item in &unit.module.items {
+                let Item::Rule(r) = item else { continue };
+                let Some(when) = &r.when else { continue };
+                let mut plan = ToolPlan::default();
+                self.tool_conjuncts(unit.file, when, false, &mut Vec::new(), &mut plan);
+                self.tool_plans.insert((unit.file, r.span), plan);
+            }
+        }
+    }
+
+    fn tool_conjuncts(
+        &self,
+        file: FileId,
+        e: &Expr,
+        via_predicate: bool,
+        seen: &mut Vec<(FileId, String)>,
+        plan: &mut ToolPlan,
+    ) {
+        match &e.kind {
+            ExprKind::Binary(BinaryOp::And, a, b) => {
+                self.tool_conjuncts(file, a, via_predicate, seen, plan);
+                self.tool_conjuncts(file, b, via_predicate, seen, plan);
+            }
+            ExprKind::Call(callee, args) if args.is_empty() => {
+                let Some((Resolution::Predicate { name, file: pf }, _)) =
+                    self.resolutions.get(&(file, callee.span))
+                else {
+                    return;
+                };
+                // A recursive predicate is an error reported elsewhere; do not loop on it.
+                let key = (*pf, name.clone());
+                if seen.contains(&key) {
+                    return;
+                }
+                let Some(body) = self
+                    .loaded
+                    .units
+                    .iter()
+                    .filter(|u| u.file == *pf)
+                    .flat_map(|u| u.module.items.iter())
+                    .find_map(|i| match i {
+                        Item::Pred(p) if p.name.name == *name => Some(&p.body),
+                        _ => None,
+                    })
+                else {
+                    return;
+                };
+                seen.push(key);
+                self.tool_conjuncts(*pf, body, true, seen, plan);
+                seen.pop();
+            }
+            ExprKind::Binary(op @ (BinaryOp::Eq | BinaryOp::In), lhs, rhs) => {
+                let is_tool_name = matches!(
+                    self.resolutions.get(&(file, lhs.span)),
+                    Some((Resolution::Field { table: Table::Payload(_), path }, _)) if path == "tool.name"
+                );
+                if is_tool_name {
+                    plan.conjuncts.push(ToolConjunct {
+                        file,
+                        op: *op,
+                        names: (**rhs).clone(),
+                        via_predicate,
+                        spelled: spelled_tool_name(lhs),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
     pub(super) fn check_tool_arguments(&mut self) {
         let loaded = self.loaded;
         for unit in &loaded.units {
@@ -59,7 +135,11 @@ impl Checker<'_> {
                     continue;
                 }
                 let Some(when) = &r.when else { continue };
-                let Some(names) = restricted_tools(when) else {
+                let Some(names) = self
+                    .tool_plans
+                    .get(&(unit.file, r.span))
+                    .and_then(|p| p.literal_tools())
+                else {
                     continue;
                 };
                 let Some(decls) = names
@@ -195,36 +275,6 @@ impl Checker<'_> {
     }
 }
 
-/// The tools a condition is limited to by top-level `and` conjuncts on `tool.name`.
-fn restricted_tools(e: &Expr) -> Option<Vec<String>> {
-    match &e.kind {
-        ExprKind::Binary(BinaryOp::And, a, b) => match (restricted_tools(a), restricted_tools(b)) {
-            (Some(x), Some(y)) => Some(x.into_iter().filter(|t| y.contains(t)).collect()),
-            (x, y) => x.or(y),
-        },
-        ExprKind::Binary(BinaryOp::Eq, a, b) if is_tool_name(a) => match &b.kind {
-            ExprKind::String(s) => Some(vec![s.clone()]),
-            _ => None,
-        },
-        ExprKind::Binary(BinaryOp::In, a, b) if is_tool_name(a) => match &b.kind {
-            ExprKind::Set(items) | ExprKind::List(items) => items
-                .iter()
-                .map(|i| match &i.kind {
-                    ExprKind::String(s) => Some(s.clone()),
-                    _ => None,
-                })
-                .collect(),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn is_tool_name(e: &Expr) -> bool {
-    matches!(&e.kind, ExprKind::Member(base, f)
-        if f.name == "name" && matches!(&base.kind, ExprKind::Name(n) if n == "tool"))
-}
-
 /// The kind of a literal compared with an argument (for `in`, of the collection's elements).
 fn literal_kind(e: &Expr, op: BinaryOp) -> Option<&'static str> {
     let scalar = |e: &Expr| match &e.kind {
@@ -240,4 +290,10 @@ fn literal_kind(e: &Expr, op: BinaryOp) -> Option<&'static str> {
         (_, BinaryOp::In | BinaryOp::NotIn) => None,
         _ => scalar(e),
     }
+}
+
+/// `tool.name`, as written (the plan records other paths to the field too).
+fn spelled_tool_name(e: &Expr) -> bool {
+    matches!(&e.kind, ExprKind::Member(base, f)
+        if f.name == "name" && matches!(&base.kind, ExprKind::Name(n) if n == "tool"))
 }

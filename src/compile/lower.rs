@@ -415,7 +415,7 @@ impl<'a> Lower<'a> {
         };
         let decision = self.decision(&mut frame, &r.decision);
         let rego_source = r.rego.as_ref().map(|q| self.rego_ref(q.value.clone()));
-        let tools = r.when.as_ref().and_then(|w| self.tool_filter(file, w));
+        let tools = self.tool_filter(file, r.span);
         for h in &hooks {
             let ix = self.program.index.entry(h.method).or_default();
             match &tools {
@@ -440,43 +440,23 @@ impl<'a> Lower<'a> {
         });
     }
 
-    /// Tool names a condition requires, from a top-level `tool.name == "x"` or
-    /// `tool.name in CONST` conjunct, so the rule runs only for those tools.
-    fn tool_filter(&mut self, file: FileId, e: &Expr) -> Option<Vec<Arc<str>>> {
-        match &e.kind {
-            ExprKind::Binary(BinaryOp::And, a, b) => self
-                .tool_filter(file, a)
-                .or_else(|| self.tool_filter(file, b)),
-            // A predicate without parameters (`payment()`): its body's tool names.
-            ExprKind::Call(callee, args) if args.is_empty() => {
-                let Some((Resolution::Predicate { name, file }, _)) =
-                    self.resolution(file, callee.span)
-                else {
-                    return None;
-                };
-                let body = self.pred_decl(name, *file).map(|p| &p.body)?;
-                self.tool_filter(*file, body)
-            }
-            ExprKind::Binary(op @ (BinaryOp::Eq | BinaryOp::In), lhs, rhs) => {
-                let is_tool_name = matches!(
-                    self.resolution(file, lhs.span),
-                    Some((Resolution::Field { table: Table::Payload(_), path }, _)) if path == "tool.name"
-                );
-                if !is_tool_name {
-                    return None;
+    /// Tool names a rule's condition requires, from the checker's plan: the first top-level
+    /// `tool.name == "x"` or `tool.name in CONST` conjunct whose names fold, so the rule runs
+    /// only for those tools.
+    fn tool_filter(&mut self, file: FileId, rule: Span) -> Option<Vec<Arc<str>>> {
+        let checked = self.checked;
+        let plan = checked.tool_plans.get(&(file, rule))?;
+        plan.conjuncts
+            .iter()
+            .find_map(|c| match (c.op, self.fold(c.file, &c.names)?) {
+                (BinaryOp::Eq, Const::Str(s)) => Some(vec![s]),
+                (BinaryOp::In, Const::StrSet(set, _)) => {
+                    let mut v: Vec<Arc<str>> = set.iter().cloned().collect();
+                    v.sort();
+                    Some(v)
                 }
-                match (op, self.fold(file, rhs)?) {
-                    (BinaryOp::Eq, Const::Str(s)) => Some(vec![s]),
-                    (BinaryOp::In, Const::StrSet(set, _)) => {
-                        let mut v: Vec<Arc<str>> = set.iter().cloned().collect();
-                        v.sort();
-                        Some(v)
-                    }
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
+                _ => None,
+            })
     }
 
     fn decision(&mut self, frame: &mut Frame, d: &ast::Decision) -> DecisionTemplate {
@@ -634,12 +614,15 @@ impl<'a> Lower<'a> {
                             Some(c) => {
                                 self.folded.insert(key, c.clone());
                             }
-                            None => self.error(
-                                unit.file,
-                                l.value.span,
-                                format!("the constant `{name}` is not a constant value"),
-                                "a `let` holds literals, collections of literals, arithmetic on them, and Rego values that fold when the policy loads (docs/rego.md)",
-                            ),
+                            None => match self.rego_let_refusal(unit.file, name, &l.value) {
+                                Some(d) => self.errors.push(d),
+                                None => self.error(
+                                    unit.file,
+                                    l.value.span,
+                                    format!("the constant `{name}` is not a constant value"),
+                                    "a `let` holds literals, collections of literals, arithmetic on them, and Rego values that fold when the policy loads (docs/rego.md)",
+                                ),
+                            },
                         }
                         return c;
                     }
@@ -1110,6 +1093,63 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// Why `let name = value` does not fold when `value` is a Rego rule or call: the rule reads
+    /// `input` (or is called with one), or it has no value when the policy loads. `None` when
+    /// `value` is not a Rego reference (the generic refusal applies).
+    fn rego_let_refusal(&self, file: FileId, name: &str, value: &Expr) -> Option<Diagnostic> {
+        let (callee, input_arg) = match &value.kind {
+            ExprKind::Member(..) => (value, false),
+            ExprKind::Call(callee, args) => (&**callee, args.iter().any(|a| a.name.is_some())),
+            _ => return None,
+        };
+        let Some((Resolution::Rego { alias, rule }, _)) = self.resolution(file, callee.span) else {
+            return None;
+        };
+        let import = self.rego_import(file, alias)?;
+        let path = import.path_of(rule);
+        let shown = self.src_text(file, value.span);
+        let d = if import.reads_input || input_arg {
+            Diagnostic::error(
+                "compile::rego_let_input",
+                file,
+                value.span,
+                format!(
+                    "the constant `{name}` is the Rego rule `{path}`, which reads `input`: it has a value only once a step is decided, and a `let` is fixed when the policy loads"
+                ),
+            )
+            .with_label("depends on the step's `input`")
+            .with_help(format!(
+                "read it where it is used, in a rule's `when` or a `pred` (`pred {name}() = {shown}`), which runs for each step"
+            ))
+        } else {
+            Diagnostic::error(
+                "compile::rego_let_no_value",
+                file,
+                value.span,
+                format!(
+                    "the constant `{name}` has no value: the Rego rule `{path}` is undefined (or `null`, which Warden reads as absent) when the policy loads"
+                ),
+            )
+            .with_label("no value to fold into the constant")
+            .with_help(format!(
+                "give the rule a value in every case (`default {rule} := false` in its Rego module), or read it where it is used (`when {shown}`), where a rule with no value is absent (docs/rego.md, \"Values\")"
+            ))
+        };
+        Some(d)
+    }
+
+    /// The source text of `span` in `file`, or `…` when it is not at hand.
+    fn src_text(&self, file: FileId, span: Span) -> String {
+        self.checked
+            .loaded
+            .sources
+            .get(file)
+            .text
+            .get(span.range())
+            .unwrap_or("…")
+            .to_string()
+    }
+
     fn rego_import(&self, file: FileId, alias: &str) -> Option<&'a crate::rego::RegoImport> {
         self.checked
             .loaded
@@ -1464,11 +1504,14 @@ impl<'a> Lower<'a> {
             _ => return,
         };
         // Split the filter into key equalities (`past == $.cur`) and the rest.
-        let mut rest: Vec<&Expr> = Vec::new();
-        let mut key_pairs: Vec<(&Expr, &Expr)> = Vec::new();
-        if let Some(f) = &h.filter {
-            split_keys(f, &mut rest, &mut key_pairs);
-        }
+        // The checker's plan says which conjuncts are keys.
+        let (rest, key_pairs) = match &h.filter {
+            Some(f) => {
+                let split = self.checked.history_plan(frame.file, f).split(f);
+                (split.rest, split.keys)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let mut past_frame = Frame {
             file: frame.file,
             mode: Mode::Past,
@@ -1567,41 +1610,5 @@ impl<'a> Lower<'a> {
             Self::emit(code, Op::Const(zero), span);
             Self::emit(code, Op::Gt, span);
         }
-    }
-}
-
-fn split_keys<'e>(e: &'e Expr, rest: &mut Vec<&'e Expr>, keys: &mut Vec<(&'e Expr, &'e Expr)>) {
-    match &e.kind {
-        ExprKind::Binary(BinaryOp::And, a, b) => {
-            split_keys(a, rest, keys);
-            split_keys(b, rest, keys);
-        }
-        ExprKind::Binary(BinaryOp::Eq, a, b)
-            if is_current(b) && !is_current(a) && is_past_path(a) =>
-        {
-            keys.push((a, b))
-        }
-        ExprKind::Binary(BinaryOp::Eq, a, b)
-            if is_current(a) && !is_current(b) && is_past_path(b) =>
-        {
-            keys.push((b, a))
-        }
-        _ => rest.push(e),
-    }
-}
-
-fn is_past_path(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Name(_) => true,
-        ExprKind::Member(base, _) => is_past_path(base),
-        _ => false,
-    }
-}
-
-fn is_current(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Current => true,
-        ExprKind::Member(b, _) => is_current(b),
-        _ => false,
     }
 }

@@ -45,7 +45,7 @@ fn needs_parens(e: &Expr, min: u8, tail: bool) -> bool {
 }
 
 /// `and`/`or` chains: broken one operand per line, and bracketed when nested and broken.
-fn is_chain(e: &Expr) -> Option<BinaryOp> {
+pub(super) fn is_chain(e: &Expr) -> Option<BinaryOp> {
     match e.kind {
         ExprKind::Binary(op @ (BinaryOp::And | BinaryOp::Or), ..) => Some(op),
         _ => None,

@@ -1,6 +1,6 @@
 //! Items, decisions and test steps.
 
-use super::expr::{flat, flat_modification, El, P_POSTFIX};
+use super::expr::{flat, flat_modification, is_chain, El, P_POSTFIX};
 use super::out::{self, quote};
 use super::{Blanks, Printer};
 use crate::diagnostics::Span;
@@ -203,12 +203,17 @@ impl Printer<'_> {
                     .params
                     .iter()
                     .map(|p| {
-                        format!(
+                        let mut s = format!(
                             "{}{}: {}",
                             p.name.name,
                             if p.optional { "?" } else { "" },
                             p.ty
-                        )
+                        );
+                        if let Some(role) = &p.role {
+                            s.push_str(" as ");
+                            s.push_str(&role.name);
+                        }
+                        s
                     })
                     .collect();
                 self.out
@@ -241,15 +246,18 @@ impl Printer<'_> {
                     .collect();
                 self.out
                     .push(&format!("pred {}({}) =", p.name.name, params.join(", ")));
-                // A body that does not fit goes on the next lines, its chain's operators at
-                // column 2 (as a rule's `and` under `when`).
+                // A body that does not fit: an `and`/`or` chain (or one after a comment) goes on
+                // the next lines, its chain's operators at column 2 (as a rule's `and` under
+                // `when`); any other body stays after `=` and breaks inside its own brackets,
+                // as a `let`'s value does.
                 let text = format!(" {}", flat(self.src, &p.body, 0, true));
                 let head = Span::new(p.span.start as usize, p.body.span.start as usize);
-                if !self.has_comment_between(head)
-                    && !self.has_comment_in(p.body.span)
-                    && self.fits(&text, 0)
-                {
+                let comment_before = self.has_comment_between(head);
+                if !comment_before && !self.has_comment_in(p.body.span) && self.fits(&text, 0) {
                     self.out.push(&text);
+                } else if !comment_before && is_chain(&p.body).is_none() {
+                    self.out.push(" ");
+                    self.expr(&p.body, 0, true, 0, 0);
                 } else {
                     self.anchor(p.body.span.start, 6, Blanks::Drop);
                     self.expr(&p.body, 0, true, 6, 0);

@@ -1,0 +1,3 @@
+package inp
+
+tool_name := input.payload.tool.name
