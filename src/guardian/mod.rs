@@ -849,9 +849,12 @@ impl Guardian {
             Some((_, None)) => program.unknown_labels,
             None => 0,
         };
+        // Lent out of the request for the decision and put back after it (the audit entry and
+        // the journal record read the request whole): a copy of it cost more than the rest of
+        // the event's setup.
         let metadata = raw
-            .pointer("/params/metadata")
-            .cloned()
+            .pointer_mut("/params/metadata")
+            .map(Value::take)
             .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
         // A wrapped MCP `tools/call` is decided as the tool call it is, a wrapped MCP result
         // as the tool result it is.
@@ -884,6 +887,10 @@ impl Guardian {
                 None,
             )
         };
+        drop(ev);
+        if let Some(slot) = raw.pointer_mut("/params/metadata") {
+            *slot = metadata;
+        }
         let mut logged = logging.then(|| Logged {
             tool: payload
                 .pointer("/tool/name")
