@@ -181,8 +181,10 @@ impl<E: Entry> Table<E> {
                 (self.chunks.len() + 1) * CHUNK <= u32::MAX as usize,
                 "session table full"
             );
+            // Grown as entries come, not sized up front: most sessions are small, and a
+            // chunk's full capacity is about 200 KB per table.
             self.chunks.push(Arc::new(Chunk {
-                entries: Vec::with_capacity(CHUNK),
+                entries: Vec::new(),
                 text: Vec::new(),
             }));
         }
