@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use serve_common::*;
 use warden::acs::time;
 
@@ -20,56 +19,9 @@ const SESSIONS: u64 = 48;
 const N: u64 = 40;
 const THREADS: u64 = 8;
 
-type Outcomes = HashMap<(u64, u64), Value>;
-
-/// Drives every session from `next[s]` to the end (or until the server dies). Returns the
-/// outcomes received and where each session stopped.
+/// Drives every session from `next[s]` to the end (or until the server dies).
 fn drive(addr: &str, ts: &str, next: &[u64], acked: &Arc<AtomicU64>) -> (Outcomes, Vec<u64>) {
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let addr = addr.to_string();
-            let ts = ts.to_string();
-            let mine: Vec<(u64, u64)> = (0..SESSIONS)
-                .filter(|s| s % THREADS == t)
-                .map(|s| (s, next[s as usize]))
-                .collect();
-            let acked = acked.clone();
-            std::thread::spawn(move || {
-                let mut out = Outcomes::new();
-                let mut pos: HashMap<u64, u64> = mine.iter().copied().collect();
-                let Ok(mut conn) = Conn::open(&addr) else {
-                    return (out, pos);
-                };
-                for i in 0..N {
-                    for (s, _) in &mine {
-                        if pos[s] != i {
-                            continue;
-                        }
-                        let body = serde_json::to_vec(&stream_request(*s, i, N, &ts)).unwrap();
-                        match conn.post(&body) {
-                            Ok(r) => {
-                                out.insert((*s, i), r);
-                                pos.insert(*s, i + 1);
-                                acked.fetch_add(1, Ordering::SeqCst);
-                            }
-                            Err(_) => return (out, pos),
-                        }
-                    }
-                }
-                (out, pos)
-            })
-        })
-        .collect();
-    let mut all = Outcomes::new();
-    let mut pos = next.to_vec();
-    for h in handles {
-        let (o, p) = h.join().unwrap();
-        all.extend(o);
-        for (s, i) in p {
-            pos[s as usize] = i;
-        }
-    }
-    (all, pos)
+    serve_common::drive(addr, ts, next, acked, SESSIONS, THREADS, N)
 }
 
 fn args(policy: &Path, state: &Path) -> Vec<String> {

@@ -272,6 +272,36 @@ fn finish(slot: &Slot, outcome: Result<(), String>) {
     }
 }
 
+/// Encodes `records` with `encode` (on the caller's thread, so encoding runs in parallel) and
+/// queues them, with the session whose records they replace and the promise to settle, for a
+/// journal's committer thread; what the durable stores share.
+pub fn enqueue<T>(
+    tx: Option<&std::sync::mpsc::Sender<Queued<T>>>,
+    records: &[Record],
+    replaces: Option<String>,
+    encode: impl Fn(&Record) -> Result<T, String>,
+) -> Durable {
+    let encoded: Result<Vec<(Option<String>, T)>, String> = records
+        .iter()
+        .map(|r| Ok((r.session().map(str::to_string), encode(r)?)))
+        .collect();
+    let encoded = match encoded {
+        Ok(e) => e,
+        Err(e) => return Durable::settled(Err(e)),
+    };
+    let Some(tx) = tx else {
+        return Durable::settled(Err("the journal is closed".into()));
+    };
+    let (durable, settle) = Durable::pending();
+    // A send that fails drops `settle`, which settles `durable` with an error.
+    let _ = tx.send((encoded, replaces, settle));
+    durable
+}
+
+/// What [`enqueue`] hands a committer: encoded records with their sessions, the session they
+/// replace (a compaction), and the promise to settle once they are durable.
+pub type Queued<T> = (Vec<(Option<String>, T)>, Option<String>, Settle);
+
 /// A journal in memory (for tests and embedding).
 #[derive(Debug, Default)]
 pub struct MemoryJournal {

@@ -887,7 +887,6 @@ impl Guardian {
                 None,
             )
         };
-        drop(ev);
         if let Some(slot) = raw.pointer_mut("/params/metadata") {
             *slot = metadata;
         }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, NoTls};
 
-use crate::guardian::journal::{Durable, Journal, Record, Settle};
+use crate::guardian::journal::{self, Durable, Journal, Record};
 
 /// The journal's records, by sequence number.
 const JOURNAL: &str = "warden_journal";
@@ -78,12 +78,9 @@ fn connect(url: &str) -> Result<Client, String> {
         .map_err(|e| format!("{}: {e}", redact(url)))
 }
 
-/// An encoded record and the session it belongs to.
-type Encoded = (Option<String>, String);
-
 /// Records to write; a session whose records they replace (a compaction); the promise to
 /// settle once they are committed.
-type Batch = (Vec<Encoded>, Option<String>, Settle);
+type Batch = journal::Queued<String>;
 
 /// What the reader thread is asked for.
 enum Read {
@@ -200,26 +197,9 @@ impl PgStore {
 
     /// Encodes the records here (on the caller's thread) and queues them for the committer.
     fn write(&self, records: Vec<Record>, replaces: Option<String>) -> Durable {
-        let encoded: Result<Vec<Encoded>, String> = records
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.session().map(str::to_string),
-                    serde_json::to_string(r).map_err(err)?,
-                ))
-            })
-            .collect();
-        let encoded = match encoded {
-            Ok(e) => e,
-            Err(e) => return Durable::settled(Err(e)),
-        };
-        let Some(tx) = self.tx.as_ref() else {
-            return Durable::settled(Err("the journal is closed".into()));
-        };
-        let (durable, settle) = Durable::pending();
-        // A send that fails drops `settle`, which settles `durable` with an error.
-        let _ = tx.send((encoded, replaces, settle));
-        durable
+        journal::enqueue(self.tx.as_ref(), &records, replaces, |r| {
+            serde_json::to_string(r).map_err(err)
+        })
     }
 }
 

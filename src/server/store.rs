@@ -28,7 +28,7 @@ use redb::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::guardian::journal::{Durable, Journal, Record, Settle};
+use crate::guardian::journal::{self, Durable, Journal, Record};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -67,7 +67,7 @@ type Encoded = (Option<String>, Vec<u8>);
 
 /// Records to write; a session whose records they replace (a compaction); and the promise to
 /// settle once they are durable.
-type Batch = (Vec<Encoded>, Option<String>, Settle);
+type Batch = journal::Queued<Vec<u8>>;
 
 /// One batch with its place in the sequence: what a log frame holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -283,26 +283,9 @@ impl Store {
     /// Encodes the records here (on the caller's thread, so encoding runs in parallel) and
     /// queues them for the committer.
     fn write(&self, records: Vec<Record>, replaces: Option<String>) -> Durable {
-        let encoded: Result<Vec<Encoded>, String> = records
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.session().map(str::to_string),
-                    serde_json::to_vec(r).map_err(err)?,
-                ))
-            })
-            .collect();
-        let encoded = match encoded {
-            Ok(e) => e,
-            Err(e) => return Durable::settled(Err(e)),
-        };
-        let Some(tx) = self.tx.as_ref() else {
-            return Durable::settled(Err("the journal is closed".into()));
-        };
-        let (durable, settle) = Durable::pending();
-        // A send that fails drops `settle`, which settles `durable` with an error.
-        let _ = tx.send((encoded, replaces, settle));
-        durable
+        journal::enqueue(self.tx.as_ref(), &records, replaces, |r| {
+            serde_json::to_vec(r).map_err(err)
+        })
     }
 }
 

@@ -341,3 +341,68 @@ pub fn read_all(mut r: impl Read) -> String {
     let _ = r.read_to_string(&mut s);
     s
 }
+
+/// What a driven load received: (session, request index) → answer.
+pub type Outcomes = std::collections::HashMap<(u64, u64), Value>;
+
+/// Drives every session from `next[s]` to the end (or until the server dies). Returns the
+/// outcomes received and where each session stopped.
+#[allow(dead_code)]
+pub fn drive(
+    addr: &str,
+    ts: &str,
+    next: &[u64],
+    acked: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+    sessions: u64,
+    threads: u64,
+    n: u64,
+) -> (Outcomes, Vec<u64>) {
+    use std::collections::HashMap;
+    use std::sync::atomic::Ordering;
+
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let addr = addr.to_string();
+            let ts = ts.to_string();
+            let mine: Vec<(u64, u64)> = (0..sessions)
+                .filter(|s| s % threads == t)
+                .map(|s| (s, next[s as usize]))
+                .collect();
+            let acked = acked.clone();
+            std::thread::spawn(move || {
+                let mut out = Outcomes::new();
+                let mut pos: HashMap<u64, u64> = mine.iter().copied().collect();
+                let Ok(mut conn) = Conn::open(&addr) else {
+                    return (out, pos);
+                };
+                for i in 0..n {
+                    for (s, _) in &mine {
+                        if pos[s] != i {
+                            continue;
+                        }
+                        let body = serde_json::to_vec(&stream_request(*s, i, n, &ts)).unwrap();
+                        match conn.post(&body) {
+                            Ok(r) => {
+                                out.insert((*s, i), r);
+                                pos.insert(*s, i + 1);
+                                acked.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Err(_) => return (out, pos),
+                        }
+                    }
+                }
+                (out, pos)
+            })
+        })
+        .collect();
+    let mut all = Outcomes::new();
+    let mut pos = next.to_vec();
+    for h in handles {
+        let (o, p) = h.join().unwrap();
+        all.extend(o);
+        for (s, i) in p {
+            pos[s as usize] = i;
+        }
+    }
+    (all, pos)
+}
