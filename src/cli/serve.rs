@@ -31,6 +31,15 @@ pub struct ServeArgs {
     /// PostgreSQL database: postgres://USER@HOST[:PORT]/DB (docs/serve.md, "PostgreSQL")
     #[arg(long, value_name = "DIR|URL")]
     state: Option<PathBuf>,
+    /// With `--state postgres://…`: this Guardian's name in the session leases it holds,
+    /// named to requests that reach another Guardian (default HOST:PORT with a fixed
+    /// --listen port, HOST:pid-PID otherwise; docs/serve.md, "Fleet")
+    #[arg(long, value_name = "NAME")]
+    guardian_id: Option<String>,
+    /// With `--state postgres://…`: how long a session's lease lasts unless renewed, in
+    /// milliseconds; a session whose Guardian died moves to another after this long
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..))]
+    lease_ms: u64,
     /// Recompile the policy when it changes and swap it in if it checks
     #[arg(long, requires = "policy")]
     watch: bool,
@@ -541,6 +550,14 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         Ok(d) => d,
         Err(e) => return fail(&e),
     };
+    #[cfg(feature = "postgres")]
+    crate::server::pg::set_fleet(crate::server::pg::Fleet {
+        guardian: a
+            .guardian_id
+            .clone()
+            .unwrap_or_else(|| crate::server::pg::default_guardian_id(a.listen.map(|l| l.port()))),
+        lease: Duration::from_millis(a.lease_ms),
+    });
     let (g, store) = match serve::build(policy, options, a.state.as_deref()) {
         Ok(x) => x,
         Err(e) => return fail(&e),

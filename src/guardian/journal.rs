@@ -157,7 +157,32 @@ pub trait Journal: Send + Sync {
     fn compact(&self, _session: &str, _summary: Record) -> Result<bool, String> {
         Ok(false)
     }
+
+    /// Whether this Guardian may decide `session` now. A journal shared by several Guardians
+    /// (PostgreSQL) answers from its lease on the session; one Guardian's own journal always
+    /// holds every session (the default).
+    fn claim(&self, _session: &str) -> Claim {
+        Claim::Held
+    }
 }
+
+/// What [`Journal::claim`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// This Guardian holds the session's lease: what it has in memory is current.
+    Held,
+    /// It has just taken the lease (the session was free, expired, or never held): another
+    /// Guardian may have written the session since, so what it holds in memory is stale.
+    Taken,
+    /// Another Guardian holds the lease, for about `expires_in_ms` more unless renewed.
+    Busy { holder: String, expires_in_ms: i64 },
+    /// The lease could not be read or taken.
+    Failed(String),
+}
+
+/// How a [`Durable`] error begins when records were refused because their session's lease
+/// was lost (another Guardian took it over): that session's answer fails, not the Guardian.
+pub const LEASE_LOST: &str = "lease lost: ";
 
 /// The promise that submitted records are durable: wait for it ([`Durable::wait`]) on a
 /// thread, or `.await` it (it is a `Future`, with no runtime of its own). A transport answers a

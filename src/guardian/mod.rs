@@ -52,7 +52,7 @@ use serde_json::Value;
 
 pub use decide::Decision;
 pub use engine::{decide_event, reapply_event, taint_event, BAD_ARGUMENTS, BAD_INTENT};
-pub use journal::{Durable, Journal, MemoryJournal, Record};
+pub use journal::{Claim, Durable, Journal, MemoryJournal, Record};
 pub use protocol::{Caps, Negotiated, Protocol};
 
 use audit::Chain;
@@ -395,11 +395,19 @@ impl Pending {
         let Some(Err(e)) = outcome else {
             return self.response;
         };
-        self.failed.store(true, Ordering::SeqCst);
-        let mut response = Response::error(
-            self.response.id.clone(),
-            RpcError::internal(format!("the decision could not be made durable: {e}")),
-        );
+        // A lost lease fails this session's answer only: another Guardian decides it now,
+        // and this one's memory of it is dropped at its next request (`Guardian::hold`).
+        let error = match e.strip_prefix(journal::LEASE_LOST) {
+            Some(why) => RpcError::internal(format!(
+                "the decision was not committed: this Guardian lost the session's lease ({why})"
+            ))
+            .with_data("reason", "lease_lost"),
+            None => {
+                self.failed.store(true, Ordering::SeqCst);
+                RpcError::internal(format!("the decision could not be made durable: {e}"))
+            }
+        };
+        let mut response = Response::error(self.response.id.clone(), error);
         if let Some((k, key_id)) = &self.key {
             sign_response(k, key_id, &mut response);
         }
@@ -736,6 +744,9 @@ impl Guardian {
         };
         // A request refused for want of a handshake allocates nothing: only a hello (or, in
         // the lenient mode, any hook) opens a session.
+        if let Err(e) = self.hold(sid) {
+            return fail(e);
+        }
         // One table lookup on the common path; the journal is asked only for an unknown id.
         let (session, fresh) = match self.sessions.get(sid) {
             Some(s) => (s, false),
@@ -1186,6 +1197,11 @@ impl Guardian {
         let agent = parent_session.agent.clone();
         let limits = self.limits();
         let now = time::now_ms();
+        // The child's lease goes with its parent's Guardian: its first step then finds it
+        // held (a child another Guardian holds fails its steps, closed).
+        if let Some(j) = &self.journal {
+            let _ = j.claim(child_id);
+        }
         // Held whatever the caps say: the parent's step that opened it was already decided.
         let _ = self
             .sessions
@@ -1200,6 +1216,38 @@ impl Guardian {
                 family: true,
                 ..Session::default()
             });
+    }
+
+    /// Makes sure this Guardian may decide `sid` (several Guardians on one database hold a
+    /// lease per session): a session whose lease it has just taken is dropped from memory,
+    /// since another Guardian may have decided it since, and is restored from the journal
+    /// by the caller; a session another Guardian holds is refused with the holder named, so
+    /// a client or load balancer can go there instead.
+    fn hold(&self, sid: &str) -> Result<(), RpcError> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        match j.claim(sid) {
+            Claim::Held => Ok(()),
+            Claim::Taken => {
+                self.sessions.remove(sid);
+                Ok(())
+            }
+            Claim::Busy {
+                holder,
+                expires_in_ms,
+            } => Err(RpcError::session_refused(format!(
+                "Guardian {holder:?} holds this session's lease: send the request there (or \
+                 retry once the lease expires, in about {} ms)",
+                expires_in_ms.max(0)
+            ))
+            .with_data("reason", "lease_held")
+            .with_data("holder", holder)
+            .with_data("retry_after_ms", expires_in_ms.max(0))),
+            Claim::Failed(e) => Err(RpcError::internal(format!(
+                "the session's lease could not be taken: {e}"
+            ))),
+        }
     }
 
     /// The session with this id, if the Guardian has one (the map's lock is held only here).
@@ -1294,9 +1342,24 @@ impl Guardian {
         at_ms: Option<i64>,
     ) -> Result<Granted, ApproveError> {
         let at_ms = at_ms.unwrap_or_else(time::now_ms);
-        let (sid, session) = self
+        let (sid, _) = self
             .find_approval(request_id)
             .ok_or_else(|| ApproveError::Grant(GrantError::Unknown(request_id.to_string())))?;
+        // The session as the journal holds it now (another Guardian may have decided it).
+        self.hold(&sid)
+            .map_err(|e| ApproveError::Journal(rpc_detail(&e)))?;
+        let session = match self.existing_session(&sid) {
+            Some(s) => s,
+            None => match self.restore_returning(&sid) {
+                Some(Ok(s)) => s,
+                Some(Err(e)) => return Err(ApproveError::Journal(rpc_detail(&e))),
+                None => {
+                    return Err(ApproveError::Grant(GrantError::Unknown(
+                        request_id.to_string(),
+                    )))
+                }
+            },
+        };
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
         let unknown = || ApproveError::Grant(GrantError::Unknown(request_id.to_string()));
         let state = s.state.as_ref().ok_or_else(unknown)?;
@@ -1942,4 +2005,14 @@ fn mcp_tool_call_view(payload: &Value) -> Option<(&'static fields::HookSpec, Val
     );
     view.insert("arguments".into(), Value::Object(arguments));
     Some((fields::hook("steps/toolCallRequest")?, Value::Object(view)))
+}
+
+/// An error's `data.message` (its detail), or its title.
+fn rpc_detail(e: &RpcError) -> String {
+    e.data
+        .as_ref()
+        .and_then(|d| d.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or(&e.message)
+        .to_string()
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::store::Store;
-use crate::guardian::journal::{Durable, Journal, Record};
+use crate::guardian::journal::{Claim, Durable, Journal, Record};
 
 /// An open journal: a state folder, or a PostgreSQL database.
 pub enum Backend {
@@ -113,6 +113,10 @@ impl Journal for Backend {
 
     fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
         self.journal().compact(session, summary)
+    }
+
+    fn claim(&self, session: &str) -> Claim {
+        self.journal().claim(session)
     }
 }
 
