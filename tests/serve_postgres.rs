@@ -9,6 +9,7 @@
 //! drops it at the end. Without the variable the tests are skipped with a message, except
 //! under CI (`CI` set), where they fail.
 
+mod pg_common;
 mod serve_common;
 
 use std::collections::HashMap;
@@ -18,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pg_common::*;
 use serve_common::*;
 use warden::acs::time;
 use warden::guardian::journal::{Journal, Record};
@@ -26,72 +28,6 @@ use warden::server::pg::PgStore;
 const SESSIONS: u64 = 32;
 const N: u64 = 30;
 const THREADS: u64 = 8;
-
-/// The server's URL, or `None` after saying why the test is skipped (a failure under CI).
-fn server_url() -> Option<String> {
-    match std::env::var("WARDEN_TEST_POSTGRES_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "WARDEN_TEST_POSTGRES_URL is not set under CI: .ci/run starts PostgreSQL with \
-                 scripts/postgres-test-setup.sh"
-            );
-            eprintln!(
-                "skipped: WARDEN_TEST_POSTGRES_URL is not set (start a throwaway PostgreSQL with \
-                 `scripts/postgres-test-setup.sh start DIR` and export the URL it prints)"
-            );
-            None
-        }
-    }
-}
-
-/// A database of the test's own, dropped at the end.
-struct Db {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Db {
-    fn create(server: &str, tag: &str) -> Db {
-        let name = format!("warden_{tag}_{}", std::process::id());
-        let mut c = postgres::Client::connect(server, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .unwrap();
-        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        let (base, query) = match server.split_once('?') {
-            Some((b, q)) => (b, format!("?{q}")),
-            None => (server, String::new()),
-        };
-        let authority_end = base.find("://").map_or(0, |i| i + 3);
-        let base = match base[authority_end..].find('/') {
-            Some(i) => &base[..authority_end + i],
-            None => base,
-        };
-        Db {
-            admin: server.to_string(),
-            url: format!("{base}/{name}{query}"),
-            name,
-        }
-    }
-
-    fn sql(&self, q: &str) -> Vec<postgres::Row> {
-        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
-        c.query(q, &[]).unwrap()
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
 
 fn sealed(session: &str, at_ms: i64) -> Record {
     Record::Sealed {

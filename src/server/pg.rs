@@ -150,6 +150,9 @@ struct Lease {
 
 type Leases = Arc<Mutex<HashMap<String, Lease>>>;
 
+/// A session and the token this Guardian holds for it.
+type Held = (String, i64);
+
 /// The journal in a PostgreSQL database.
 pub struct PgStore {
     reader: Mutex<Option<mpsc::Sender<Job>>>,
@@ -631,7 +634,16 @@ fn commit_loop(mut c: Client, rx: mpsc::Receiver<Batch>, leases: &Leases, fleet:
         }
         match commit(&mut c, &batch, fleet) {
             Ok(kept) => {
-                let mut lost_sessions = Vec::new();
+                // Marked before any answer goes: the next claim of a fenced session then
+                // re-takes or refuses it rather than decide on the stale memory again.
+                let lost: Vec<(String, i64)> = batch
+                    .iter()
+                    .zip(&kept)
+                    .filter(|(_, ok)| !**ok)
+                    .flat_map(|((records, _, _), _)| records.iter())
+                    .filter_map(|(s, (k, _))| Some((s.clone()?, (*k)?)))
+                    .collect();
+                mark_lost(leases, &lost);
                 for ((records, _, done), ok) in batch.into_iter().zip(kept) {
                     if ok {
                         done.settle(Ok(()));
@@ -642,11 +654,8 @@ fn commit_loop(mut c: Client, rx: mpsc::Receiver<Batch>, leases: &Leases, fleet:
                             journal::LEASE_LOST,
                             s.as_deref().unwrap_or("?")
                         )));
-                        lost_sessions
-                            .extend(records.into_iter().filter_map(|(s, r)| Some((s?, r.0?))));
                     }
                 }
-                mark_lost(leases, &lost_sessions);
             }
             Err(e) => {
                 let why = format!("the journal could not commit: {e}");
@@ -725,7 +734,7 @@ fn extend(
 /// Renews the leases in use and lets go of those unused for long; a lease whose token is gone
 /// is marked lost.
 fn renew(c: &mut Client, leases: &Leases, fleet: &Fleet) -> Result<(), String> {
-    let (keep, idle): (Vec<(String, i64)>, Vec<(String, i64)>) = {
+    let (keep, idle): (Vec<Held>, Vec<Held>) = {
         let mut map = leases.lock().unwrap_or_else(|e| e.into_inner());
         let old = unused_after(fleet);
         let mut keep = Vec::new();

@@ -1,0 +1,365 @@
+//! Several `warden serve --state postgres://…` Guardians on one database (docs/serve.md,
+//! "Fleet"): sessions moving between them when one is `kill -9`ed, every acknowledged decision
+//! kept and equal to one Guardian's uninterrupted run, history-dependent rules firing on the
+//! Guardian that took a session over, replayed ids refused by the other Guardian, a request
+//! sent to the wrong Guardian told who holds the session, and a Guardian paused past its
+//! lease (a partition) unable to commit for the session another took. The fencing itself is
+//! also checked on the store directly, where the timing is the test's.
+//!
+//! The database comes from `WARDEN_TEST_POSTGRES_URL`, as for tests/serve_postgres.rs.
+
+mod pg_common;
+mod serve_common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pg_common::*;
+use serde_json::Value;
+use serve_common::*;
+use warden::acs::time;
+use warden::guardian::journal::{Claim, Journal, Record, LEASE_LOST};
+use warden::server::pg::{Fleet, PgStore};
+
+const SESSIONS: u64 = 12;
+const N: u64 = 26;
+/// Where the sessions of the killed Guardian move: mid-turn, right after an untrusted tool
+/// result decided on the first Guardian (step 9), so step 10's `send` is denied by the taint
+/// rule only if the history moved with the session.
+const HALF: u64 = 10;
+const LEASE_MS: u64 = 1200;
+
+fn guardian(policy: &Path, url: &str, name: &str) -> Server {
+    Server::start(&[
+        "--policy",
+        &policy.display().to_string(),
+        "--state",
+        url,
+        "--skew-window-ms",
+        "3600000",
+        "--guardian-id",
+        name,
+        "--lease-ms",
+        &LEASE_MS.to_string(),
+    ])
+}
+
+fn post(addr: &str, s: u64, i: u64, ts: &str) -> Value {
+    let body = serde_json::to_vec(&stream_request(s, i, N, ts)).unwrap();
+    Conn::open(addr).unwrap().post(&body).unwrap()
+}
+
+fn lease_held(r: &Value) -> bool {
+    r["error"]["code"] == -32000 && r["error"]["data"]["reason"] == "lease_held"
+}
+
+/// Posts until the answer is not "another Guardian holds the lease" (it expires within
+/// `LEASE_MS` of its holder's death), for at most 10 s.
+fn post_until_held(addr: &str, s: u64, i: u64, ts: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = post(addr, s, i, ts);
+        if !lease_held(&r) || Instant::now() >= deadline {
+            return r;
+        }
+        let wait = r["error"]["data"]["retry_after_ms"].as_u64().unwrap_or(100);
+        std::thread::sleep(Duration::from_millis(wait.clamp(20, 300)));
+    }
+}
+
+/// Each session's chain length and head, every chain verified.
+fn heads(records: &[Record]) -> HashMap<String, (usize, String)> {
+    warden::guardian::journal::chains(records)
+        .into_iter()
+        .map(|(s, entries)| {
+            warden::acs::crypto::verify_chain(&entries)
+                .unwrap_or_else(|e| panic!("chain of {s}: {e}"));
+            let head = entries.last().unwrap()["entry_hash"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            (s, (entries.len(), head))
+        })
+        .collect()
+}
+
+fn warden(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        read_all(&out.stdout[..]),
+        read_all(&out.stderr[..]),
+    )
+}
+
+fn signal(server: &Server, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &server.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+/// Drives `sessions` from step `from` to step `to` (exclusive) on `addr`, in order.
+fn run(addr: &str, sessions: &[u64], from: u64, to: u64, ts: &str) -> Outcomes {
+    let mut out = Outcomes::new();
+    let mut conn = Conn::open(addr).unwrap();
+    for i in from..to {
+        for s in sessions {
+            let body = serde_json::to_vec(&stream_request(*s, i, N, ts)).unwrap();
+            out.insert((*s, i), conn.post(&body).unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn sessions_move_to_another_guardian_when_theirs_is_killed() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet");
+    let dir = tmp("pg-fleet");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+
+    // One Guardian's uninterrupted run, on the embedded store.
+    let reference_state = dir.join("reference");
+    let srv = Server::start(&[
+        "--policy",
+        &policy.display().to_string(),
+        "--state",
+        &reference_state.display().to_string(),
+        "--skew-window-ms",
+        "3600000",
+    ]);
+    let zero = vec![0u64; SESSIONS as usize];
+    let (reference, done) = drive(
+        &srv.addr,
+        &ts,
+        &zero,
+        &Arc::new(AtomicU64::new(0)),
+        SESSIONS,
+        4,
+        N,
+    );
+    assert!(done.iter().all(|i| *i == N));
+    drop(srv);
+    // The taint rule denies step 10 of the odd sessions (`send` right after the untrusted
+    // result of step 9): what the takeover must carry over.
+    assert_eq!(reference[&(3, HALF)]["result"]["decision"], "deny");
+    assert_eq!(reference[&(3, HALF - 1)]["result"]["decision"], "allow");
+
+    // Three Guardians on one database; session s lives on Guardian s % 3 at first.
+    let names = ["A", "B", "C"];
+    let mut fleet: Vec<Option<Server>> = names
+        .iter()
+        .map(|n| Some(guardian(&policy, &db.url, n)))
+        .collect();
+    let addrs: Vec<String> = fleet
+        .iter()
+        .map(|g| g.as_ref().unwrap().addr.clone())
+        .collect();
+    let home = |g: u64| -> Vec<u64> { (0..SESSIONS).filter(|s| s % 3 == g).collect() };
+    let mut acked = Outcomes::new();
+    std::thread::scope(|scope| {
+        let hs: Vec<_> = (0..3u64)
+            .map(|g| {
+                let (addr, ts) = (&addrs[g as usize], &ts);
+                scope.spawn(move || run(addr, &home(g), 0, HALF, ts))
+            })
+            .collect();
+        for h in hs {
+            acked.extend(h.join().unwrap());
+        }
+    });
+
+    // A request for a session A holds, sent to B: refused with the holder named, and
+    // nothing decided (so the retry on A below is decided as usual).
+    let r = post(&addrs[1], 0, HALF, &ts);
+    assert!(lease_held(&r), "{r}");
+    assert_eq!(r["error"]["data"]["holder"], "A", "{r}");
+
+    // A dies. Its sessions continue on B once their leases expire: first the last request A
+    // acknowledged, sent again, is refused as a replay on B (the replay window came with the
+    // session), then the rest of each stream.
+    fleet[0].take().unwrap().kill9();
+    let moved = home(0);
+    let killed_at = Instant::now();
+    for s in &moved {
+        let r = post_until_held(&addrs[1], *s, HALF - 1, &ts);
+        assert_eq!(r["error"]["code"], -32005, "session {s}: {r}");
+    }
+    let took = killed_at.elapsed();
+    assert!(
+        took < Duration::from_millis(LEASE_MS * 4),
+        "the takeover waited {took:?}"
+    );
+    let plan = [(1usize, moved.clone()), (1, home(1)), (2, home(2))];
+    std::thread::scope(|scope| {
+        let hs: Vec<_> = plan
+            .iter()
+            .map(|(g, sessions)| {
+                let (addr, ts) = (&addrs[*g], &ts);
+                scope.spawn(move || run(addr, sessions, HALF, N, ts))
+            })
+            .collect();
+        for h in hs {
+            acked.extend(h.join().unwrap());
+        }
+    });
+
+    // Every decision is the uninterrupted run's, chain hashes included; the taint rule fired
+    // on B for the odd sessions A started.
+    assert_eq!(acked.len() as u64, SESSIONS * N);
+    for ((s, i), r) in &acked {
+        assert_eq!(
+            outcome(r),
+            outcome(&reference[&(*s, *i)]),
+            "session {s} step {i}"
+        );
+    }
+    for s in moved.iter().filter(|s| *s % 2 == 1) {
+        assert_eq!(
+            acked[&(*s, HALF)]["result"]["decision"],
+            "deny",
+            "session {s}"
+        );
+    }
+    // Every chain verifies, and ends where the uninterrupted run's ends.
+    let pg = warden::server::backend::read(Path::new(&db.url)).unwrap();
+    let folder = warden::server::backend::read(&reference_state).unwrap();
+    assert_eq!(heads(&pg), heads(&folder));
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains(&format!("ok: {SESSIONS} session chain(s)")),
+        "{out}"
+    );
+    // The leases as docs/serve.md describes them: A's sessions are B's now, with a later
+    // token than A's.
+    let rows = db.sql("SELECT session, guardian, token FROM warden_lease ORDER BY session");
+    assert_eq!(rows.len() as u64, SESSIONS);
+    let moved_to_b = rows
+        .iter()
+        .filter(|r| r.get::<_, String>(1) == "B" && r.get::<_, i64>(2) > 1)
+        .count();
+    assert_eq!(moved_to_b, moved.len());
+    eprintln!(
+        "fleet: {} sessions moved from A to B in {took:?}",
+        moved.len()
+    );
+}
+
+#[test]
+fn a_paused_guardian_cannot_commit_for_a_session_another_took() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_pause");
+    let dir = tmp("pg-fleet-pause");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let a = guardian(&policy, &db.url, "A");
+    let b = guardian(&policy, &db.url, "B");
+    for i in 0..5 {
+        let r = post(&a.addr, 0, i, &ts);
+        assert!(r.get("result").is_some(), "step {i}: {r}");
+    }
+    // A is cut off (paused: it renews nothing) past its lease; B takes the session.
+    signal(&a, "-STOP");
+    std::thread::sleep(Duration::from_millis(LEASE_MS + 300));
+    let r = post_until_held(&b.addr, 0, 5, &ts);
+    assert!(r.get("result").is_some(), "B took the session over: {r}");
+    // A comes back believing it holds the session: it decides nothing for it any more.
+    signal(&a, "-CONT");
+    let r = post(&a.addr, 0, 6, &ts);
+    let code = &r["error"]["code"];
+    assert!(
+        (lease_held(&r) && r["error"]["data"]["holder"] == "B")
+            || (code == -32603 && r["error"]["data"]["reason"] == "lease_lost"),
+        "A must refuse: {r}"
+    );
+    // A is still serving its other sessions: a lost lease fails that session, not A.
+    let r = post(&a.addr, 1, 0, &ts);
+    assert!(r.get("result").is_some(), "{r}");
+    // The session goes on at B; the journal holds B's step 5 and not a step of A's after it.
+    let r = post(&b.addr, 0, 6, &ts);
+    assert!(r.get("result").is_some(), "{r}");
+    let n: i64 = db.sql(
+        "SELECT count(*) FROM warden_journal WHERE session = (SELECT session FROM warden_lease \
+         WHERE guardian = 'B' LIMIT 1)",
+    )[0]
+    .get(0);
+    assert_eq!(n, 7, "handshake and steps 1 to 6, once each");
+    drop(a);
+    drop(b);
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}
+
+fn step(session: &str, at_ms: i64) -> Record {
+    Record::Sealed {
+        session: session.into(),
+        agent: None,
+        at_ms,
+        labels: 0,
+        entries: Vec::new(),
+    }
+}
+
+#[test]
+fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_fence");
+    let open = |name: &str, ms: u64| {
+        PgStore::open_as(
+            &db.url,
+            Fleet {
+                guardian: name.into(),
+                lease: Duration::from_millis(ms),
+            },
+        )
+        .unwrap()
+    };
+    let a = open("A", 300);
+    let b = open("B", 300);
+    assert_eq!(a.claim("s"), Claim::Taken);
+    assert_eq!(a.claim("s"), Claim::Held);
+    a.append(vec![step("s", 1)]).unwrap();
+    // Renewed while A lives, well past one lease.
+    std::thread::sleep(Duration::from_millis(900));
+    match b.claim("s") {
+        Claim::Busy { holder, .. } => assert_eq!(holder, "A"),
+        other => panic!("A's lease was not renewed: {other:?}"),
+    }
+    // A partition: A's lease runs out in the database while A still believes it holds it.
+    db.sql("UPDATE warden_lease SET expires = now() - interval '1 second'");
+    assert_eq!(b.claim("s"), Claim::Taken);
+    let e = a.submit(vec![step("s", 2)]).wait().unwrap_err();
+    assert!(e.starts_with(LEASE_LOST), "{e}");
+    // A knows now: the session is B's.
+    match a.claim("s") {
+        Claim::Busy { holder, .. } => assert_eq!(holder, "B"),
+        other => panic!("{other:?}"),
+    }
+    b.append(vec![step("s", 3)]).unwrap();
+    // A's other sessions commit as before.
+    a.append(vec![step("t", 4)]).unwrap();
+    assert_eq!(b.records_of("s").unwrap(), [step("s", 1), step("s", 3)]);
+    let tokens: Vec<i64> = db
+        .sql("SELECT token FROM warden_lease WHERE session = 's'")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(tokens, [2], "one takeover, one new token");
+    // A clean stop lets A's leases go at once.
+    drop(a);
+    assert_eq!(b.claim("t"), Claim::Taken);
+}
