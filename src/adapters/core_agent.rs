@@ -724,9 +724,21 @@ pub fn notify(command: &str, input: &[u8], limit: Duration) -> Result<(), String
     }
 }
 
+/// The header carrying the session id on every request the hook sends, so a load balancer
+/// in front of several Guardians can route a session to the one holding it (docs/serve.md,
+/// "Fleet").
+pub const SESSION_HEADER: &str = "ACS-Session-Id";
+
 /// A minimal HTTP/1.1 client for loopback Guardians: POSTs one body, returns the response
-/// body. `url` is `http://HOST:PORT[/PATH]` (default path `/acs`).
-pub fn http_post(url: &str, body: &[u8], timeout: Duration) -> Result<Vec<u8>, String> {
+/// body. `url` is `http://HOST:PORT[/PATH]` (default path `/acs`). `session` goes in the
+/// [`SESSION_HEADER`] header when it is a plain token (it is the client's own string: one with
+/// control characters or spaces is left out rather than let it shape the request).
+pub fn http_post(
+    url: &str,
+    body: &[u8],
+    session: Option<&str>,
+    timeout: Duration,
+) -> Result<Vec<u8>, String> {
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
@@ -747,8 +759,12 @@ pub fn http_post(url: &str, body: &[u8], timeout: Duration) -> Result<Vec<u8>, S
         .set_read_timeout(Some(timeout))
         .and_then(|_| stream.set_write_timeout(Some(timeout)))
         .map_err(|e| e.to_string())?;
+    let affinity = session
+        .filter(|s| !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| b.is_ascii_graphic()))
+        .map(|s| format!("{SESSION_HEADER}: {s}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\n{affinity}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream

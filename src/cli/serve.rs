@@ -885,7 +885,12 @@ pub fn run_hook(a: HookArgs) -> i32 {
         let body = serde_json::to_vec(req).map_err(|e| e.to_string())?;
         let bytes = match (&local, &a.url) {
             (Some(g), _) => g.handle(&body),
-            (None, Some(url)) => hook::http_post(url, &body, timeout)?,
+            (None, Some(url)) => {
+                let sid = req
+                    .pointer("/params/metadata/session_id")
+                    .and_then(Value::as_str);
+                hook::http_post(url, &body, sid, timeout)?
+            }
             (None, None) => return Err("no Guardian".into()),
         };
         serde_json::from_slice(&bytes).map_err(|_| {

@@ -179,6 +179,18 @@ impl Conn {
         self.read_answer()
     }
 
+    /// POSTs `body` to `/acs` with extra header lines (each ending in `\r\n`).
+    pub fn post_with(&mut self, body: &[u8], headers: &str) -> std::io::Result<(u16, Value)> {
+        let mut request = format!(
+            "POST /acs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        self.send_raw(&request)?;
+        self.read_answer()
+    }
+
     /// Writes bytes as they are (a request in pieces, or a partial one).
     pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.get_mut().write_all(bytes)
