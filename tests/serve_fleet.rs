@@ -578,3 +578,37 @@ fn two_guardians_behind_haproxy_keep_every_session_when_one_is_killed() {
     assert!(ok, "{out}{err}");
     eprintln!("haproxy: {moved} sessions moved from A to B, {stayed} stayed, {lost} answers lost in the kill");
 }
+
+#[test]
+fn a_guardian_with_another_policy_says_so_in_the_chain_of_a_session_it_takes_over() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_policy");
+    let dir = tmp("pg-fleet-policy");
+    let (old, new) = (dir.join("old.ward"), dir.join("new.ward"));
+    std::fs::write(&old, POLICY).unwrap();
+    let newer = POLICY.replace(
+        "default allow",
+        "rule never on toolCallRequest\n  when tool.name == \"nothing\"\n  => deny \"never\": \"never\"\n\ndefault allow",
+    );
+    std::fs::write(&new, newer).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let a = guardian(&old, &db.url, "A");
+    let b = guardian(&new, &db.url, "B");
+    for i in 0..4 {
+        assert!(post(&a.addr, 0, i, &ts).get("result").is_some());
+    }
+    a.kill9();
+    let r = post_until_held(&b.addr, 0, 4, &ts);
+    assert!(r.get("result").is_some(), "{r}");
+    let records = warden::server::backend::read(Path::new(&db.url)).unwrap();
+    let chains = warden::guardian::journal::chains(&records);
+    let (_, entries) = &chains[0];
+    warden::acs::crypto::verify_chain(entries).unwrap();
+    let reload = entries
+        .iter()
+        .find(|e| e["step_type"] == "warden/policy_reload")
+        .expect("the takeover under another policy is in the chain");
+    assert_ne!(reload["previous_policy_digest"], reload["policy_digest"]);
+    assert!(reload["previous_policy_digest"].is_string(), "{reload}");
+    drop(b);
+}

@@ -1236,14 +1236,18 @@ impl Guardian {
             Claim::Busy {
                 holder,
                 expires_in_ms,
-            } => Err(RpcError::session_refused(format!(
-                "Guardian {holder:?} holds this session's lease: send the request there (or \
+            } => {
+                // Whatever this Guardian still holds of the session is stale now.
+                self.sessions.remove(sid);
+                Err(RpcError::session_refused(format!(
+                    "Guardian {holder:?} holds this session's lease: send the request there (or \
                  retry once the lease expires, in about {} ms)",
-                expires_in_ms.max(0)
-            ))
-            .with_data("reason", "lease_held")
-            .with_data("holder", holder)
-            .with_data("retry_after_ms", expires_in_ms.max(0))),
+                    expires_in_ms.max(0)
+                ))
+                .with_data("reason", "lease_held")
+                .with_data("holder", holder)
+                .with_data("retry_after_ms", expires_in_ms.max(0)))
+            }
             Claim::Failed(e) => Err(RpcError::internal(format!(
                 "the session's lease could not be taken: {e}"
             ))),
