@@ -612,3 +612,73 @@ fn a_guardian_with_another_policy_says_so_in_the_chain_of_a_session_it_takes_ove
     assert!(reload["previous_policy_digest"].is_string(), "{reload}");
     drop(b);
 }
+
+/// Decisions per second of 1, 2 and 3 Guardians against one database, 32 client connections
+/// in all (split evenly), 320 sessions of 60 hooks. On one machine the Guardians, the clients
+/// and PostgreSQL share its cores: the figure measures the protocol's overhead, not a fleet's
+/// capacity.
+#[test]
+#[ignore = "throughput: run with --release -- --ignored --nocapture fleet_throughput"]
+fn fleet_throughput() {
+    let Some(server) = server_url() else { return };
+    const SESSIONS: u64 = 320;
+    const HOOKS: u64 = 60;
+    const CONNS: u64 = 32;
+    for k in 1..=3u64 {
+        let db = Db::create(&server, &format!("fleet_tp{k}"));
+        let dir = tmp("pg-fleet-tp");
+        let policy = dir.join("p.ward");
+        std::fs::write(&policy, POLICY).unwrap();
+        let guardians: Vec<Server> = (0..k)
+            .map(|g| {
+                Server::start(&[
+                    "--policy",
+                    &policy.display().to_string(),
+                    "--state",
+                    &db.url,
+                    "--skew-window-ms",
+                    "3600000",
+                    "--guardian-id",
+                    &format!("g{g}"),
+                    "--max-connections-per-peer",
+                    "1000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = guardians.iter().map(|g| g.addr.clone()).collect();
+        let ts = time::now_rfc3339_ms();
+        let started = Instant::now();
+        let errors = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for c in 0..CONNS {
+                let (addrs, ts, errors) = (&addrs, &ts, &errors);
+                scope.spawn(move || {
+                    let mine: Vec<u64> = (0..SESSIONS).filter(|s| s % CONNS == c).collect();
+                    // Sessions stay on one Guardian (as affinity routing would keep them).
+                    let mut conn = Conn::open(&addrs[(c % k) as usize]).unwrap();
+                    for i in 0..HOOKS {
+                        for s in &mine {
+                            let body =
+                                serde_json::to_vec(&stream_request(*s, i, HOOKS, ts)).unwrap();
+                            let (_, r) = conn.post_bytes(&body).unwrap();
+                            if !r.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":")
+                                || r.windows(8).any(|w| w == b"\"error\":")
+                            {
+                                errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let wall = started.elapsed();
+        let n = SESSIONS * HOOKS;
+        println!(
+            "fleet throughput: {k} Guardian(s), {CONNS} connections, {n} requests in {:.2} s = {:.0} decisions/s, {} errors",
+            wall.as_secs_f64(),
+            n as f64 / wall.as_secs_f64(),
+            errors.load(std::sync::atomic::Ordering::Relaxed)
+        );
+        drop(guardians);
+    }
+}

@@ -270,17 +270,15 @@ fn open_state(
     };
     serve::build(policy, Options::default(), Some(dir)).map_err(|e| {
         // redb: "Database already open. Cannot acquire lock." (another process holds it).
-        fail(
-            &if e.contains("Database already open") || e.contains("another Warden holds") {
-                format!(
-                    "{e}\n  the state folder is in use by a running `warden serve`: stop it, or \
+        fail(&if e.contains("Database already open") {
+            format!(
+                "{e}\n  the state folder is in use by a running `warden serve`: stop it, or \
                  use its operator endpoint (`warden serve --operator-listen ADDR \
                  --operator-token-file F`; docs/serve.md, \"Operator endpoint\")"
-                )
-            } else {
-                e
-            },
-        )
+            )
+        } else {
+            e
+        })
     })
 }
 
