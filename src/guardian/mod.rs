@@ -1307,7 +1307,13 @@ impl Guardian {
         if !matches!(to, EffectStatus::Committed | EffectStatus::Failed) {
             return None;
         }
-        let session = self.existing_session(session_id)?;
+        // The session as the journal holds it now (another Guardian may have decided it);
+        // one another Guardian holds is resolved there, not here.
+        self.hold(session_id).ok()?;
+        let session = match self.existing_session(session_id) {
+            Some(s) => s,
+            None => self.restore_returning(session_id)?.ok()?,
+        };
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
         let was = s.state.as_ref()?.effect_status(key)?;
         let mut entries = Vec::new();
