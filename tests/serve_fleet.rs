@@ -333,7 +333,7 @@ fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() 
     {
         let r = open("R", 300);
         let other = open("O", 300);
-        assert_eq!(r.claim("r"), Claim::Taken);
+        assert!(matches!(r.claim("r"), Claim::Taken { .. }));
         std::thread::sleep(Duration::from_millis(900));
         match other.claim("r") {
             Claim::Busy { holder, .. } => assert_eq!(holder, "R"),
@@ -343,8 +343,8 @@ fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() 
     // Long leases from here, so no renewal runs between the test's steps.
     let a = open("A", 60_000);
     let b = open("B", 60_000);
-    assert_eq!(a.claim("s"), Claim::Taken);
-    assert_eq!(a.claim("s"), Claim::Held);
+    assert_eq!(a.claim("s"), Claim::Taken { token: 1 });
+    assert_eq!(a.claim("s"), Claim::Held { token: Some(1) });
     a.append(vec![step("s", 1)]).unwrap();
     match b.claim("s") {
         Claim::Busy { holder, .. } => assert_eq!(holder, "A"),
@@ -352,7 +352,7 @@ fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() 
     }
     // A partition: A's lease runs out in the database while A still believes it holds it.
     db.sql("UPDATE warden_lease SET expires = now() - interval '1 second' WHERE session = 's'");
-    assert_eq!(b.claim("s"), Claim::Taken);
+    assert_eq!(b.claim("s"), Claim::Taken { token: 2 });
     let e = a.submit(vec![step("s", 2)]).wait().unwrap_err();
     assert!(e.starts_with(LEASE_LOST), "{e}");
     // A knows now: the session is B's.
@@ -370,9 +370,20 @@ fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() 
         .map(|r| r.get(0))
         .collect();
     assert_eq!(tokens, [2], "one takeover, one new token");
+    // B's lease runs out in turn and A takes the session back (token 3): a decision A made on
+    // its copy from before (token 1) still cannot commit; one made under token 3 can.
+    db.sql("UPDATE warden_lease SET expires = now() - interval '1 second' WHERE session = 's'");
+    assert_eq!(a.claim("s"), Claim::Taken { token: 3 });
+    let e = a.submit_as(vec![step("s", 5)], Some(1)).wait().unwrap_err();
+    assert!(e.starts_with(LEASE_LOST), "{e}");
+    a.submit_as(vec![step("s", 6)], Some(3)).wait().unwrap();
+    assert_eq!(
+        b.records_of("s").unwrap(),
+        [step("s", 1), step("s", 3), step("s", 6)]
+    );
     // A clean stop lets A's leases go at once.
     drop(a);
-    assert_eq!(b.claim("t"), Claim::Taken);
+    assert!(matches!(b.claim("t"), Claim::Taken { .. }));
 }
 
 /// HAProxy's binary, or `None` after saying why the test is skipped (a failure under CI,

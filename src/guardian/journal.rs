@@ -145,6 +145,13 @@ pub trait Journal: Send + Sync {
         Durable::settled(self.append(records))
     }
 
+    /// Like [`Journal::submit`], for records of one session decided under the lease token
+    /// `lease` ([`Claim`]): a journal with leases commits them only while the session's lease
+    /// still carries that token. The default ignores the token.
+    fn submit_as(&self, records: Vec<Record>, _lease: Option<i64>) -> Durable {
+        self.submit(records)
+    }
+
     /// One session's records in the order they were written, for restoring a session that
     /// left memory; `None` when this journal cannot look them up (such sessions are then
     /// gone once they leave memory).
@@ -162,18 +169,20 @@ pub trait Journal: Send + Sync {
     /// (PostgreSQL) answers from its lease on the session; one Guardian's own journal always
     /// holds every session (the default).
     fn claim(&self, _session: &str) -> Claim {
-        Claim::Held
+        Claim::Held { token: None }
     }
 }
 
 /// What [`Journal::claim`] found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
-    /// This Guardian holds the session's lease: what it has in memory is current.
-    Held,
-    /// It has just taken the lease (the session was free, expired, or never held): another
-    /// Guardian may have written the session since, so what it holds in memory is stale.
-    Taken,
+    /// This Guardian holds the session's lease (with this fencing token; `None` for a
+    /// journal without leases): what it has in memory is current.
+    Held { token: Option<i64> },
+    /// It has just taken the lease, with this new token (the session was free, expired, or
+    /// never held): another Guardian may have written the session since, so what it holds
+    /// in memory is stale.
+    Taken { token: i64 },
     /// Another Guardian holds the lease, for about `expires_in_ms` more unless renewed.
     Busy { holder: String, expires_in_ms: i64 },
     /// The lease could not be read or taken.

@@ -285,6 +285,10 @@ struct Session {
     detached: bool,
     /// Its records are already one compacted [`Record::Sealed`].
     compacted: bool,
+    /// The fencing token of the lease this copy of the session was decided under (several
+    /// Guardians on one database): its records are committed only while the lease still
+    /// carries it. `None` with a journal of one Guardian's own.
+    lease: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -744,9 +748,10 @@ impl Guardian {
         };
         // A request refused for want of a handshake allocates nothing: only a hello (or, in
         // the lenient mode, any hook) opens a session.
-        if let Err(e) = self.hold(sid) {
-            return fail(e);
-        }
+        let lease = match self.hold(sid) {
+            Ok(l) => l,
+            Err(e) => return fail(e),
+        };
         // One table lookup on the common path; the journal is asked only for an unknown id.
         let (session, fresh) = match self.sessions.get(sid) {
             Some(s) => (s, false),
@@ -763,6 +768,20 @@ impl Guardian {
             },
         };
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+        match (s.lease, lease) {
+            (None, l) => s.lease = l,
+            // This copy was decided under an older lease, and the Guardian has since taken the
+            // session again (and restored a new copy): nothing decided on it may commit.
+            (Some(had), Some(now)) if had != now => {
+                return fail(
+                    RpcError::internal(
+                        "the session changed hands while this request waited; send it again",
+                    )
+                    .with_data("reason", "lease_lost"),
+                )
+            }
+            _ => {}
+        }
         s.last_active_ms = time::now_ms();
         if s.sealed {
             return fail(RpcError::session_refused(
@@ -949,7 +968,7 @@ impl Guardian {
                         approval: None,
                         at_ms: Some(time::now_ms()),
                     };
-                    let durable = self.submit(vec![record]);
+                    let durable = self.submit_as(vec![record], s.lease);
                     return Decided {
                         response,
                         traces: Vec::new(),
@@ -1059,7 +1078,7 @@ impl Guardian {
         };
         // Journalled under the session's lock, so the journal holds each session's steps in
         // the order they were decided; the answer waits for the commit (`Pending`).
-        let durable = self.submit(vec![record]);
+        let durable = self.submit_as(vec![record], s.lease);
         if proceeds {
             if let (Some((_, Some(child))), Some(state)) = (&child_info, s.state.as_mut()) {
                 state.merge_effects(&child.effects);
@@ -1124,10 +1143,11 @@ impl Guardian {
         })
     }
 
-    /// Hands records to the journal without waiting: the answer waits on the [`Durable`].
-    /// `None`: there is no journal, nothing to wait for.
-    fn submit(&self, records: Vec<Record>) -> Option<Durable> {
-        self.journal.as_ref().map(|j| j.submit(records))
+    /// Hands a session's records, decided under the lease token `lease`, to the journal
+    /// without waiting: the answer waits on the [`Durable`]. `None`: there is no journal,
+    /// nothing to wait for.
+    fn submit_as(&self, records: Vec<Record>, lease: Option<i64>) -> Option<Durable> {
+        self.journal.as_ref().map(|j| j.submit_as(records, lease))
     }
 
     fn hello(
@@ -1143,13 +1163,16 @@ impl Guardian {
         }
         let (negotiated, hello) =
             protocol::negotiate(&self.options.protocol, &p.payload, is_known_method)?;
-        let durable = self.submit(vec![Record::Handshake {
-            session: sid.to_string(),
-            negotiated: negotiated.clone(),
-            agent: Some(p.metadata.agent_id.clone()),
-            at_ms: Some(time::now_ms()),
-            policy: Some(self.policy_digest().to_string()),
-        }]);
+        let durable = self.submit_as(
+            vec![Record::Handshake {
+                session: sid.to_string(),
+                negotiated: negotiated.clone(),
+                agent: Some(p.metadata.agent_id.clone()),
+                at_ms: Some(time::now_ms()),
+                policy: Some(self.policy_digest().to_string()),
+            }],
+            s.lease,
+        );
         s.negotiated = Some(Arc::new(negotiated));
         let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
             .to_result(&p.request_id);
@@ -1223,15 +1246,15 @@ impl Guardian {
     /// since another Guardian may have decided it since, and is restored from the journal
     /// by the caller; a session another Guardian holds is refused with the holder named, so
     /// a client or load balancer can go there instead.
-    fn hold(&self, sid: &str) -> Result<(), RpcError> {
+    fn hold(&self, sid: &str) -> Result<Option<i64>, RpcError> {
         let Some(j) = &self.journal else {
-            return Ok(());
+            return Ok(None);
         };
         match j.claim(sid) {
-            Claim::Held => Ok(()),
-            Claim::Taken => {
+            Claim::Held { token } => Ok(token),
+            Claim::Taken { token } => {
                 self.sessions.remove(sid);
-                Ok(())
+                Ok(Some(token))
             }
             Claim::Busy {
                 holder,

@@ -107,6 +107,10 @@ impl Journal for Backend {
         self.journal().submit(records)
     }
 
+    fn submit_as(&self, records: Vec<Record>, lease: Option<i64>) -> Durable {
+        self.journal().submit_as(records, lease)
+    }
+
     fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
         self.journal().session_records(session)
     }

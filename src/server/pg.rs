@@ -324,7 +324,7 @@ impl PgStore {
                             used: Instant::now(),
                         },
                     );
-                Claim::Taken
+                Claim::Taken { token }
             }
             Ok(Err(Some((holder, expires_in_ms)))) => Claim::Busy {
                 holder,
@@ -365,9 +365,10 @@ impl PgStore {
                     ))
                 }
                 None => match self.acquire(s) {
-                    Claim::Held | Claim::Taken => self
-                        .token_of(s)
-                        .ok_or_else(|| format!("{}session {s}: no lease", journal::LEASE_LOST))?,
+                    Claim::Held { token: Some(t) } | Claim::Taken { token: t } => t,
+                    Claim::Held { token: None } => {
+                        return Err(format!("{}session {s}: no lease", journal::LEASE_LOST))
+                    }
                     Claim::Busy { holder, .. } => {
                         return Err(format!(
                             "{}Guardian {holder:?} holds session {s}",
@@ -382,19 +383,26 @@ impl PgStore {
         Ok(out)
     }
 
-    fn token_of(&self, session: &str) -> Option<i64> {
-        let leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        leases.get(session).filter(|l| !l.lost).map(|l| l.token)
-    }
-
     /// Encodes the records here (on the caller's thread), each with its session's token, and
     /// queues them for the committer.
-    fn write(&self, records: Vec<Record>, replaces: Option<String>) -> Durable {
-        let sessions: Vec<&str> = records.iter().filter_map(Record::session).collect();
-        let tokens = match self.tokens(&sessions) {
+    /// `lease`: the token the records' session was decided under (its records then carry
+    /// that one, not whichever this Guardian holds now: a newer one means the session was
+    /// taken again and restored since, and they must not commit).
+    fn write(&self, records: Vec<Record>, replaces: Option<String>, lease: Option<i64>) -> Durable {
+        let decided = match (lease, records.first().and_then(Record::session)) {
+            (Some(t), Some(s)) => Some((s.to_string(), t)),
+            _ => None,
+        };
+        let sessions: Vec<&str> = records
+            .iter()
+            .filter_map(Record::session)
+            .filter(|s| decided.as_ref().is_none_or(|(d, _)| d != s))
+            .collect();
+        let mut tokens = match self.tokens(&sessions) {
             Ok(t) => t,
             Err(e) => return Durable::settled(Err(e)),
         };
+        tokens.extend(decided);
         journal::enqueue(self.tx.as_ref(), &records, replaces, |r| {
             let token = r.session().and_then(|s| tokens.get(s).copied());
             Ok((token, serde_json::to_string(r).map_err(err)?))
@@ -458,11 +466,18 @@ impl Journal for PgStore {
         if records.is_empty() {
             return Durable::settled(Ok(()));
         }
-        self.write(records, None)
+        self.write(records, None, None)
+    }
+
+    fn submit_as(&self, records: Vec<Record>, lease: Option<i64>) -> Durable {
+        if records.is_empty() {
+            return Durable::settled(Ok(()));
+        }
+        self.write(records, None, lease)
     }
 
     fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
-        self.write(vec![summary], Some(session.to_string()))
+        self.write(vec![summary], Some(session.to_string()), None)
             .wait()?;
         Ok(true)
     }
@@ -476,7 +491,9 @@ impl Journal for PgStore {
             let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(l) = leases.get_mut(session).filter(|l| !l.lost) {
                 l.used = Instant::now();
-                return Claim::Held;
+                return Claim::Held {
+                    token: Some(l.token),
+                };
             }
         }
         self.acquire(session)
