@@ -1,6 +1,6 @@
 //! A reference evaluator for differential testing: a plain tree walk over the checked AST and a
 //! naive session model, written to be obviously right rather than fast, against which the
-//! compiled VM is compared (`diff.rs`), as Cedar is compared against its formal model.
+//! compiled VM is compared (`crate::differential`), as Cedar is compared against its formal model.
 //!
 //! It owns the meaning of a policy as the documents state it — docs/language.md §4–§10,
 //! docs/state.md and /work/spec-14.md: which rules fire on an event, how their decisions
@@ -17,11 +17,7 @@
 //! Not modelled (the generator never writes them; the evaluator answers `Unsupported`):
 //! the session intent (`intent.…`), effects, Rego, `domain`, `string`, subagents and MCP.
 
-#[cfg(test)]
-mod diff;
 mod eval;
-#[cfg(test)]
-pub mod gen;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

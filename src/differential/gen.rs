@@ -798,7 +798,7 @@ fn metadata() -> BoxedStrategy<Value> {
         prop::option::weighted(0.1, select(TURN_IDS)),
     )
         .prop_map(|(turn, parent)| {
-            let mut m = json!({"agent_id": "agent", "session_id": super::diff::SESSION});
+            let mut m = json!({"agent_id": "agent", "session_id": super::SESSION});
             if let Some(t) = turn {
                 m["turn_id"] = json!(t);
             }
@@ -848,7 +848,7 @@ pub fn events(max: usize) -> BoxedStrategy<Vec<GenEvent>> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// VM bugs this test found (see the reproducers in `diff.rs`). `true` keeps them out.
+// VM bugs this test found (see the reproducers in `mod.rs`). `true` keeps them out.
 
 /// A tool argument used directly as a condition or a quantifier's body (`when args.flag`,
 /// `any n in [1]: args.flag`) is not read as its value by the VM: it is never true.
