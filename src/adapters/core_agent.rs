@@ -21,8 +21,7 @@
 //! accepted: a hook that cannot reach the Guardian leaves the session file as it was.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -724,68 +723,17 @@ pub fn notify(command: &str, input: &[u8], limit: Duration) -> Result<(), String
     }
 }
 
-/// A minimal HTTP/1.1 client for loopback Guardians: POSTs one body, returns the response
-/// body. `url` is `http://HOST:PORT[/PATH]` (default path `/acs`).
+/// POSTs one body to a Guardian and returns the response body. `url` is
+/// `http://HOST:PORT[/PATH]` (default path `/acs`).
 pub fn http_post(url: &str, body: &[u8], timeout: Duration) -> Result<Vec<u8>, String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
-    let (hostport, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/acs"),
-    };
-    let path = if path == "/" { "/acs" } else { path };
-    use std::net::ToSocketAddrs as _;
-    let addr = hostport
-        .to_socket_addrs()
-        .map_err(|e| format!("{hostport}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{hostport}: no address"))?;
-    let mut stream =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{url}: {e}"))?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|_| stream.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream
-        .write_all(head.as_bytes())
-        .and_then(|_| stream.write_all(body))
-        .map_err(|e| format!("{url}: {e}"))?;
-    let mut resp = Vec::new();
-    stream
-        .read_to_end(&mut resp)
-        .map_err(|e| format!("{url}: {e}"))?;
-    parse_http_response(&resp).map(|(_, b)| b)
+    let endpoint = super::http::Endpoint::parse(url, "/acs")?;
+    super::http::exchange(&endpoint, "POST", &[], Some(body), timeout).map(|(_, b)| b)
 }
 
-/// Splits a complete HTTP/1.1 response into status and body (Content-Length or to the end).
+/// Splits a complete HTTP/1.1 response into status and body (Content-Length, chunked, or to
+/// the end).
 pub fn parse_http_response(resp: &[u8]) -> Result<(u16, Vec<u8>), String> {
-    let end = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("a malformed HTTP response")?;
-    let head = String::from_utf8_lossy(&resp[..end]);
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or("a malformed HTTP status line")?;
-    let body = &resp[end + 4..];
-    let len = head.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim()
-            .eq_ignore_ascii_case("content-length")
-            .then(|| v.trim().parse::<usize>().ok())?
-    });
-    let body = match len {
-        Some(n) if n <= body.len() => body[..n].to_vec(),
-        _ => body.to_vec(),
-    };
-    Ok((status, body))
+    super::http::parse_response(resp)
 }
 
 #[cfg(test)]

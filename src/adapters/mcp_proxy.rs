@@ -46,7 +46,7 @@ impl Upstream {
         match self {
             Upstream::Command(c) if c.is_empty() => Err("no MCP server command was given".into()),
             Upstream::Command(_) => Ok(()),
-            Upstream::Url(url) => Endpoint::parse(url).map(|_| ()),
+            Upstream::Url(url) => Endpoint::parse(url, "/").map(|_| ()),
         }
     }
 }
@@ -381,7 +381,7 @@ impl Proxy {
         let server = match server {
             Upstream::Command(command) => command,
             Upstream::Url(url) => {
-                let endpoint = Endpoint::parse(url)?;
+                let endpoint = Endpoint::parse(url, "/")?;
                 let gate = Gate::open(guardian, config)?;
                 let shared = Arc::new(Shared {
                     gate,

@@ -8,7 +8,10 @@
 //! library only, so the core keeps no network crates); what a message means is the proxy's.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpStream};
+
+pub use super::http::Endpoint;
+use super::http::{read_head, request_head};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -18,85 +21,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a POST may wait between two bytes of its answer (a tool call answered on an event
 /// stream may take a while, but not forever).
 const READ_TIMEOUT: Duration = Duration::from_secs(300);
-/// The largest header block or single event accepted from the server.
-const MAX_LINE: usize = 64 << 10;
+/// The largest single message accepted from the server.
 const MAX_MESSAGE: usize = 16 << 20;
 
 /// The MCP protocol version the proxy's handshake names, sent on later requests until the
 /// server's `initialize` answer names another.
 const DEFAULT_PROTOCOL_VERSION: &str = "2025-06-18";
-
-/// `http://host[:port]/path`, taken apart.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Endpoint {
-    host: String,
-    port: u16,
-    path: String,
-}
-
-impl Endpoint {
-    /// Reads an `http://` URL; `https://` is refused with the reason (put a TLS-terminating
-    /// proxy in front, or reach the server on loopback).
-    pub fn parse(url: &str) -> Result<Endpoint, String> {
-        if url.starts_with("https://") {
-            return Err(format!(
-                "{url}: https is not supported for the MCP server (reach it over http on a \
-                 trusted network, or through a local TLS-terminating proxy)"
-            ));
-        }
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("{url}: the MCP server URL must start with http://"))?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6
-                .split_once(']')
-                .ok_or_else(|| format!("{url}: unclosed [ in the host"))?;
-            (format!("[{h}]"), after.strip_prefix(':'))
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), Some(p)),
-                None => (authority.to_string(), None),
-            }
-        };
-        if host.is_empty() || host == "[]" {
-            return Err(format!("{url}: no host"));
-        }
-        let port = match port {
-            Some(p) => p
-                .parse()
-                .map_err(|_| format!("{url}: {p:?} is not a port number"))?,
-            None => 80,
-        };
-        Ok(Endpoint {
-            host,
-            port,
-            path: path.to_string(),
-        })
-    }
-
-    fn authority(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
-
-    fn connect(&self) -> io::Result<TcpStream> {
-        let host = self.host.trim_start_matches('[').trim_end_matches(']');
-        let mut last = io::Error::new(io::ErrorKind::NotFound, "the host has no address");
-        for addr in (host, self.port).to_socket_addrs()? {
-            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-                Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    return Ok(s);
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    }
-}
 
 /// What the server said to one POST, beyond the messages already handed on.
 #[derive(Debug, PartialEq)]
@@ -151,32 +81,28 @@ impl HttpUpstream {
     }
 
     fn headers(&self, method: &str, accept: &str, body_len: Option<usize>) -> String {
-        let mut h = format!(
-            "{method} {} HTTP/1.1\r\nHost: {}\r\nAccept: {accept}\r\nConnection: close\r\n\
-             MCP-Protocol-Version: {}\r\nUser-Agent: warden-mcp-proxy\r\n",
-            self.endpoint.path,
-            self.endpoint.authority(),
-            self.protocol_version
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
-        if let Some(s) = self.session() {
-            h.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+        let version = self
+            .protocol_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let session = self.session();
+        let mut extra = vec![
+            ("Accept", accept),
+            ("MCP-Protocol-Version", version.as_str()),
+            ("User-Agent", "warden-mcp-proxy"),
+        ];
+        if let Some(s) = &session {
+            extra.push(("Mcp-Session-Id", s.as_str()));
         }
-        if let Some(n) = body_len {
-            h.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {n}\r\n"
-            ));
-        }
-        h.push_str("\r\n");
-        h
+        request_head(&self.endpoint, method, &extra, body_len)
     }
 
     /// POSTs one JSON-RPC message and hands each message of the answer to `deliver`, in
     /// order. Blocks until the answer is complete (an event stream may carry notifications
     /// before the response).
     pub fn post(&self, message: &[u8], deliver: &mut dyn FnMut(&[u8])) -> io::Result<Posted> {
-        let mut conn = self.endpoint.connect()?;
+        let mut conn = self.endpoint.connect(CONNECT_TIMEOUT)?;
         conn.set_read_timeout(Some(READ_TIMEOUT))?;
         let head = self.headers(
             "POST",
@@ -220,7 +146,7 @@ impl HttpUpstream {
     /// `deliver`, until the proxy ends or the server closes the stream. `Ok(false)`: the
     /// server offers no such stream (405), which MCP allows.
     pub fn listen(&self, deliver: &mut dyn FnMut(&[u8])) -> io::Result<bool> {
-        let mut conn = self.endpoint.connect()?;
+        let mut conn = self.endpoint.connect(CONNECT_TIMEOUT)?;
         conn.write_all(self.headers("GET", "text/event-stream", None).as_bytes())?;
         *self.stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn.try_clone()?);
         if self.closed.load(Ordering::SeqCst) {
@@ -244,7 +170,7 @@ impl HttpUpstream {
             let _ = s.shutdown(Shutdown::Both);
         }
         if self.session().is_some() {
-            if let Ok(mut conn) = self.endpoint.connect() {
+            if let Ok(mut conn) = self.endpoint.connect(CONNECT_TIMEOUT) {
                 let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
                 if conn
                     .write_all(self.headers("DELETE", "*/*", None).as_bytes())
@@ -262,129 +188,6 @@ fn too_large() -> io::Error {
         io::ErrorKind::InvalidData,
         "the MCP server sent more than 16 MiB in one message",
     )
-}
-
-/// A response's status line and headers.
-struct Head {
-    status: u16,
-    headers: Vec<(String, String)>,
-}
-
-impl Head {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The body, framed as the headers say.
-    fn body<R: BufRead + 'static>(&self, reader: R) -> Box<dyn Read> {
-        if self
-            .header("transfer-encoding")
-            .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"))
-        {
-            Box::new(Chunked {
-                inner: reader,
-                left: 0,
-                done: false,
-            })
-        } else if let Some(n) = self
-            .header("content-length")
-            .and_then(|n| n.trim().parse::<u64>().ok())
-        {
-            Box::new(reader.take(n))
-        } else {
-            Box::new(reader)
-        }
-    }
-}
-
-fn read_line(r: &mut impl BufRead) -> io::Result<String> {
-    let mut line = Vec::new();
-    r.take(MAX_LINE as u64).read_until(b'\n', &mut line)?;
-    if line.len() >= MAX_LINE {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "a line from the MCP server is too long",
-        ));
-    }
-    while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-        line.pop();
-    }
-    Ok(String::from_utf8_lossy(&line).into_owned())
-}
-
-fn read_head(r: &mut impl BufRead) -> io::Result<Head> {
-    let status_line = read_line(r)?;
-    let status = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .filter(|_| status_line.starts_with("HTTP/1."))
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("not an HTTP answer from the MCP server: {status_line:?}"),
-            )
-        })?;
-    let mut headers = Vec::new();
-    loop {
-        let line = read_line(r)?;
-        if line.is_empty() {
-            break;
-        }
-        if headers.len() > 100 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "too many headers from the MCP server",
-            ));
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            headers.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    Ok(Head { status, headers })
-}
-
-/// A chunked transfer-encoded body, de-chunked as it is read.
-struct Chunked<R> {
-    inner: R,
-    left: u64,
-    done: bool,
-}
-
-impl<R: BufRead> Read for Chunked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.done || buf.is_empty() {
-            return Ok(0);
-        }
-        if self.left == 0 {
-            let size = read_line(&mut self.inner)?;
-            let size = size.split(';').next().unwrap_or("").trim();
-            self.left = u64::from_str_radix(size, 16).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("a bad chunk size from the MCP server: {size:?}"),
-                )
-            })?;
-            if self.left == 0 {
-                self.done = true;
-                return Ok(0);
-            }
-        }
-        let want = buf.len().min(self.left as usize);
-        let n = self.inner.read(&mut buf[..want])?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        self.left -= n as u64;
-        if self.left == 0 {
-            // The CRLF after the chunk's data.
-            read_line(&mut self.inner)?;
-        }
-        Ok(n)
-    }
 }
 
 /// Reads Server-Sent Events until the stream ends, handing the data of each `message` event
@@ -443,48 +246,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_taken_apart_and_https_is_refused_with_the_reason() {
-        let e = Endpoint::parse("http://127.0.0.1:8000/mcp").unwrap();
-        assert_eq!(
-            (e.host.as_str(), e.port, e.path.as_str()),
-            ("127.0.0.1", 8000, "/mcp")
-        );
-        let e = Endpoint::parse("http://[::1]/").unwrap();
-        assert_eq!((e.host.as_str(), e.port), ("[::1]", 80));
-        assert_eq!(Endpoint::parse("http://h").unwrap().path, "/");
-        assert!(Endpoint::parse("https://h/mcp")
-            .unwrap_err()
-            .contains("not supported"));
-        assert!(Endpoint::parse("h:1/mcp").unwrap_err().contains("http://"));
-        assert!(Endpoint::parse("http://h:x/").unwrap_err().contains("port"));
-    }
-
-    #[test]
     fn events_are_split_joined_and_filtered_by_type() {
         let stream = b": comment\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n\
                        event: ping\ndata: x\n\nid: 7\ndata: {\"b\":2}\n\n";
         let mut seen = Vec::new();
         read_events(&mut &stream[..], &mut |m| seen.push(m.to_vec())).unwrap();
         assert_eq!(seen, vec![b"{\"a\":\n1}".to_vec(), b"{\"b\":2}".to_vec()]);
-    }
-
-    #[test]
-    fn a_chunked_body_is_dechunked() {
-        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n\
-                    5\r\ndata:\r\n8;ext=1\r\n {\"x\":1}\r\n3\r\n\n\n\n\r\n0\r\n\r\n";
-        let mut r = BufReader::new(&raw[..]);
-        let head = read_head(&mut r).unwrap();
-        assert_eq!(head.status, 200);
-        assert_eq!(head.header("CONTENT-TYPE"), Some("text/event-stream"));
-        let mut body = Vec::new();
-        head.body(r_static(r)).read_to_end(&mut body).unwrap();
-        assert_eq!(body, b"data: {\"x\":1}\n\n\n");
-    }
-
-    fn r_static(r: BufReader<&[u8]>) -> BufReader<io::Cursor<Vec<u8>>> {
-        let mut rest = Vec::new();
-        let mut r = r;
-        r.read_to_end(&mut rest).unwrap();
-        BufReader::new(io::Cursor::new(rest))
     }
 }
