@@ -8,7 +8,8 @@
 //! Run: `cargo bench --bench scaling`. Prints a Markdown table for benches/RESULTS.md.
 //! `WARDEN_SCALING_H=100000,1000000` picks the history lengths (default 10 000 and 1 000 000);
 //! `WARDEN_SCALING_MEMORY_ONLY=1` runs only the session memory, `WARDEN_SCALING_REPLAY_ONLY=1`
-//! only the replay runs.
+//! only the replay runs. `WARDEN_SCALING_KEEP_TRACE=DIR` writes each replayed trace to
+//! `DIR/history-H.jsonl` and keeps it (for profiling `warden replay` on the same input).
 
 #[path = "support/history.rs"]
 mod history;
@@ -121,7 +122,11 @@ fn inference_memory(n: u64) -> (usize, f64) {
 }
 
 fn replay_seconds(h: u64) -> f64 {
-    let path = std::env::temp_dir().join(format!("warden-scaling-{h}.jsonl"));
+    let keep = std::env::var_os("WARDEN_SCALING_KEEP_TRACE").map(std::path::PathBuf::from);
+    let path = match &keep {
+        Some(dir) => dir.join(format!("history-{h}.jsonl")),
+        None => std::env::temp_dir().join(format!("warden-scaling-{h}.jsonl")),
+    };
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
         for v in history::history(h, history::Taint::Recent) {
@@ -141,7 +146,9 @@ fn replay_seconds(h: u64) -> f64 {
         assert!(out.success());
         runs.push(start.elapsed().as_secs_f64());
     }
-    let _ = std::fs::remove_file(&path);
+    if keep.is_none() {
+        let _ = std::fs::remove_file(&path);
+    }
     runs.sort_by(f64::total_cmp);
     runs[1]
 }

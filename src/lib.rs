@@ -85,11 +85,14 @@ pub mod check;
 pub mod cli;
 pub mod compile;
 pub mod diagnostics;
+/// The differential test: the compiled path held to the reference evaluator (test builds only).
+#[cfg(test)]
+mod differential;
 pub mod fmt;
 pub mod guardian;
 #[cfg(feature = "lsp")]
 pub mod lsp;
-/// The reference evaluator and the differential test against the VM (test builds only).
+/// The reference evaluator the VM is held to (test builds only).
 #[cfg(test)]
 mod reference;
 pub(crate) mod rego;

@@ -347,22 +347,22 @@ fn the_proxy_in_front_of_the_reference_filesystem_server() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-#[test]
-fn the_proxy_over_streamable_http() {
+/// `warden mcp-proxy --listen 127.0.0.1:0` with the policy, the state folder and `server`
+/// (the arguments naming the MCP server): the running proxy, its URL, and a thread collecting
+/// the rest of its standard error.
+fn listening_proxy(
+    state: &std::path::Path,
+    server: &[&std::ffi::OsStr],
+) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
     use std::io::BufRead;
-    let Some((server, python)) = deps_or_skip() else {
-        return;
-    };
-    let (root, files, state) = fixture("http");
     let mut proxy = Command::new(env!("CARGO_BIN_EXE_warden"))
         .arg("mcp-proxy")
         .arg("--policy")
         .arg(tests_mcp().join("policy.ward"))
         .arg("--state")
-        .arg(&state)
-        .args(["--listen", "127.0.0.1:0", "--", "node"])
-        .arg(&server)
-        .arg(&files)
+        .arg(state)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(server)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -383,6 +383,34 @@ fn the_proxy_over_streamable_http() {
         let _ = std::io::Read::read_to_string(&mut err, &mut rest);
         rest
     });
+    (proxy, url, said)
+}
+
+/// SIGTERM stops the proxy cleanly: the server stopped, the session ended and its chain sealed.
+fn stop(mut proxy: std::process::Child) {
+    let term = Command::new("kill")
+        .args(["-TERM", &proxy.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let _ = proxy.wait();
+}
+
+#[test]
+fn the_proxy_over_streamable_http() {
+    let Some((server, python)) = deps_or_skip() else {
+        return;
+    };
+    let (root, files, state) = fixture("http");
+    let (proxy, url, said) = listening_proxy(
+        &state,
+        &[
+            "--".as_ref(),
+            "node".as_ref(),
+            server.as_os_str(),
+            files.as_os_str(),
+        ],
+    );
     // Only POST, and not from a web page of another origin.
     let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
     let raw = |request: &str| {
@@ -401,22 +429,22 @@ fn the_proxy_over_streamable_http() {
     ));
     assert!(got.starts_with("HTTP/1.1 403"), "{got}");
     let got = raw(&format!(
-        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     ));
     assert!(got.starts_with("HTTP/1.1 405"), "{got}");
+    let got = raw(&format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nMcp-Session-Id: another\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    assert!(got.starts_with("HTTP/1.1 404"), "{got}");
     let out = Command::new(&python)
         .arg(tests_mcp().join("client.py"))
         .args(["http", &url])
         .arg(&files)
         .output()
         .unwrap();
-    // SIGTERM stops it cleanly: the server stopped, the session ended and its chain sealed.
-    let term = Command::new("kill")
-        .args(["-TERM", &proxy.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let _ = proxy.wait();
+    stop(proxy);
     let stderr = said.join().unwrap();
     check_session(out, &files, &state, &stderr);
     let shown = Command::new(env!("CARGO_BIN_EXE_warden"))
@@ -436,6 +464,140 @@ fn the_proxy_over_streamable_http() {
         "{shown}"
     );
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The Python library's own MCP server on Streamable HTTP, on a free port, serving `files`;
+/// returned once it accepts connections.
+fn http_mcp_server(
+    python: &std::path::Path,
+    files: &std::path::Path,
+) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(python)
+        .arg(tests_mcp().join("http_server.py"))
+        .arg(port.to_string())
+        .arg(files)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Python MCP server did not start listening"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// What an HTTP-only server adds to [`check_session`]: the log notification it sent while a
+/// read ran reached the client.
+fn check_server_notifications(seen: &std::process::Output) {
+    let seen: Value = serde_json::from_slice(&seen.stdout).unwrap_or(Value::Null);
+    assert!(
+        seen["logs"].as_array().is_some_and(|l| l
+            .iter()
+            .any(|m| m.as_str().is_some_and(|m| m.contains("reading notes.txt")))),
+        "the server's log notification did not reach the client: {seen}"
+    );
+}
+
+#[test]
+fn the_proxy_in_front_of_an_http_only_mcp_server() {
+    let Some((_, python)) = deps_or_skip() else {
+        return;
+    };
+    // The client starts the proxy on stdio; the proxy reaches the server over HTTP.
+    let (root, files, state) = fixture("upstream-stdio");
+    let (mut server, server_url) = http_mcp_server(&python, &files);
+    let out = Command::new(&python)
+        .arg(tests_mcp().join("client.py"))
+        .arg("stdio-url")
+        .arg(env!("CARGO_BIN_EXE_warden"))
+        .arg(tests_mcp().join("policy.ward"))
+        .arg(&state)
+        .arg(&server_url)
+        .arg(&files)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    check_server_notifications(&out);
+    check_session(out, &files, &state, &stderr);
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&root);
+
+    // HTTP on both sides: the log notification reaches the client on its event stream.
+    let (root, files, state) = fixture("upstream-http");
+    let (mut server, server_url) = http_mcp_server(&python, &files);
+    let (proxy, url, said) =
+        listening_proxy(&state, &["--server-url".as_ref(), server_url.as_ref()]);
+    let out = Command::new(&python)
+        .arg(tests_mcp().join("client.py"))
+        .args(["http", &url])
+        .arg(&files)
+        .output()
+        .unwrap();
+    stop(proxy);
+    let stderr = said.join().unwrap();
+    check_server_notifications(&out);
+    check_session(out, &files, &state, &stderr);
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn an_unreachable_http_server_fails_each_request_with_the_reason() {
+    use std::io::{BufRead, Write};
+    // Nothing listens on this port: every request is answered by the proxy with the reason,
+    // and a URL Warden cannot reach at all is refused before anything starts.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let state = std::env::temp_dir().join(format!("warden-mcp-down-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp-proxy", "--quiet", "--server-url"])
+        .arg(format!("http://127.0.0.1:{port}/mcp"))
+        .arg("--state")
+        .arg(&state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = proxy.stdin.take().unwrap();
+    writeln!(input, r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list"}}"#).unwrap();
+    let mut out = std::io::BufReader::new(proxy.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    drop(input);
+    let _ = proxy.wait();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not be reached"),
+        "{answer}"
+    );
+    let refused = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp-proxy", "--server-url", "https://example.invalid/mcp"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("https is not supported"));
+    let _ = std::fs::remove_dir_all(&state);
 }
 
 /// The proxy's own refusals, with `cat` as the "server" (it sends each forwarded line back, as a

@@ -21,8 +21,7 @@
 //! accepted: a hook that cannot reach the Guardian leaves the session file as it was.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -729,84 +728,76 @@ pub fn notify(command: &str, input: &[u8], limit: Duration) -> Result<(), String
 /// "Fleet").
 pub const SESSION_HEADER: &str = "ACS-Session-Id";
 
-/// A minimal HTTP/1.1 client for loopback Guardians: POSTs one body, returns the response
-/// body. `url` is `http://HOST:PORT[/PATH]` (default path `/acs`). `session` goes in the
-/// [`SESSION_HEADER`] header when it is a plain token (it is the client's own string: one with
-/// control characters or spaces is left out rather than let it shape the request).
+/// POSTs one body to a Guardian and returns the response body. `url` is
+/// `http://HOST:PORT[/PATH]` (default path `/acs`). `session` goes in the [`SESSION_HEADER`]
+/// header when it is a plain token (it is the client's own string: one with control characters
+/// or spaces is left out rather than let it shape the request).
 pub fn http_post(
     url: &str,
     body: &[u8],
     session: Option<&str>,
     timeout: Duration,
 ) -> Result<Vec<u8>, String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
-    let (hostport, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/acs"),
-    };
-    let path = if path == "/" { "/acs" } else { path };
-    use std::net::ToSocketAddrs as _;
-    let addr = hostport
-        .to_socket_addrs()
-        .map_err(|e| format!("{hostport}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{hostport}: no address"))?;
-    let mut stream =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{url}: {e}"))?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|_| stream.set_write_timeout(Some(timeout)))
-        .map_err(|e| e.to_string())?;
-    let affinity = session
+    let endpoint = super::http::Endpoint::parse(url, "/acs")?;
+    let affinity: Vec<(&str, &str)> = session
         .filter(|s| !s.is_empty() && s.len() <= 256 && s.bytes().all(|b| b.is_ascii_graphic()))
-        .map(|s| format!("{SESSION_HEADER}: {s}\r\n"))
-        .unwrap_or_default();
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\n{affinity}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream
-        .write_all(head.as_bytes())
-        .and_then(|_| stream.write_all(body))
-        .map_err(|e| format!("{url}: {e}"))?;
-    let mut resp = Vec::new();
-    stream
-        .read_to_end(&mut resp)
-        .map_err(|e| format!("{url}: {e}"))?;
-    parse_http_response(&resp).map(|(_, b)| b)
+        .map(|s| (SESSION_HEADER, s))
+        .into_iter()
+        .collect();
+    super::http::exchange(&endpoint, "POST", &affinity, Some(body), timeout).map(|(_, b)| b)
 }
 
-/// Splits a complete HTTP/1.1 response into status and body (Content-Length or to the end).
+/// Splits a complete HTTP/1.1 response into status and body (Content-Length, chunked, or to
+/// the end).
 pub fn parse_http_response(resp: &[u8]) -> Result<(u16, Vec<u8>), String> {
-    let end = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("a malformed HTTP response")?;
-    let head = String::from_utf8_lossy(&resp[..end]);
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or("a malformed HTTP status line")?;
-    let body = &resp[end + 4..];
-    let len = head.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim()
-            .eq_ignore_ascii_case("content-length")
-            .then(|| v.trim().parse::<usize>().ok())?
-    });
-    let body = match len {
-        Some(n) if n <= body.len() => body[..n].to_vec(),
-        _ => body.to_vec(),
-    };
-    Ok((status, body))
+    super::http::parse_response(resp)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The request head `http_post` sends for `session`, as a loopback listener reads it.
+    fn head_sent(session: Option<&str>) -> String {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/acs", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let mut out = stream;
+            out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                .unwrap();
+            head
+        });
+        let body = http_post(&url, b"{}", session, Duration::from_secs(5)).unwrap();
+        assert_eq!(body, b"{}");
+        server.join().unwrap()
+    }
+
+    #[test]
+    fn the_session_id_goes_in_the_affinity_header_when_it_is_a_plain_token() {
+        let head = head_sent(Some("0b1c2d3e-0000-4000-8000-000000000001"));
+        assert!(
+            head.contains("ACS-Session-Id: 0b1c2d3e-0000-4000-8000-000000000001\r\n"),
+            "{head}"
+        );
+        // A session id that could shape the request is left out.
+        let head = head_sent(Some("a\r\nX-Injected: 1"));
+        assert!(
+            !head.contains("ACS-Session-Id") && !head.contains("X-Injected"),
+            "{head}"
+        );
+        assert!(!head_sent(None).contains("ACS-Session-Id"));
+    }
 
     #[test]
     fn core_agent_events_map_onto_acs_steps() {

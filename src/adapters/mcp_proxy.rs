@@ -1,8 +1,8 @@
-//! `warden mcp-proxy`: a gateway between an MCP client and an MCP server over stdio
-//! (docs/mcp.md).
+//! `warden mcp-proxy`: a gateway between an MCP client and an MCP server (docs/mcp.md).
 //!
-//! The server is a child process; the client talks to the proxy on its standard input and
-//! output. Both sides speak newline-delimited JSON-RPC (MCP's stdio transport). The proxy
+//! The server is a child process on stdio (newline-delimited JSON-RPC, MCP's stdio transport),
+//! or an endpoint reached over Streamable HTTP (`super::mcp_upstream`); the client talks to the
+//! proxy on its standard input and output (or over HTTP, `crate::server::mcp_http`). The proxy
 //! opens one ACS session on the embedded [`Guardian`] (a `handshake/hello` declaring MCP, then
 //! `steps/sessionStart`) and, for each message:
 //!
@@ -26,8 +26,30 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
+use super::mcp_upstream::{Endpoint, HttpUpstream, Posted};
 use crate::acs::{envelope, ids, time};
 use crate::guardian::Guardian;
+
+/// Where the MCP server is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Upstream {
+    /// A command and its arguments, started as a child process speaking MCP on stdio.
+    Command(Vec<String>),
+    /// An `http://` Streamable HTTP endpoint (`…/mcp`).
+    Url(String),
+}
+
+impl Upstream {
+    /// Whether the server can be addressed at all (a URL Warden can reach), before any
+    /// session is opened.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Upstream::Command(c) if c.is_empty() => Err("no MCP server command was given".into()),
+            Upstream::Command(_) => Ok(()),
+            Upstream::Url(url) => Endpoint::parse(url, "/").map(|_| ()),
+        }
+    }
+}
 
 /// The JSON-RPC error code of a request or result the policy refused (in the range JSON-RPC
 /// leaves to implementations).
@@ -310,12 +332,24 @@ fn to_client(sink: &dyn ClientSink, message: &Value) {
     sink.send(&serde_json::to_vec(message).unwrap_or_default());
 }
 
-/// The proxy's running parts, shared by its two pumps.
+/// How messages reach the server.
+enum ServerLink {
+    /// The child's standard input (`None` once closed).
+    Stdio(Mutex<Option<ChildStdin>>),
+    /// POSTs to the server's endpoint; `listening` once the GET stream has been started.
+    Http {
+        upstream: HttpUpstream,
+        url: String,
+        listening: AtomicBool,
+    },
+}
+
+/// The proxy's running parts, shared by its pumps.
 struct Shared {
     gate: Gate,
     pending: Mutex<HashMap<String, Pending>>,
     sink: Arc<dyn ClientSink>,
-    server_in: Mutex<Option<ChildStdin>>,
+    server: ServerLink,
     quiet: bool,
 }
 
@@ -327,23 +361,45 @@ impl Shared {
     }
 }
 
-/// A running proxy: the MCP server as a child process, the ACS session open, the server's
-/// output pumped to the client's sink. The client's messages come in through
-/// [`Proxy::from_client`].
+/// A running proxy: the ACS session open, the MCP server started (a child process whose
+/// output is pumped to the client's sink) or reached over HTTP. The client's messages come in
+/// through [`Proxy::from_client`].
 pub struct Proxy {
     shared: Arc<Shared>,
-    child: Child,
-    down: std::thread::JoinHandle<()>,
+    /// The child process and the thread pumping its output (stdio servers only).
+    child: Option<(Child, std::thread::JoinHandle<()>)>,
 }
 
 impl Proxy {
-    /// Opens the ACS session and starts `server` (a command and its arguments).
+    /// Opens the ACS session and starts (or, over HTTP, addresses) the server.
     pub fn start(
         guardian: Arc<Guardian>,
-        server: &[String],
+        server: &Upstream,
         config: &Config,
         sink: Arc<dyn ClientSink>,
     ) -> Result<Proxy, String> {
+        let server = match server {
+            Upstream::Command(command) => command,
+            Upstream::Url(url) => {
+                let endpoint = Endpoint::parse(url, "/")?;
+                let gate = Gate::open(guardian, config)?;
+                let shared = Arc::new(Shared {
+                    gate,
+                    pending: Mutex::new(HashMap::new()),
+                    sink,
+                    server: ServerLink::Http {
+                        upstream: HttpUpstream::new(endpoint),
+                        url: url.clone(),
+                        listening: AtomicBool::new(false),
+                    },
+                    quiet: config.quiet,
+                });
+                return Ok(Proxy {
+                    shared,
+                    child: None,
+                });
+            }
+        };
         let (program, args) = server
             .split_first()
             .ok_or("no MCP server command was given")?;
@@ -369,7 +425,7 @@ impl Proxy {
             gate,
             pending: Mutex::new(HashMap::new()),
             sink,
-            server_in: Mutex::new(Some(server_in)),
+            server: ServerLink::Stdio(Mutex::new(Some(server_in))),
             quiet: config.quiet,
         });
         let down = {
@@ -386,8 +442,7 @@ impl Proxy {
         };
         Ok(Proxy {
             shared,
-            child,
-            down,
+            child: Some((child, down)),
         })
     }
 
@@ -397,9 +452,12 @@ impl Proxy {
         from_client(&self.shared, line)
     }
 
-    /// Whether the server has closed its output (it has ended, or is ending).
+    /// Whether the server has closed its output (it has ended, or is ending). A server over
+    /// HTTP is never closed from here: each exchange stands alone.
     pub fn server_closed(&self) -> bool {
-        self.down.is_finished()
+        self.child
+            .as_ref()
+            .is_some_and(|(_, down)| down.is_finished())
     }
 
     /// A handle that takes the client's messages, for transports that take them on other
@@ -410,29 +468,38 @@ impl Proxy {
 
     /// The client is gone: closes the server's input, gives it five seconds to end, stops it
     /// otherwise, ends the ACS session (sealing its audit chain). Returns the server's exit
-    /// code (1 when it had none).
-    pub fn finish(mut self) -> i32 {
-        drop(
-            self.shared
-                .server_in
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+    /// code (1 when it had none; 0 for a server over HTTP, whose session is ended with a
+    /// DELETE).
+    pub fn finish(self) -> i32 {
+        let (mut child, down) = match (&self.shared.server, self.child) {
+            (ServerLink::Http { upstream, .. }, _) => {
+                upstream.close();
+                self.shared.gate.end();
+                return 0;
+            }
+            (ServerLink::Stdio(input), Some(c)) => {
+                drop(input.lock().unwrap_or_else(|e| e.into_inner()).take());
+                c
+            }
+            (ServerLink::Stdio(_), None) => {
+                self.shared.gate.end();
+                return 1;
+            }
+        };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         let status = loop {
-            match self.child.try_wait() {
+            match child.try_wait() {
                 Ok(Some(s)) => break Some(s),
                 Ok(None) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(20))
                 }
                 _ => {
-                    let _ = self.child.kill();
-                    break self.child.wait().ok();
+                    let _ = child.kill();
+                    break child.wait().ok();
                 }
             }
         };
-        let _ = self.down.join();
+        let _ = down.join();
         self.shared.gate.end();
         status.and_then(|s| s.code()).unwrap_or(1)
     }
@@ -448,10 +515,10 @@ impl ClientHandle {
     }
 }
 
-/// Runs the proxy over stdio with `server` (a command and its arguments) as the MCP server,
-/// the process's standard input and output as the client's side, until the client closes its
-/// side or the server closes its output. Returns the exit code (the server's, or 1).
-pub fn run(guardian: Arc<Guardian>, server: &[String], config: &Config) -> Result<i32, String> {
+/// Runs the proxy with the process's standard input and output as the client's side, until
+/// the client closes its side or the server closes its output. Returns the exit code (the
+/// server's, or 1; 0 for a server over HTTP).
+pub fn run(guardian: Arc<Guardian>, server: &Upstream, config: &Config) -> Result<i32, String> {
     let sink: Arc<dyn ClientSink> = Arc::new(StdoutSink(Mutex::new(std::io::stdout())));
     let proxy = Proxy::start(guardian, server, config, sink)?;
     let (done, client_done) = std::sync::mpsc::channel::<()>();
@@ -472,7 +539,7 @@ pub fn run(guardian: Arc<Guardian>, server: &[String], config: &Config) -> Resul
     loop {
         match client_done.recv_timeout(std::time::Duration::from_millis(50)) {
             Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                if !proxy.down.is_finished() && !stopped(config) => {}
+                if !proxy.server_closed() && !stopped(config) => {}
             _ => break,
         }
     }
@@ -484,22 +551,118 @@ pub fn stopped(config: &Config) -> bool {
     config.stop.is_some_and(|s| s.load(Ordering::Relaxed))
 }
 
-fn to_server(shared: &Shared, line: &[u8]) -> std::io::Result<()> {
-    let mut w = shared.server_in.lock().unwrap_or_else(|e| e.into_inner());
-    match w.as_mut() {
-        Some(w) => {
-            w.write_all(line)?;
-            w.write_all(b"\n")?;
-            w.flush()
+/// Sends one client message on to the server. `request` is the id of a client request (its
+/// answer is awaited); over HTTP a request is POSTed on a thread of its own, so a long tool
+/// call does not hold up the next message, while notifications and answers go in order.
+fn to_server(shared: &Arc<Shared>, line: &[u8], request: Option<&Value>) -> std::io::Result<()> {
+    match &shared.server {
+        ServerLink::Stdio(input) => {
+            let mut w = input.lock().unwrap_or_else(|e| e.into_inner());
+            match w.as_mut() {
+                Some(w) => {
+                    w.write_all(line)?;
+                    w.write_all(b"\n")?;
+                    w.flush()
+                }
+                None => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+            }
         }
-        None => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+        ServerLink::Http { .. } => {
+            match request {
+                Some(id) => {
+                    let (shared, line, id) = (shared.clone(), line.to_vec(), id.clone());
+                    std::thread::spawn(move || post(&shared, &line, Some(&id)));
+                }
+                None => post(shared, line, None),
+            }
+            Ok(())
+        }
     }
 }
 
-fn from_client(shared: &Shared, line: &[u8]) -> std::io::Result<()> {
+/// One exchange with a server over HTTP: the message POSTed, each message of the answer taken
+/// in as if the server had written it on stdio. A request the server did not answer is
+/// answered for it, with the reason, so the client is never left waiting.
+fn post(shared: &Arc<Shared>, line: &[u8], request: Option<&Value>) {
+    let ServerLink::Http {
+        upstream,
+        url,
+        listening,
+    } = &shared.server
+    else {
+        return;
+    };
+    let posted = upstream.post(line, &mut |message| {
+        if let Ok(v) = serde_json::from_slice::<Value>(message) {
+            if let Some(version) = v.pointer("/result/protocolVersion").and_then(Value::as_str) {
+                upstream.set_protocol_version(version);
+            }
+        }
+        from_server(shared, message);
+    });
+    let failure = match posted {
+        Ok(Posted::Delivered) => None,
+        Ok(Posted::Refused(status, text)) => Some(format!(
+            "the MCP server answered HTTP {status}{}",
+            if text.is_empty() {
+                String::new()
+            } else {
+                format!(": {text}")
+            }
+        )),
+        Err(e) => Some(format!("the MCP server at {url} could not be reached: {e}")),
+    };
+    if let Some(id) = request {
+        let unanswered = shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id_key(id))
+            .is_some();
+        if unanswered || failure.is_some() {
+            let why = failure
+                .clone()
+                .unwrap_or_else(|| "the MCP server ended the exchange without answering".into());
+            shared.say(&why);
+            to_client(
+                &*shared.sink,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}}),
+            );
+        }
+    } else if let Some(why) = failure {
+        shared.say(&why);
+    }
+    if upstream.session().is_some() && !listening.swap(true, Ordering::SeqCst) {
+        let shared = shared.clone();
+        std::thread::spawn(move || listen(&shared));
+    }
+}
+
+/// Holds the server's GET stream open for what it sends unasked, reconnecting a few times
+/// when it drops.
+fn listen(shared: &Arc<Shared>) {
+    let ServerLink::Http { upstream, .. } = &shared.server else {
+        return;
+    };
+    for attempt in 0..5u32 {
+        // `Ok(false)`: the server has no GET stream (405), which MCP allows.
+        if let Ok(false) = upstream.listen(&mut |message| from_server(shared, message)) {
+            return;
+        }
+        if upstream.is_closed() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200 << attempt));
+    }
+    shared.say(
+        "the MCP server's event stream kept dropping; server notifications are no longer received",
+    );
+}
+
+fn from_client(shared: &Arc<Shared>, line: &[u8]) -> std::io::Result<()> {
     let Ok(message) = serde_json::from_slice::<Value>(line) else {
         // Not ours to judge: the server answers a parse error.
-        return to_server(shared, line);
+        return to_server(shared, line, None);
     };
     if message.is_array() {
         // A JSON-RPC batch (MCP 2025-06-18 has none) would carry requests past the policy.
@@ -528,7 +691,7 @@ fn from_client(shared: &Shared, line: &[u8]) -> std::io::Result<()> {
                 return Ok(());
             }
         }
-        return to_server(shared, line);
+        return to_server(shared, line, None);
     };
     let verdict = shared.gate.decide_request(&message);
     if let Some(v) = &verdict {
@@ -552,7 +715,7 @@ fn from_client(shared: &Shared, line: &[u8]) -> std::io::Result<()> {
                 },
             );
     }
-    to_server(shared, line)
+    to_server(shared, line, Some(id))
 }
 
 fn from_server(shared: &Shared, line: &[u8]) {

@@ -37,8 +37,16 @@ pub struct McpProxyArgs {
     /// only) or an http:// collector, as `warden serve --decision-log` does (docs/serve.md)
     #[arg(long, value_name = "PATH|-|URL")]
     decision_log: Option<String>,
+    /// Reach the MCP server over Streamable HTTP at this endpoint (http://HOST:PORT/PATH)
+    /// instead of starting it
+    #[arg(long, value_name = "URL", conflicts_with = "server")]
+    server_url: Option<String>,
     /// The MCP server's command and its arguments (after `--`)
-    #[arg(last = true, required = true, value_name = "SERVER")]
+    #[arg(
+        last = true,
+        required_unless_present = "server_url",
+        value_name = "SERVER"
+    )]
     server: Vec<String>,
 }
 
@@ -75,6 +83,16 @@ pub fn run(a: McpProxyArgs) -> i32 {
             }
         }
     }
+    let upstream = match a.server_url {
+        Some(url) => {
+            if let Err(e) = mcp_proxy::Upstream::Url(url.clone()).check() {
+                eprintln!("warden mcp-proxy: {e}");
+                return 2;
+            }
+            mcp_proxy::Upstream::Url(url)
+        }
+        None => mcp_proxy::Upstream::Command(a.server),
+    };
     let config = Config {
         agent_id: a.agent_id,
         session_id: a.session,
@@ -82,10 +100,10 @@ pub fn run(a: McpProxyArgs) -> i32 {
         stop: Some(stop_on_signal()),
     };
     let ran = match a.listen {
-        Some(addr) => crate::server::mcp_http::run(guardian, &a.server, &config, addr, |at| {
+        Some(addr) => crate::server::mcp_http::run(guardian, &upstream, &config, addr, |at| {
             eprintln!("warden mcp-proxy: listening on http://{at}/mcp");
         }),
-        None => mcp_proxy::run(guardian, &a.server, &config),
+        None => mcp_proxy::run(guardian, &upstream, &config),
     };
     if let Some(log) = &decision_log {
         log.flush(std::time::Duration::from_secs(5));

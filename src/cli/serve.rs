@@ -735,41 +735,22 @@ fn operator_chains(
     token_file: &std::path::Path,
     only: Option<&str>,
 ) -> Result<Vec<(String, Vec<Value>)>, String> {
-    use std::io::{Read as _, Write as _};
     let token = std::fs::read_to_string(token_file)
         .map_err(|e| format!("{}: {e}", token_file.display()))?;
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
-    let hostport = rest.split('/').next().unwrap_or(rest);
-    let mut path = "/audit".to_string();
+    let mut endpoint = crate::adapters::http::Endpoint::parse(url, "/")?;
+    endpoint.path = "/audit".to_string();
     if let Some(s) = only {
-        path.push_str("?session=");
-        path.push_str(s);
+        endpoint.path.push_str("?session=");
+        endpoint.path.push_str(s);
     }
-    use std::net::ToSocketAddrs as _;
-    let addr = hostport
-        .to_socket_addrs()
-        .map_err(|e| format!("{hostport}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{hostport}: no address"))?;
-    let timeout = Duration::from_secs(30);
-    let mut stream =
-        std::net::TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{url}: {e}"))?;
-    stream.set_read_timeout(Some(timeout)).ok();
-    let head = format!(
-        "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nAuthorization: Bearer {}\r\n\
-         Connection: close\r\n\r\n",
-        token.trim()
-    );
-    stream
-        .write_all(head.as_bytes())
-        .map_err(|e| format!("{url}: {e}"))?;
-    let mut resp = Vec::new();
-    stream
-        .read_to_end(&mut resp)
-        .map_err(|e| format!("{url}: {e}"))?;
-    let (status, body) = hook::parse_http_response(&resp)?;
+    let bearer = format!("Bearer {}", token.trim());
+    let (status, body) = crate::adapters::http::exchange(
+        &endpoint,
+        "GET",
+        &[("Authorization", bearer.as_str())],
+        None,
+        Duration::from_secs(30),
+    )?;
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| format!("{url}: an answer that is not JSON: {e}"))?;
     if status == 404

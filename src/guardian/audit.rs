@@ -103,19 +103,24 @@ pub fn reload_entry(
     e
 }
 
-/// Origins and counts of the provenance records in a payload (ProvenanceSummary), if any.
+/// Origins and counts of the provenance records in a payload (ProvenanceSummary), if any: the
+/// records the step takes in (`acs::fields::provenance_records`, the one walk), so the summary
+/// counts what the session's lineage holds.
 pub fn provenance_summary(payload: &Value) -> Option<Value> {
     let mut origins: Vec<String> = Vec::new();
     let mut by_origin = Map::new();
     let mut count = 0u64;
-    walk(payload, 0, &mut |origin| {
+    for record in crate::acs::fields::provenance_records(payload) {
+        let Some(origin) = record.get("origin").and_then(Value::as_str) else {
+            continue;
+        };
         count += 1;
         if !origins.iter().any(|o| o == origin) {
             origins.push(origin.to_string());
         }
         let n = by_origin.get(origin).and_then(Value::as_u64).unwrap_or(0);
         by_origin.insert(origin.to_string(), json!(n + 1));
-    });
+    }
     (count > 0).then(|| {
         json!({
             "origins_seen": origins,
@@ -123,30 +128,6 @@ pub fn provenance_summary(payload: &Value) -> Option<Value> {
             "entry_count_by_origin": by_origin,
         })
     })
-}
-
-fn walk(v: &Value, depth: usize, f: &mut dyn FnMut(&str)) {
-    if depth > 64 {
-        return;
-    }
-    match v {
-        Value::Object(m) => {
-            if let (Some(Value::String(_)), Some(Value::String(origin))) =
-                (m.get("provenance_id"), m.get("origin"))
-            {
-                f(origin);
-            }
-            for c in m.values() {
-                walk(c, depth + 1, f);
-            }
-        }
-        Value::Array(a) => {
-            for c in a {
-                walk(c, depth + 1, f);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// Verifies the stored chain of each session; the first broken link of the first broken

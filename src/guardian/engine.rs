@@ -5,22 +5,24 @@
 //! 1. take the event's content in (`Draft::begin_event`: turns, Intent, provenance nodes and
 //!    their labels, the inference index) — this cannot fail;
 //! 2. when deciding: the call's tool declaration, a refused Intent, then the effect keys
-//!    (`begin_effects`) and the rules and their combination; when re-applying a step that went
-//!    ahead, only the effect keys;
-//! 3. for a step that goes ahead: the history counters and effect states it moves;
+//!    (`step_code::effect_keys`) and the rules and their combination; when re-applying a step
+//!    that went ahead, only the effect keys;
+//! 3. for a step that goes ahead: the history counters (`step_code::history_updates`) and
+//!    effect states it moves;
 //! 4. commit the draft's changes — all of them when the step goes ahead, only the taint (the
 //!    content with its labels) when it does not or the decision failed: a failure never drops
 //!    taint.
 //!
 //! Owns: that sequence, the rule loop and the reason codes it answers with on its own
-//! (`warden.bad_arguments`, `warden.bad_intent`). Must not know: transports, the journal's
-//! storage, envelopes (the caller hands it a decoded [`Event`]).
+//! (`warden.bad_arguments`, `warden.bad_intent`); with `step_code`, every run of policy code
+//! in a step (`state` only stores and transacts what it is handed). Must not know:
+//! transports, the journal's storage, envelopes (the caller hands it a decoded [`Event`]).
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{decide, explain, Decision, RuleTrace};
+use super::{decide, explain, step_code, Decision, RuleTrace};
 use crate::acs::fields;
 use crate::acs::DecisionKind;
 use crate::compile::{self, Program};
@@ -120,7 +122,7 @@ fn run_step(
     let mut budget = Budget::new(program.budget);
     state.ensure_slots(program);
     let (decision, changes) = {
-        let mut draft = Draft::new(state);
+        let mut draft = Draft::new(state, step_code::own_labels);
         // Taking the content in cannot fail: its labels have a budget of their own.
         draft.begin_event(program, ev);
         if let Mode::DecideLogged { .. } = mode {
@@ -128,8 +130,7 @@ fn run_step(
         }
         let decided = match mode {
             Mode::Taint => Err(None),
-            Mode::Reapply => draft
-                .begin_effects(program, ev, &mut budget)
+            Mode::Reapply => step_code::effect_keys(program, &mut draft, ev, &mut budget)
                 .map(|()| None)
                 .map_err(|_| None),
             Mode::Decide { explain } | Mode::DecideLogged { explain } => {
@@ -141,8 +142,7 @@ fn run_step(
         let decided = decided.and_then(|decision| {
             // A step that goes ahead moves its history counters and effect states.
             if decision.as_ref().is_none_or(Decision::proceeds) {
-                draft
-                    .record_history(program, ev, &mut budget)
+                step_code::history_updates(program, &mut draft, ev, &mut budget)
                     .map_err(|e| Some(e).filter(|_| decision.is_some()))?;
                 let outcome = draft.record_effects(program, ev);
                 return Ok(decision.map(|mut d| {
@@ -208,7 +208,7 @@ fn decide_in_draft(
             ));
         }
     }
-    draft.begin_effects(program, ev, budget)?;
+    step_code::effect_keys(program, draft, ev, budget)?;
     let tool = ev
         .payload
         .get("tool")

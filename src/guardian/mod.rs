@@ -43,6 +43,7 @@ pub mod journal;
 pub mod log;
 pub mod protocol;
 mod sessions;
+mod step_code;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,7 +91,7 @@ impl Policy {
         }
         match compile::compile(&checked) {
             Ok(mut program) => {
-                program.unknown_labels = crate::state::unknown_labels(&program);
+                program.unknown_labels = step_code::unknown_labels(&program);
                 let digest = crypto::sha256_hex(compile::dump(&program).as_bytes());
                 Ok(Policy {
                     program: Arc::new(program),
@@ -109,7 +110,7 @@ impl Policy {
     /// A policy from a program compiled elsewhere (the test runner compiles with mocks).
     /// Give it its sources with [`Policy::with_sources`] for explain traces to show them.
     pub fn from_program(mut program: Program) -> Policy {
-        program.unknown_labels = crate::state::unknown_labels(&program);
+        program.unknown_labels = step_code::unknown_labels(&program);
         let digest = crypto::sha256_hex(compile::dump(&program).as_bytes());
         Policy {
             program: Arc::new(program),

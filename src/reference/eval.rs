@@ -1,5 +1,5 @@
 //! The reference's expressions: values, and a recursive walk over one checked `Expr` that
-//! computes its value the way docs/language.md §6–§10 and /work/spec-14.md say, written for
+//! computes its value the way docs/language.md §2 and §6–§10 say, written for
 //! obviousness rather than speed.
 //!
 //! It owns: the value model (undefined, and JSON-like values), Kleene logic, the run-time type
@@ -20,7 +20,7 @@ use crate::syntax::ast::{Arg, BinaryOp, Expr, ExprKind, HistoryKind, QuantifierK
 
 use super::View;
 
-/// A value. `Undef` is an absent path (and JSON `null`, which spec-14 reads as absent) or the
+/// A value. `Undef` is an absent path (and JSON `null`, which docs/language.md §2 reads as absent) or the
 /// result of an operation on undefined: neither true nor false.
 #[derive(Debug, Clone, PartialEq)]
 pub enum V {
@@ -116,18 +116,18 @@ impl V {
 /// test uses them to skip what the VM does not implement yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Touch {
-    /// A quantifier over an absent collection (spec-14: undefined).
+    /// A quantifier over an absent collection (docs/language.md: undefined).
     QuantifierOverAbsent,
-    /// `args["name"]`: bracket access to a tool argument (spec-14: the same as `args.name`).
+    /// `args["name"]`: bracket access to a tool argument (docs/language.md: the same as `args.name`).
     BracketArgument,
-    /// `x matches "re"` (spec-14: an unanchored regular-expression search).
+    /// `x matches "re"` (docs/language.md: an unanchored regular-expression search).
     Regex,
 }
 
 /// Why an evaluation gave no value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fail {
-    /// A present value of the wrong type: the decision fails (spec-14).
+    /// A present value of the wrong type: the decision fails (docs/language.md).
     Type(String),
     /// A construct this reference does not model (intent, effects, Rego, …).
     Unsupported(String),

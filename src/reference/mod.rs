@@ -1,9 +1,9 @@
 //! A reference evaluator for differential testing: a plain tree walk over the checked AST and a
 //! naive session model, written to be obviously right rather than fast, against which the
-//! compiled VM is compared (`diff.rs`), as Cedar is compared against its formal model.
+//! compiled VM is compared (`crate::differential`), as Cedar is compared against its formal model.
 //!
-//! It owns the meaning of a policy as the documents state it — docs/language.md §4–§10,
-//! docs/state.md and /work/spec-14.md: which rules fire on an event, how their decisions
+//! It owns the meaning of a policy as the documents state it — docs/language.md §2 and
+//! §4–§10, docs/state.md: which rules fire on an event, how their decisions
 //! combine, whether the step goes ahead, and what the session remembers. The session is kept
 //! the naive way: every step that went ahead is recorded whole, and every history question
 //! (`count`, `exists`, windows, `by` keys, `$` keys, `turns_since`) is answered by rescanning
@@ -17,11 +17,7 @@
 //! Not modelled (the generator never writes them; the evaluator answers `Unsupported`):
 //! the session intent (`intent.…`), effects, Rego, `domain`, `string`, subagents and MCP.
 
-#[cfg(test)]
-mod diff;
 mod eval;
-#[cfg(test)]
-pub mod gen;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,7 +33,7 @@ use crate::syntax::ast::{self, BinaryOp, Expr, ExprKind, History, Item, PlaceSeg
 use eval::{truth, value, Cx};
 pub use eval::{Fail, NodeView, Touch, V};
 
-/// Reason code of a decision that failed (spec-14: a type error).
+/// Reason code of a decision that failed (docs/language.md: a type error).
 pub const DECISION_FAILURE: &str = "warden.decision_failure";
 /// Reason code when no rule decided a hook that can be denied and there is no default.
 pub const NO_DEFAULT: &str = "warden.no_default";

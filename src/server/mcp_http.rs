@@ -1,38 +1,100 @@
 //! `warden mcp-proxy --listen ADDR`: MCP's Streamable HTTP transport on the client's side of
-//! the proxy (`crate::adapters::mcp_proxy`; docs/mcp.md). The MCP server is still a child
-//! process on stdio.
+//! the proxy (`crate::adapters::mcp_proxy`; docs/mcp.md). The MCP server is a child process
+//! on stdio or itself over HTTP (`--server-url`).
 //!
-//! The subset served: the client POSTs one JSON-RPC message to `/mcp`; a request is answered
-//! in the POST's response as `application/json` (the proxy's refusal, or the server's
-//! response once the policy let it through); a notification or a response is answered 202.
-//! There is no GET stream (405, which the transport allows), so what the server sends that
-//! answers no request (notifications, its own requests) is dropped and said on standard
-//! error. A request with an `Origin` header from anywhere but this machine is refused (403),
-//! as MCP asks of a local server against DNS rebinding.
+//! What is served on `/mcp`: the client POSTs one JSON-RPC message; a request is answered in
+//! the POST's response as `application/json` (the proxy's refusal, or the server's response
+//! once the policy let it through); a notification or a response is answered 202. The answer
+//! to `initialize` names a session (`Mcp-Session-Id`); a message naming another session is
+//! refused (404). A GET opens the event stream on which what the server sends unasked (its
+//! notifications, its own requests) reaches the client; with no stream open such a message is
+//! dropped and said on standard error. DELETE is refused (405): the proxy's one session ends
+//! with the process. A request with an `Origin` header from anywhere but this machine is
+//! refused (403), as MCP asks of a local server against DNS rebinding.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{mpsc, Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
+use hyper::header::HeaderValue;
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
+use tokio::sync::mpsc as events;
 
 use super::serve::HttpLimits;
 use super::serve::{collect_body, json_response, serve_connections, BodyError, ErrorStyle};
-use crate::adapters::mcp_proxy::{id_key, ClientHandle, ClientSink, Config, Proxy};
+use crate::acs::ids;
+use crate::adapters::mcp_proxy::{id_key, ClientHandle, ClientSink, Config, Proxy, Upstream};
 use crate::guardian::Guardian;
 
 /// The largest message a client may POST.
 const MAX_BODY: usize = 4 << 20;
 
-/// Routes each response to the POST waiting for it.
-#[derive(Default)]
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Routes each response to the POST waiting for it, and everything else to the event stream.
 struct Router {
     waiting: Mutex<HashMap<String, mpsc::SyncSender<Vec<u8>>>>,
+    /// The open GET stream, if any (a new one replaces the old).
+    stream: Mutex<Option<events::UnboundedSender<Bytes>>>,
+    /// The session named in the answer to `initialize`.
+    session: String,
+}
+
+/// A response body: a whole JSON answer, or the event stream fed by the [`Router`].
+enum McpBody {
+    Whole(Full<Bytes>),
+    Events(events::UnboundedReceiver<Bytes>),
+}
+
+impl From<Full<Bytes>> for McpBody {
+    fn from(f: Full<Bytes>) -> McpBody {
+        McpBody::Whole(f)
+    }
+}
+
+impl Body for McpBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            McpBody::Whole(f) => Pin::new(f).poll_frame(cx),
+            McpBody::Events(rx) => rx.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            McpBody::Whole(f) => f.is_end_stream(),
+            McpBody::Events(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            McpBody::Whole(f) => f.size_hint(),
+            McpBody::Events(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// One server message as a Server-Sent Event (JSON text has no line breaks to split).
+fn event(message: &[u8]) -> Bytes {
+    let mut e = Vec::with_capacity(message.len() + 24);
+    e.extend_from_slice(b"event: message\ndata: ");
+    e.extend(message.iter().filter(|b| **b != b'\n' && **b != b'\r'));
+    e.extend_from_slice(b"\n\n");
+    Bytes::from(e)
 }
 
 impl ClientSink for Router {
@@ -51,15 +113,29 @@ impl ClientSink for Router {
                 }
             }
         }
+        let mut stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = stream.as_ref() {
+            if tx.send(event(message)).is_ok() {
+                return;
+            }
+            *stream = None;
+        }
         let what = v
             .get("method")
             .and_then(Value::as_str)
             .unwrap_or("a message");
         eprintln!(
-            "warden mcp-proxy: the server sent {what} that answers no waiting request; dropped \
-             (no GET stream over HTTP)"
+            "warden mcp-proxy: the server sent {what} that answers no waiting request, and the \
+             client has no event stream open (GET /mcp); dropped"
         );
     }
+}
+
+fn with_session(mut r: hyper::Response<McpBody>, session: &str) -> hyper::Response<McpBody> {
+    if let Ok(v) = HeaderValue::from_str(session) {
+        r.headers_mut().insert(SESSION_HEADER, v);
+    }
+    r
 }
 
 fn rpc_error(
@@ -97,7 +173,39 @@ async fn handle(
     router: Arc<Router>,
     limits: HttpLimits,
     req: hyper::Request<Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+) -> Result<hyper::Response<McpBody>, Infallible> {
+    let session = router.session.clone();
+    Ok(with_session(
+        exchange(client, router, limits, req).await,
+        &session,
+    ))
+}
+
+async fn exchange(
+    client: ClientHandle,
+    router: Arc<Router>,
+    limits: HttpLimits,
+    req: hyper::Request<Incoming>,
+) -> hyper::Response<McpBody> {
+    whole(answer(client, router, limits, req).await)
+}
+
+fn whole(
+    r: Result<hyper::Response<Full<Bytes>>, hyper::Response<McpBody>>,
+) -> hyper::Response<McpBody> {
+    match r {
+        Ok(r) => r.map(McpBody::from),
+        Err(stream) => stream,
+    }
+}
+
+/// Answers one request: `Err` carries an event stream (a GET), `Ok` a whole answer.
+async fn answer(
+    client: ClientHandle,
+    router: Arc<Router>,
+    limits: HttpLimits,
+    req: hyper::Request<Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, hyper::Response<McpBody>> {
     if req.uri().path() != "/mcp" {
         return Ok(json_response(
             StatusCode::NOT_FOUND,
@@ -112,16 +220,37 @@ async fn handle(
             ));
         }
     }
+    if let Some(named) = req.headers().get(SESSION_HEADER) {
+        if named.as_bytes() != router.session.as_bytes() {
+            return Ok(rpc_error(
+                StatusCode::NOT_FOUND,
+                Value::Null,
+                -32600,
+                "no such session: this proxy has one session, named in the answer to initialize",
+            ));
+        }
+    }
+    if req.method() == Method::GET {
+        let (tx, rx) = events::unbounded_channel();
+        *router.stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        let mut r = hyper::Response::new(McpBody::Events(rx));
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r.headers_mut().insert(
+            hyper::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        );
+        return Err(r);
+    }
     if req.method() != Method::POST {
         let mut r = json_response(
             StatusCode::METHOD_NOT_ALLOWED,
-            br#"{"error":"only POST: this endpoint has no GET stream and no session to delete"}"#
-                .to_vec(),
+            br#"{"error":"only POST and GET: the proxy's session ends with the process"}"#.to_vec(),
         );
-        r.headers_mut().insert(
-            hyper::header::ALLOW,
-            hyper::header::HeaderValue::from_static("POST"),
-        );
+        r.headers_mut()
+            .insert(hyper::header::ALLOW, HeaderValue::from_static("GET, POST"));
         return Ok(r);
     }
     let body = match collect_body(req.into_body(), MAX_BODY, limits.body_timeout).await {
@@ -196,10 +325,9 @@ async fn handle(
         ));
     }
     let Some(rx) = rx else {
-        return Ok(hyper::Response::builder()
-            .status(StatusCode::ACCEPTED)
-            .body(Full::new(Bytes::new()))
-            .unwrap_or_default());
+        let mut r = hyper::Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = StatusCode::ACCEPTED;
+        return Ok(r);
     };
     let wait = limits
         .request_timeout
@@ -229,12 +357,16 @@ async fn handle(
 /// Returns the server's exit code (1 when it had none).
 pub fn run(
     guardian: Arc<Guardian>,
-    server: &[String],
+    server: &Upstream,
     config: &Config,
     addr: SocketAddr,
     ready: impl FnOnce(SocketAddr) + Send + 'static,
 ) -> Result<i32, String> {
-    let router = Arc::new(Router::default());
+    let router = Arc::new(Router {
+        waiting: Mutex::new(HashMap::new()),
+        stream: Mutex::new(None),
+        session: ids::random_v4(u64::from(std::process::id())),
+    });
     let proxy = Proxy::start(guardian, server, config, router.clone())?;
     let client = proxy.client();
     let limits = HttpLimits::default();

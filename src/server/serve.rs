@@ -655,7 +655,7 @@ async fn refuse(stream: tokio::net::TcpStream, body: Vec<u8>) {
 /// is answered within `request_timeout` (503 otherwise), and a connection whose client neither
 /// sends nor reads in time is closed. Shared by the ACS listener and the operator endpoint
 /// ([`super::operator`]).
-pub(crate) async fn serve_connections<F, Fut>(
+pub(crate) async fn serve_connections<F, Fut, B>(
     listener: tokio::net::TcpListener,
     limits: HttpLimits,
     style: ErrorStyle,
@@ -663,7 +663,8 @@ pub(crate) async fn serve_connections<F, Fut>(
 ) -> io::Result<()>
 where
     F: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = Result<hyper::Response<Full<Bytes>>, Infallible>> + Send + 'static,
+    Fut: Future<Output = Result<hyper::Response<B>, Infallible>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes, Error = Infallible> + From<Full<Bytes>> + Send + 'static,
 {
     let limiter = ConnLimiter::new(limits.max_connections, limits.max_connections_per_peer);
     let refusals = Arc::new(AtomicUsize::new(0));
@@ -710,7 +711,8 @@ where
                         Err(_) => Ok(json_response(
                             StatusCode::SERVICE_UNAVAILABLE,
                             style.body(request_timeout_error(limits.request_timeout)),
-                        )),
+                        )
+                        .map(B::from)),
                     }
                 }
             });

@@ -26,8 +26,8 @@ use redb::{
     Database, Durability, MultimapTableDefinition, ReadableMultimapTable, ReadableTable,
     TableDefinition,
 };
-use sha2::{Digest, Sha256};
 
+use crate::acs::crypto;
 use crate::guardian::journal::{self, Durable, Journal, Record};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
@@ -766,7 +766,7 @@ fn encode_frame(out: &mut Vec<u8>, groups: &[Group]) {
     }
     let body = start + 12;
     let len = u32::try_from(out.len() - body).unwrap_or(u32::MAX);
-    let digest = Sha256::digest(&out[body..]);
+    let digest = crypto::sha256(&out[body..]);
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     out[start + 4..body].copy_from_slice(&digest[..8]);
 }
@@ -802,7 +802,7 @@ fn decode_segment(bytes: &[u8]) -> (Vec<Group>, Result<(), usize>) {
         let Some(body) = bytes.get(at + 12..at + 12 + len) else {
             return (groups, Err(at));
         };
-        if Sha256::digest(body)[..8] != frame[4..12] {
+        if crypto::sha256(body)[..8] != frame[4..12] {
             return (groups, Err(at));
         }
         match decode_body(body) {

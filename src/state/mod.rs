@@ -6,6 +6,15 @@
 //! The state is built from `imbl` persistent maps: a decision works on a cheap clone and the
 //! clone replaces the session's state only if the step goes ahead (allow or modify). A denied
 //! call never counts as having happened.
+//!
+//! Owns: storage and transactions — what a step changes, held in a [`Draft`] and applied
+//! whole or as taint only. Must not know: how policy code runs. What the policy's code
+//! derives from a step (the labels a provenance object earns, which history counters a step
+//! moves and under which keys, a call's effect keys) is computed by the step's owner
+//! (`guardian::engine`) and handed in: labels through the [`OwnLabels`] function a draft is
+//! made with, counters and keys through [`Draft::set_history_updates`] and
+//! [`Draft::set_effect_keys`]. The VM reads the session through `vm::Facts`, which a draft
+//! implements.
 
 mod approvals;
 pub(crate) mod infer;
@@ -25,14 +34,14 @@ pub use slots::Counter;
 pub use table::StrTable;
 
 use crate::acs::{fields, ids};
-use crate::compile::{Code, Program, WindowSpec};
-use crate::vm::{self, Budget, Env, Val, VmError};
+use crate::compile::{Program, WindowSpec};
+use crate::vm::{Facts, Val};
 
 pub use crate::vm::Node;
 
-/// The VM reads the session through [`vm::Facts`]; a draft (the state as of the event being
+/// The VM reads the session through [`Facts`]; a draft (the state as of the event being
 /// decided) answers.
-impl vm::Facts for Draft<'_> {
+impl Facts for Draft<'_> {
     fn node_of(&self, program: &Program, v: &Val<'_>) -> Option<Node> {
         Draft::node_of(self, program, v)
     }
@@ -256,7 +265,7 @@ impl Intent {
             return true;
         }
         let ok = |pattern: &Option<String>, value: Option<&str>| match (pattern, value) {
-            (Some(p), Some(v)) => vm::glob_match(p, v),
+            (Some(p), Some(v)) => crate::vm::glob_match(p, v),
             _ => true,
         };
         self.capabilities.iter().any(|c| {
@@ -440,6 +449,9 @@ pub struct Event<'a> {
 #[derive(Debug)]
 pub struct Draft<'a> {
     base: &'a SessionState,
+    /// The labels a provenance object earns by itself (the policy's `label … when …`
+    /// conditions), evaluated by the step's owner.
+    own_labels: OwnLabels,
     pub scalars: Scalars,
     new_turn: Option<(Arc<str>, u64)>,
     new_nodes: Vec<(Arc<str>, Node)>,
@@ -458,6 +470,17 @@ pub struct Draft<'a> {
     /// Inferred sources of the string values looked up in this decision. Valid while the
     /// token index does not change, which it does only before the rules run.
     infer_cache: std::cell::RefCell<HashMap<Box<str>, Option<infer::Seen>>>,
+}
+
+/// The labels a provenance object (`prov`) earns by itself under the policy's `label … when …`
+/// conditions, read against the draft; `None` when they cannot be computed (the node then
+/// gets the labels of unknown lineage). The step's owner supplies it: the conditions are
+/// policy code, which `state` does not run.
+pub type OwnLabels = fn(&Program, &Draft<'_>, &Value) -> Option<u64>;
+
+/// For a view that reads counters and nodes only: no label condition is evaluated.
+fn no_label_conditions(_: &Program, _: &Draft<'_>, _: &Value) -> Option<u64> {
+    None
 }
 
 /// A draft's changes, detached from the state they were computed against.
@@ -557,9 +580,11 @@ impl SessionState {
         self.scalars.intent.as_ref()
     }
 
-    /// A read-only view with no changes (what the VM reads through).
+    /// A read-only view with no changes, for reading counters, turns and nodes. It evaluates
+    /// no label condition: a provenance object outside the graph reads as unknown lineage.
+    /// A step works on [`Draft::new`] with the policy's label conditions.
     pub fn view(&self) -> Draft<'_> {
-        Draft::new(self)
+        Draft::new(self, no_label_conditions)
     }
 
     pub fn turns_since(&self, bit: u8) -> f64 {
@@ -683,9 +708,12 @@ fn window_now(s: &Scalars, w: WindowSpec) -> u64 {
 }
 
 impl<'a> Draft<'a> {
-    pub fn new(base: &'a SessionState) -> Self {
+    /// A draft over `base`; `own_labels` evaluates the policy's label conditions for the
+    /// provenance nodes the step brings in.
+    pub fn new(base: &'a SessionState, own_labels: OwnLabels) -> Self {
         Draft {
             base,
+            own_labels,
             scalars: base.scalars.clone(),
             new_turn: None,
             new_nodes: Vec::new(),
@@ -701,54 +729,11 @@ impl<'a> Draft<'a> {
         }
     }
 
-    /// Computes the effect keys of a toolCallRequest (one VM run per effect declared for its
-    /// tool), for `effect_state` and [`Draft::record_effects`].
-    pub fn begin_effects(
-        &mut self,
-        program: &Program,
-        ev: &Event<'_>,
-        budget: &mut Budget,
-    ) -> Result<(), VmError> {
-        if ev.method != "steps/toolCallRequest" || program.effects.is_empty() {
-            return Ok(());
-        }
-        let tool = ev
-            .payload
-            .get("tool")
-            .and_then(|t| t.get("name"))
-            .and_then(Value::as_str);
-        let Some(tool) = tool else { return Ok(()) };
-        let mut keys = Vec::new();
-        {
-            let env = Env {
-                program,
-                payload: ev.payload,
-                metadata: ev.metadata,
-                state: self,
-                rego_cache: None,
-            };
-            for (i, spec) in program.effects.iter().enumerate() {
-                if &*spec.tool != tool {
-                    continue;
-                }
-                let v = vm::run(&env, &spec.key, budget, None)?;
-                // A key part that is absent leaves the call without this effect identity.
-                let Some(Value::Array(parts)) = v.to_json() else {
-                    continue;
-                };
-                if parts.len() != spec.parts {
-                    continue;
-                }
-                let key = crate::acs::jcs::canonicalize(&serde_json::json!([&*spec.name, parts]));
-                keys.push((
-                    i as u32,
-                    Arc::from(key.as_str()),
-                    spec.not_executed_on_error,
-                ));
-            }
-        }
+    /// The effect keys of the toolCallRequest being decided, as (effect id, key, whether a
+    /// failure or timeout means it did not run), for `effect_state` and
+    /// [`Draft::record_effects`].
+    pub fn set_effect_keys(&mut self, keys: Vec<(u32, Arc<str>, bool)>) {
         self.effect_keys = keys;
-        Ok(())
     }
 
     fn effect_entry(&self, key: &str) -> Option<EffectEntry> {
@@ -872,58 +857,10 @@ impl<'a> Draft<'a> {
         }
     }
 
-    /// For a step that goes ahead: which history counters it adds to (run against this draft,
-    /// so filters see the step's own content).
-    pub fn record_history(
-        &mut self,
-        program: &Program,
-        ev: &Event<'_>,
-        budget: &mut Budget,
-    ) -> Result<(), VmError> {
-        let Some(ids) = program.history_by_hook.get(ev.method) else {
-            return Ok(());
-        };
-        let mut updates: Vec<(u32, Option<String>)> = Vec::new();
-        {
-            let env = Env {
-                program,
-                payload: ev.payload,
-                metadata: ev.metadata,
-                state: self,
-                rego_cache: None,
-            };
-            for &id in ids {
-                let spec = &program.history[id as usize];
-                if let Some(filter) = &spec.filter {
-                    if vm::run(&env, filter, budget, None)?.truth() != Some(true) {
-                        continue;
-                    }
-                }
-                let key = match spec.key_past.as_slice() {
-                    [] => None,
-                    [one] => match key_of(&env, one, budget)? {
-                        Some(k) => Some(k),
-                        None => continue,
-                    },
-                    parts => {
-                        let mut vals = Vec::new();
-                        for p in parts {
-                            match vm::run(&env, p, budget, None)?.to_json() {
-                                Some(v) => vals.push(v),
-                                None => break,
-                            }
-                        }
-                        if vals.len() != parts.len() {
-                            continue;
-                        }
-                        Some(crate::acs::jcs::canonicalize(&Value::Array(vals)))
-                    }
-                };
-                updates.push((id, key));
-            }
-        }
+    /// For a step that goes ahead: the history counters it adds to, as (slot, key), kept
+    /// when the draft's changes are applied.
+    pub fn set_history_updates(&mut self, updates: Vec<(u32, Option<String>)>) {
         self.slot_updates = updates;
-        Ok(())
     }
 
     pub fn intent(&self) -> Option<&Arc<Intent>> {
@@ -1325,11 +1262,9 @@ impl<'a> Draft<'a> {
 
     fn make_node(&self, program: &Program, prov: &Value, parents: &[&str], extra: u64) -> Node {
         let origin = prov.get("origin").and_then(Value::as_str).unwrap_or("");
-        // Each node's own labels get a budget of their own: ingesting content costs what the
-        // (size-capped) payload costs and never eats the rules' budget. A label condition that
-        // still cannot finish leaves the node with the labels of unknown lineage.
-        let own = own_labels(program, self, prov, &mut Budget::new(program.budget.max(1)))
-            .unwrap_or(program.unknown_labels);
+        // A label condition that cannot finish leaves the node with the labels of unknown
+        // lineage.
+        let own = (self.own_labels)(program, self, prov).unwrap_or(program.unknown_labels);
         let mut labels = own | extra;
         let own_origin = origin_bit(origin);
         let mut origins = own_origin;
@@ -1395,43 +1330,6 @@ impl<'a> Draft<'a> {
             bits &= bits - 1;
         }
     }
-}
-
-fn key_of(env: &Env<'_>, code: &Code, budget: &mut Budget) -> Result<Option<String>, VmError> {
-    Ok(vm::run(env, code, budget, None)?.key_string())
-}
-
-/// Labels a provenance object earns by itself, from the policy's `label … when …` rules.
-fn own_labels(
-    program: &Program,
-    state: &Draft<'_>,
-    prov: &Value,
-    budget: &mut Budget,
-) -> Result<u64, VmError> {
-    let env = Env {
-        program,
-        payload: prov,
-        metadata: &Value::Null,
-        state,
-        rego_cache: None,
-    };
-    let mut bits = 0u64;
-    for l in &program.labels {
-        if let Some(code) = &l.code {
-            if vm::run(&env, code, budget, None)?.truth() == Some(true) {
-                bits |= 1u64 << l.bit;
-            }
-        }
-    }
-    Ok(bits)
-}
-
-/// The labels content of unknown lineage gets: what an `external` origin would earn.
-pub fn unknown_labels(program: &Program) -> u64 {
-    let prov = serde_json::json!({"provenance_id": "", "origin": "external"});
-    let state = SessionState::default();
-    let mut budget = Budget::new(program.budget.max(1));
-    own_labels(program, &state.view(), &prov, &mut budget).unwrap_or(u64::MAX)
 }
 
 /// The Provenance object of a carrier (`{…, provenance: {…}}`), or the value itself if it is one.

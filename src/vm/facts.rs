@@ -1,7 +1,8 @@
 //! The facts about a session the VM reads while it runs: a value's provenance node, labels,
 //! inferred sources, history counters, the Intent, effect states. The VM declares them here as a
-//! trait and `state` implements it (`state::Draft`), so data flows one way: `state` runs VM
-//! code (label conditions, history filters, effect keys) and the VM never names `state`.
+//! trait and `state` implements it (`state::Draft`), so data flows one way: `state` names this
+//! trait and the VM never names `state`. The policy code a step runs for the session (label
+//! conditions, history filters, effect keys) runs in `guardian`, not in `state`.
 
 use std::sync::Arc;
 

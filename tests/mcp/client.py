@@ -3,6 +3,8 @@ MCP client library, and prints what the client saw as one JSON object (tests/mcp
 checks it).
 
 Usage: client.py stdio WARDEN POLICY STATE SERVER_JS FOLDER   (the client starts the proxy)
+       client.py stdio-url WARDEN POLICY STATE SERVER_URL FOLDER
+                                 (the client starts the proxy, which reaches the server over HTTP)
        client.py http URL FOLDER                              (the proxy is listening at URL)
 """
 
@@ -28,20 +30,29 @@ def transport():
     if sys.argv[1] == "http":
         url, folder = sys.argv[2:4]
         return streamable_http_client(url), folder
-    warden, policy, state, server_js, folder = sys.argv[2:7]
+    warden, policy, state, server, folder = sys.argv[2:7]
+    if sys.argv[1] == "stdio-url":
+        server_args = ["--server-url", server]
+    else:
+        server_args = ["--", "node", server, folder]
     params = StdioServerParameters(
         command=warden,
-        args=["mcp-proxy", "--policy", policy, "--state", state, "--", "node", server_js, folder],
+        args=["mcp-proxy", "--policy", policy, "--state", state, *server_args],
     )
     return stdio_client(params), folder
 
 
 async def main():
     client, folder = transport()
-    seen = {}
+    seen = {"logs": []}
+
+    async def on_log(params):
+        # Server notifications the proxy passed on (the HTTP test server logs each read).
+        seen["logs"].append(str(getattr(params, "data", params)))
+
     async with client as streams:
         read, write = streams[0], streams[1]
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, logging_callback=on_log) as session:
             await session.initialize()
             tools = await session.list_tools()
             seen["tools"] = sorted(t.name for t in tools.tools)

@@ -11,8 +11,8 @@
 //! postCompact, with provenance whose `derived_from` points at ids seen before, not yet, or
 //! never.
 //!
-//! It knows which constructs the VM does not implement yet: the `PENDING_*` switches (what
-//! /work/spec-14.md changes) and `BUG_*` switches (VM bugs this test found) keep them out of
+//! It knows which constructs the VM does not implement yet: the `PENDING_*` switches (semantics
+//! docs/language.md states that the VM did not follow yet) and `BUG_*` switches (VM bugs this test found) keep them out of
 //! what is generated. Flip a switch when its fix lands. It knows nothing of the evaluators.
 
 use crate::acs::fields::ORIGINS;
@@ -23,21 +23,21 @@ use serde_json::{json, Value};
 // ---------------------------------------------------------------------------------------------
 // Switches: constructs the VM does not implement (yet). `true` keeps them out.
 
-/// spec-14: a present value of the wrong type is a type error that fails the decision (the VM
+/// docs/language.md: a present value of the wrong type is a type error that fails the decision (the VM
 /// reads it as undefined). While set, each tool argument keeps one JSON kind (`to` a string,
 /// `amount` a number, …) and outputs and message parts are strings, so no condition can meet a
 /// wrongly typed value; the test also stops comparing a stream at the first type error.
 pub const PENDING_TYPE_ERRORS: bool = false;
-/// spec-14: a quantifier over an absent collection is undefined (the VM ranges over nothing:
+/// docs/language.md: a quantifier over an absent collection is undefined (the VM ranges over nothing:
 /// `any` false, `all` true). While set, quantifiers over collections that may be absent
 /// (`args.tags.value`) are guarded: `(present(args.tags) and (any …))`.
 pub const PENDING_QUANTIFIER_ABSENT: bool = false;
-/// spec-14: JSON `null` is absent (the VM compares it as a value). While set, no nulls.
+/// docs/language.md: JSON `null` is absent (the VM compares it as a value). While set, no nulls.
 pub const PENDING_NULL_IS_ABSENT: bool = false;
-/// spec-14: `args["name"]` is the tool argument, like `args.name` (the VM compares the
+/// docs/language.md: `args["name"]` is the tool argument, like `args.name` (the VM compares the
 /// `{value, provenance}` wrapper). While set, no bracket access to arguments.
 pub const PENDING_BRACKET_INDEX: bool = false;
-/// spec-14: `matches` is an unanchored regular-expression search (the VM matches a glob).
+/// docs/language.md: `matches` is an unanchored regular-expression search (the VM matches a glob).
 /// While set, no `matches`.
 pub const PENDING_REGEX_MATCHES: bool = false;
 /// The reference does not model lineage inference (`state/infer.rs`): a carrier with no
@@ -798,7 +798,7 @@ fn metadata() -> BoxedStrategy<Value> {
         prop::option::weighted(0.1, select(TURN_IDS)),
     )
         .prop_map(|(turn, parent)| {
-            let mut m = json!({"agent_id": "agent", "session_id": super::diff::SESSION});
+            let mut m = json!({"agent_id": "agent", "session_id": super::SESSION});
             if let Some(t) = turn {
                 m["turn_id"] = json!(t);
             }
@@ -848,7 +848,7 @@ pub fn events(max: usize) -> BoxedStrategy<Vec<GenEvent>> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// VM bugs this test found (see the reproducers in `diff.rs`). `true` keeps them out.
+// VM bugs this test found (see the reproducers in `mod.rs`). `true` keeps them out.
 
 /// A tool argument used directly as a condition or a quantifier's body (`when args.flag`,
 /// `any n in [1]: args.flag`) is not read as its value by the VM: it is never true.

@@ -7,12 +7,14 @@
 //!
 //! It owns the bridge between the two: building envelopes, reading responses and the
 //! Guardian's session snapshot, mapping the policy's history expressions onto the compiled
-//! history slots, encoding keys the way the VM files them.
+//! history slots, encoding keys the way the VM files them. It sits downstream of both sides
+//! (ARCHITECTURE.md, "Layers") so that neither knows the other: the reference evaluator
+//! never sees the compiled path, and nothing on the compiled path knows this test exists.
 //!
 //! CI runs 64 cases (each a policy and up to 24 events). A longer run, for local use:
 //!
 //! ```text
-//! PROPTEST_CASES=20000 cargo test --release --lib reference::diff -- --nocapture
+//! PROPTEST_CASES=20000 cargo test --release --lib differential -- --nocapture
 //! ```
 //!
 //! Each run draws fresh cases; `PROPTEST_RNG_SEED=N` repeats one. A failure prints the
@@ -26,13 +28,15 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use serde_json::{json, Value};
 
-use super::gen::{self, GenEvent};
-use super::{Event, Mods, Outcome, Reference, Touch, Window, V};
 use crate::acs::{envelope, ids, DecisionKind};
 use crate::check;
 use crate::compile::{Program, WindowSpec};
 use crate::guardian::{Guardian, Options, Policy};
+use crate::reference::{Event, Mods, Outcome, Reference, Touch, Window, V};
 use crate::state::SessionState;
+use gen::GenEvent;
+
+mod gen;
 
 /// The one session every generated stream runs in.
 pub const SESSION: &str = "5e55e55e-0000-4000-8000-000000000000";
@@ -553,7 +557,7 @@ fn bug_undefined_key_part() {
 }
 
 /// Prints a few generated cases, to see what the generator writes:
-/// `cargo test --lib reference::diff::print_samples -- --ignored --nocapture`.
+/// `cargo test --lib differential::print_samples -- --ignored --nocapture`.
 #[test]
 #[ignore = "prints generated cases"]
 fn print_samples() {
