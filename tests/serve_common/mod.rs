@@ -41,8 +41,18 @@ impl Server {
     }
 
     /// On a given address (a fixed port: a server can be down and then up at one URL).
+    /// `WARDEN_SERVE_CPUS=LIST` (e.g. `0`) runs the server under `taskset -c LIST`, for the
+    /// load test's figures on one core against two.
     pub fn start_at(listen: &str, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        let mut command = match std::env::var("WARDEN_SERVE_CPUS") {
+            Ok(cpus) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &cpus, env!("CARGO_BIN_EXE_warden")]);
+                c
+            }
+            Err(_) => Command::new(env!("CARGO_BIN_EXE_warden")),
+        };
+        let mut child = command
             .args(["serve", "--listen", listen])
             .args(args)
             .stdin(Stdio::null())
