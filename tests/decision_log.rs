@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use serve_common::{tmp, WAIT};
+use serve_common::{announced, tmp, WAIT};
 use warden::acs::{envelope, ids, time};
 
 const TOKEN: &str = "op-0d1e2c3a-decision-log";
@@ -74,31 +74,8 @@ impl Http {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                if let Some(a) = line.strip_prefix("warden: listening on http://") {
-                    let _ = tx.send(("acs", a.trim_end_matches("/acs").to_string()));
-                } else if let Some(a) = line.strip_prefix("warden: operator endpoint on http://") {
-                    let _ = tx.send(("op", a.trim_end_matches('/').to_string()));
-                }
-                eprintln!("[server] {line}");
-            }
-        });
         let want_op = args.contains(&"--operator-listen");
-        let (mut addr, mut operator) = (None, None);
-        while addr.is_none() || (want_op && operator.is_none()) {
-            let (k, a) = rx
-                .recv_timeout(WAIT)
-                .expect("the server says where it listens");
-            if k == "acs" {
-                addr = Some(a)
-            } else {
-                operator = Some(a)
-            }
-        }
+        let (addr, operator) = announced(child.stderr.take().unwrap(), true, want_op);
         let out = child.stdout.take().unwrap();
         let (tx, stdout) = mpsc::channel();
         std::thread::spawn(move || {
@@ -188,16 +165,14 @@ fn two_logins(mut send: impl FnMut(&Value) -> Value) -> String {
     sid
 }
 
-#[test]
-fn a_file_log_over_stdio_has_one_masked_record_per_decision() {
-    let dir = tmp("dlog-file");
-    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
-    let log = dir.join("logs/decisions.jsonl");
+/// `warden serve --stdio` with the test policy and `--decision-log LOG`: [`two_logins`] sent
+/// one per line, the input closed, the server's clean exit awaited. Returns the session id.
+fn two_logins_over_stdio(dir: &Path, log: &std::ffi::OsStr) -> String {
     let mut child = Command::new(bin())
         .args(["serve", "--stdio", "--no-handshake", "--policy"])
         .arg(dir.join("p.ward"))
         .arg("--decision-log")
-        .arg(&log)
+        .arg(log)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -215,6 +190,15 @@ fn a_file_log_over_stdio_has_one_masked_record_per_decision() {
     });
     drop(stdin);
     assert!(child.wait().unwrap().success());
+    sid
+}
+
+#[test]
+fn a_file_log_over_stdio_has_one_masked_record_per_decision() {
+    let dir = tmp("dlog-file");
+    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
+    let log = dir.join("logs/decisions.jsonl");
+    let sid = two_logins_over_stdio(&dir, log.as_os_str());
     let records: Vec<Value> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
@@ -481,28 +465,8 @@ fn a_stdio_server_sends_its_last_records_before_it_exits() {
     let dir = tmp("dlog-flush");
     std::fs::write(dir.join("p.ward"), POLICY).unwrap();
     let (addr, posts) = collector();
-    let mut child = Command::new(bin())
-        .args(["serve", "--stdio", "--no-handshake", "--policy"])
-        .arg(dir.join("p.ward"))
-        .arg("--decision-log")
-        .arg(format!("http://{addr}/ingest"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let sid = two_logins(|e| {
-        writeln!(stdin, "{e}").unwrap();
-        stdin.flush().unwrap();
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
-    });
-    // End of input at once: the batch is still gathering when the server stops.
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    // The input ends at once: the batch is still gathering when the server stops.
+    let sid = two_logins_over_stdio(&dir, format!("http://{addr}/ingest").as_ref());
     let mut records = Vec::new();
     while let Ok((_, lines)) = posts.recv_timeout(Duration::from_millis(200)) {
         records.extend(lines);

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use serde_json::{json, Value};
-use serve_common::{tmp, WAIT};
+use serve_common::{announced, tmp, WAIT};
 use warden::acs::{envelope, ids, time};
 
 const TOKEN: &str = "op-7f3a9c2e-b41d-4e8a-9d55-0c6f1e2a3b4c";
@@ -64,29 +64,7 @@ impl Warden {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start warden serve");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                if let Some(a) = line.strip_prefix("warden: listening on http://") {
-                    let _ = tx.send(("acs", a.trim_end_matches("/acs").to_string()));
-                } else if let Some(a) = line.strip_prefix("warden: operator endpoint on http://") {
-                    let _ = tx.send(("operator", a.trim_end_matches('/').to_string()));
-                }
-                eprintln!("[server] {line}");
-            }
-        });
-        let (mut acs, mut operator) = (None, None);
-        while operator.is_none() || (http && acs.is_none()) {
-            let (kind, addr) = rx
-                .recv_timeout(WAIT)
-                .expect("the server says where it listens");
-            match kind {
-                "acs" => acs = Some(addr),
-                _ => operator = Some(addr),
-            }
-        }
+        let (acs, operator) = announced(child.stderr.take().unwrap(), http, true);
         let stdout = child.stdout.take().map(|out| {
             let (tx, rx) = mpsc::channel();
             std::thread::spawn(move || {

@@ -428,3 +428,37 @@ pub fn drive(
     }
     (all, pos)
 }
+
+/// Reads a starting server's stderr (echoed as `[server] …`) for the addresses it announces,
+/// and waits for the ones wanted: the ACS listener (`warden: listening on http://…`) and the
+/// operator endpoint (`warden: operator endpoint on http://…`), as `HOST:PORT`.
+pub fn announced(
+    stderr: std::process::ChildStderr,
+    want_acs: bool,
+    want_operator: bool,
+) -> (Option<String>, Option<String>) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            if let Some(a) = line.strip_prefix("warden: listening on http://") {
+                let _ = tx.send((true, a.trim_end_matches("/acs").to_string()));
+            } else if let Some(a) = line.strip_prefix("warden: operator endpoint on http://") {
+                let _ = tx.send((false, a.trim_end_matches('/').to_string()));
+            }
+            eprintln!("[server] {line}");
+        }
+    });
+    let (mut acs, mut operator) = (None, None);
+    while (want_acs && acs.is_none()) || (want_operator && operator.is_none()) {
+        let (is_acs, addr) = rx
+            .recv_timeout(WAIT)
+            .expect("the server says where it listens");
+        if is_acs {
+            acs = Some(addr);
+        } else {
+            operator = Some(addr);
+        }
+    }
+    (acs, operator)
+}
