@@ -325,22 +325,35 @@ fn check_session(
     assert!(said.contains("1 session chain(s)"), "{said}");
 }
 
+/// tests/mcp/client.py in `mode` (`stdio`: `server` is the filesystem server's script;
+/// `stdio-url`: the URL of an HTTP server), starting the proxy itself with the test policy and
+/// `state`, on `files`.
+fn client_starting_the_proxy(
+    python: &std::path::Path,
+    mode: &str,
+    state: &std::path::Path,
+    server: &std::ffi::OsStr,
+    files: &std::path::Path,
+) -> std::process::Output {
+    Command::new(python)
+        .arg(tests_mcp().join("client.py"))
+        .arg(mode)
+        .arg(env!("CARGO_BIN_EXE_warden"))
+        .arg(tests_mcp().join("policy.ward"))
+        .arg(state)
+        .arg(server)
+        .arg(files)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn the_proxy_in_front_of_the_reference_filesystem_server() {
     let Some((server, python)) = deps_or_skip() else {
         return;
     };
     let (root, files, state) = fixture("stdio");
-    let out = Command::new(&python)
-        .arg(tests_mcp().join("client.py"))
-        .arg("stdio")
-        .arg(env!("CARGO_BIN_EXE_warden"))
-        .arg(tests_mcp().join("policy.ward"))
-        .arg(&state)
-        .arg(&server)
-        .arg(&files)
-        .output()
-        .unwrap();
+    let out = client_starting_the_proxy(&python, "stdio", &state, server.as_os_str(), &files);
     // The client ran the proxy: its stderr is the proxy's too.
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     check_session(out, &files, &state, &stderr);
@@ -516,16 +529,7 @@ fn the_proxy_in_front_of_an_http_only_mcp_server() {
     // The client starts the proxy on stdio; the proxy reaches the server over HTTP.
     let (root, files, state) = fixture("upstream-stdio");
     let (mut server, server_url) = http_mcp_server(&python, &files);
-    let out = Command::new(&python)
-        .arg(tests_mcp().join("client.py"))
-        .arg("stdio-url")
-        .arg(env!("CARGO_BIN_EXE_warden"))
-        .arg(tests_mcp().join("policy.ward"))
-        .arg(&state)
-        .arg(&server_url)
-        .arg(&files)
-        .output()
-        .unwrap();
+    let out = client_starting_the_proxy(&python, "stdio-url", &state, server_url.as_ref(), &files);
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     check_server_notifications(&out);
     check_session(out, &files, &state, &stderr);
