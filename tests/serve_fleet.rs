@@ -693,3 +693,57 @@ fn fleet_throughput() {
         drop(guardians);
     }
 }
+
+#[test]
+fn a_guardian_joining_a_busy_database_reads_none_of_its_sessions_at_start() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_lazy");
+    let dir = tmp("pg-fleet-lazy");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let sessions: Vec<u64> = (0..8).collect();
+    // One Guardian's uninterrupted run, on the embedded store.
+    let srv = Server::start(&[
+        "--policy",
+        &policy.display().to_string(),
+        "--state",
+        &dir.join("reference").display().to_string(),
+        "--skew-window-ms",
+        "3600000",
+    ]);
+    let reference = run(&srv.addr, &sessions, 0, HALF + 1, &ts);
+    drop(srv);
+    let a = guardian(&policy, &db.url, "A");
+    let acked = run(&a.addr, &sessions, 0, HALF, &ts);
+    assert!(acked.values().all(|r| r.get("result").is_some()));
+    // B starts beside a live A holding eight sessions: it reads none of them.
+    let b = guardian(&policy, &db.url, "B");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let said = loop {
+        if let Some(line) = b.said("session(s) in memory at start") {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "B said nothing of its start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(said.contains(": 0 session(s) in memory at start"), "{said}");
+    assert!(
+        b.said("journal record(s)").is_none(),
+        "B restored records at start"
+    );
+    // While A lives, B refuses A's sessions without reading them.
+    let r = post(&b.addr, 1, HALF, &ts);
+    assert!(lease_held(&r), "{r}");
+    // A dies: B restores each session as it arrives, with its replay window and history.
+    a.kill9();
+    for s in &sessions {
+        let r = post_until_held(&b.addr, *s, HALF - 1, &ts);
+        assert_eq!(r["error"]["code"], -32005, "session {s}: {r}");
+        let r = post(&b.addr, *s, HALF, &ts);
+        assert_eq!(outcome(&r), outcome(&reference[&(*s, HALF)]), "session {s}");
+    }
+    drop(b);
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}

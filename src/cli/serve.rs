@@ -556,7 +556,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             .unwrap_or_else(|| crate::server::pg::default_guardian_id(a.listen.map(|l| l.port()))),
         lease: Duration::from_millis(a.lease_ms),
     });
-    let (g, store) = match serve::build(policy, options, a.state.as_deref()) {
+    let (g, store) = match serve::build_serving(policy, options, a.state.as_deref()) {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };

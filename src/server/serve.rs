@@ -34,12 +34,32 @@ pub fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
 /// Journal records read and restored at a time when a server starts.
 const RESTORE_CHUNK: usize = 1024;
 
-/// Builds the Guardian: with `state`, opens the journal there and restores every session
-/// from it before serving.
+/// Builds the Guardian: with `state`, opens the journal there and restores every session from
+/// it (what the commands that read a stopped Guardian's state need: `warden effects`,
+/// `warden approvals`).
 pub fn build(
     policy: Policy,
     options: Options,
     state: Option<&Path>,
+) -> Result<(Arc<Guardian>, Option<Arc<Backend>>), String> {
+    build_with(policy, options, state, false)
+}
+
+/// Like [`build`], for a Guardian about to serve: a database several Guardians share is not
+/// read at start (its sessions are restored as they arrive); a folder is restored whole.
+pub fn build_serving(
+    policy: Policy,
+    options: Options,
+    state: Option<&Path>,
+) -> Result<(Arc<Guardian>, Option<Arc<Backend>>), String> {
+    build_with(policy, options, state, true)
+}
+
+fn build_with(
+    policy: Policy,
+    options: Options,
+    state: Option<&Path>,
+    serving: bool,
 ) -> Result<(Arc<Guardian>, Option<Arc<Backend>>), String> {
     match state {
         None => Ok((Arc::new(Guardian::with_options(policy, options)), None)),
@@ -49,6 +69,19 @@ pub fn build(
             let started = Instant::now();
             let journal: Arc<dyn Journal> = store.clone();
             let g = Guardian::with_journal(policy, options, journal);
+            if serving && store.is_shared() {
+                // A database several Guardians share: nothing is read at start. Each session
+                // is restored from its own records when it first reaches this Guardian and its
+                // lease is taken (`Guardian::hold`), so start time and memory follow this
+                // Guardian's sessions, not the whole database; a restart under the same
+                // --guardian-id takes its own sessions back the same way.
+                eprintln!(
+                    "warden: {shown}: shared journal: {} session(s) in memory at start; each \
+                     is restored when it first arrives here and its lease is taken",
+                    g.session_count()
+                );
+                return Ok((Arc::new(g), Some(store)));
+            }
             // In chunks, so a restart holds one chunk of records at a time (plus the sessions
             // it rebuilds: ended and idle ones leave memory again as it goes).
             let mut n = 0;
