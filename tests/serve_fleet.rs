@@ -424,6 +424,66 @@ impl Drop for Balancer {
     }
 }
 
+/// HAProxy with examples/fleet/haproxy.cfg as it is, in front of Guardians `a` and `b`; its
+/// address once it listens.
+fn balance(haproxy: &str, a: &str, b: &str) -> (String, Balancer) {
+    let lb = format!("127.0.0.1:{}", free_port());
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet/haproxy.cfg");
+    let balancer = Balancer(
+        Command::new(haproxy)
+            .args(["-db", "-f"])
+            .arg(&config)
+            .env("WARDEN_LB_LISTEN", &lb)
+            .env("WARDEN_GUARDIAN_A", a)
+            .env("WARDEN_GUARDIAN_B", b)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let up = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(&lb).is_err() {
+        assert!(Instant::now() < up, "haproxy did not listen on {lb}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Its health checks see both Guardians up before the test relies on the hash.
+    std::thread::sleep(Duration::from_millis(500));
+    (lb, balancer)
+}
+
+/// One HTTP exchange on a connection of its own: the status, the response's headers
+/// (names in lower case) and its JSON body.
+fn exchange(
+    addr: &str,
+    body: &Value,
+    route: Option<&str>,
+) -> (u16, HashMap<String, String>, Value) {
+    use std::io::{Read, Write};
+    let body = serde_json::to_vec(body).unwrap();
+    let route = route.map_or(String::new(), |r| format!("ACS-Session-Id: {r}\r\n"));
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST /acs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         {route}Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split_whitespace().nth(1).unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (status.parse().unwrap(), headers, body)
+}
+
 /// What one request through the balancer came to: the answer, and whether it was sent more
 /// than once (its first answer lost to a Guardian's death).
 fn through_lb(
@@ -504,25 +564,7 @@ fn two_guardians_behind_haproxy_keep_every_session_when_one_is_killed() {
 
     let a = guardian(&policy, &db.url, "A");
     let b = guardian(&policy, &db.url, "B");
-    let lb = format!("127.0.0.1:{}", free_port());
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet/haproxy.cfg");
-    let _balancer = Balancer(
-        Command::new(&haproxy)
-            .args(["-db", "-f"])
-            .arg(&config)
-            .env("WARDEN_LB_LISTEN", &lb)
-            .env("WARDEN_GUARDIAN_A", &a.addr)
-            .env("WARDEN_GUARDIAN_B", &b.addr)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start haproxy"),
-    );
-    let up = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(&lb).is_err() {
-        assert!(Instant::now() < up, "haproxy did not listen on {lb}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (lb, _balancer) = balance(&haproxy, &a.addr, &b.addr);
 
     // Four clients, four sessions each, through the balancer; A is killed half-way.
     let killed = AtomicBool::new(false);
@@ -746,4 +788,52 @@ fn a_guardian_joining_a_busy_database_reads_none_of_its_sessions_at_start() {
     drop(b);
     let (ok, out, err) = warden(&["audit", "verify", &db.url]);
     assert!(ok, "{out}{err}");
+}
+
+#[test]
+fn a_lease_held_answer_is_a_503_the_balancer_retries_on_the_holder() {
+    let Some(server) = server_url() else { return };
+    let Some(haproxy) = haproxy_binary() else {
+        return;
+    };
+    let db = Db::create(&server, "fleet_503");
+    let dir = tmp("pg-fleet-503");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let a = guardian(&policy, &db.url, "A");
+    let b = guardian(&policy, &db.url, "B");
+    // Sixteen sessions start on A directly: A holds them all.
+    let sessions: Vec<u64> = (0..16).collect();
+    let acked = run(&a.addr, &sessions, 0, 3, &ts);
+    assert!(acked.values().all(|r| r.get("result").is_some()));
+    // Sent to B: 503 with Retry-After, the JSON-RPC error in the body as before.
+    let (status, headers, r) = exchange(&b.addr, &stream_request(0, 3, N, &ts), None);
+    assert_eq!(status, 503, "{r}");
+    assert!(lease_held(&r) && r["error"]["data"]["holder"] == "A", "{r}");
+    let retry: u64 = headers["retry-after"].parse().unwrap();
+    assert!((1..=LEASE_MS.div_ceil(1000)).contains(&retry), "{retry}");
+    // Through the balancer, hashed on the session id: the sessions the hash gives B are
+    // refused there with 503 and sent again, to A, which decides them; the client never
+    // sees the refusal.
+    let (lb, _balancer) = balance(&haproxy, &a.addr, &b.addr);
+    let mut retried = 0;
+    for i in 3..6 {
+        for s in &sessions {
+            let req = stream_request(*s, i, N, &ts);
+            let sid = req["params"]["metadata"]["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let (status, headers, r) = exchange(&lb, &req, Some(&sid));
+            assert_eq!(status, 200, "session {s} step {i}: {r} {headers:?}");
+            assert!(r.get("result").is_some(), "session {s} step {i}: {r}");
+            assert_eq!(headers["warden-lb-server"], "a", "session {s}");
+            if headers["warden-lb-retries"] != "0" {
+                retried += 1;
+            }
+        }
+    }
+    assert!(retried > 0, "the hash sent none of 16 sessions to B");
+    eprintln!("503: {retried} of 48 requests were refused by B and retried on A");
 }

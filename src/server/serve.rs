@@ -507,7 +507,7 @@ async fn handle_http(
     let decided =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.handle_pending(&body)));
     Ok(match decided {
-        Ok(pending) => json_response(StatusCode::OK, pending.settled().await.to_vec()),
+        Ok(pending) => answer(pending.settled().await),
         // A bug, not a decision: answer with an error rather than drop the connection.
         Err(_) => json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -518,6 +518,32 @@ async fn handle_http(
             .to_vec(),
         ),
     })
+}
+
+/// The HTTP answer to a decided request: `200` with the JSON-RPC response, except a request
+/// refused because another Guardian holds its session's lease (`lease_held`): `503` with
+/// `Retry-After`, the same JSON-RPC body, so a load balancer can send it to another Guardian
+/// (HAProxy's `retry-on 503`; nothing of it was decided here) while an ACS client reads the
+/// body as ever. 421 Misdirected Request would say it better, but balancers do not retry on it.
+fn answer(r: crate::acs::envelope::Response) -> hyper::Response<Full<Bytes>> {
+    let retry_after_ms = match &r.outcome {
+        crate::acs::envelope::Outcome::Error(e) if e.reason() == Some("lease_held") => e
+            .data
+            .as_ref()
+            .and_then(|d| d.get("retry_after_ms"))
+            .and_then(serde_json::Value::as_u64),
+        _ => None,
+    };
+    let Some(ms) = retry_after_ms else {
+        return json_response(StatusCode::OK, r.to_vec());
+    };
+    let mut out = json_response(StatusCode::SERVICE_UNAVAILABLE, r.to_vec());
+    // Whole seconds, rounded up (at least one): the body has the milliseconds.
+    let secs = ms.div_ceil(1000).max(1);
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&secs.to_string()) {
+        out.headers_mut().insert(hyper::header::RETRY_AFTER, v);
+    }
+    out
 }
 
 /// Serves HTTP on `addr` until the process ends; `ready` gets the bound address (port 0
