@@ -837,3 +837,132 @@ fn a_lease_held_answer_is_a_503_the_balancer_retries_on_the_holder() {
     assert!(retried > 0, "the hash sent none of 16 sessions to B");
     eprintln!("503: {retried} of 48 requests were refused by B and retried on A");
 }
+
+/// Requests of a subagent family: a parent that opens a subagent, the subagent's steps, and
+/// the parent's `subagentStop`, each with the session it is for.
+fn family(f: u64, ts: &str) -> Vec<(String, Value)> {
+    use serde_json::json;
+    use warden::acs::{envelope, ids};
+    let parent = ids::counter(0xfa00_0000 + f as u32, f);
+    let child = ids::counter(0xc100_0000 + f as u32, f);
+    let hello = json!({"acs_versions_supported": ["0.1.0"],
+        "methods_implemented": ["steps/sessionStart", "steps/turnStart", "steps/toolCallRequest",
+            "steps/subagentStart", "steps/subagentStop", "steps/turnEnd", "steps/sessionEnd"],
+        "transports_supported": ["http"], "provenance_producer": "deterministic"});
+    let call = |name: &str| json!({"tool": {"name": name}, "arguments": {"to": {"value": "x"}}});
+    let steps: Vec<(&str, &str, Option<&str>, Value)> = vec![
+        ("handshake/hello", &parent, None, hello),
+        ("steps/sessionStart", &parent, None, json!({})),
+        (
+            "steps/turnStart",
+            &parent,
+            Some("t1"),
+            json!({"turn_id": "t1"}),
+        ),
+        (
+            "steps/subagentStart",
+            &parent,
+            Some("t1"),
+            json!({"subagent_session_id": child, "parent_session_id": parent,
+                   "intent_derivation": "inherit_full"}),
+        ),
+        ("steps/sessionStart", &child, None, json!({})),
+        (
+            "steps/turnStart",
+            &child,
+            Some("c1"),
+            json!({"turn_id": "c1"}),
+        ),
+        ("steps/toolCallRequest", &child, Some("c1"), call("ls")),
+        ("steps/toolCallRequest", &child, Some("c1"), call("send")),
+        (
+            "steps/turnEnd",
+            &child,
+            Some("c1"),
+            json!({"turn_id": "c1", "outcome": "completed"}),
+        ),
+        (
+            "steps/sessionEnd",
+            &child,
+            None,
+            json!({"reason": "completed"}),
+        ),
+        (
+            "steps/subagentStop",
+            &parent,
+            Some("t1"),
+            json!({"subagent_session_id": child, "outcome": "completed"}),
+        ),
+        ("steps/toolCallRequest", &parent, Some("t1"), call("ls")),
+    ];
+    steps
+        .into_iter()
+        .enumerate()
+        .map(|(n, (method, sid, turn, payload))| {
+            let mut metadata = json!({"agent_id": "agent", "session_id": sid});
+            if let Some(t) = turn {
+                metadata["turn_id"] = json!(t);
+            }
+            let n = n as u64 + 1;
+            let rid = ids::counter(0xf000_0000 + f as u32, n);
+            let req = envelope::request(n, method, &rid, ts, metadata, payload);
+            (sid.to_string(), req)
+        })
+        .collect()
+}
+
+#[test]
+fn a_subagent_routed_on_its_family_root_lands_on_its_parents_guardian() {
+    let Some(server) = server_url() else { return };
+    let Some(haproxy) = haproxy_binary() else {
+        return;
+    };
+    let db = Db::create(&server, "fleet_family");
+    let dir = tmp("pg-fleet-family");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let a = guardian(&policy, &db.url, "A");
+    let b = guardian(&policy, &db.url, "B");
+    let (lb, _balancer) = balance(&haproxy, &a.addr, &b.addr);
+    // Eight families; every request routed on its family's root (the parent's id), the
+    // subagent's included. Each family's requests all reach one Guardian at the first try.
+    let mut on = HashMap::new();
+    for f in 0..8 {
+        let requests = family(f, &ts);
+        let root = requests[0].0.clone();
+        for (n, (sid, req)) in requests.iter().enumerate() {
+            let (status, headers, r) = exchange(&lb, req, Some(&root));
+            assert_eq!(status, 200, "family {f} request {n}: {r}");
+            assert!(r.get("result").is_some(), "family {f} request {n}: {r}");
+            assert_eq!(headers["warden-lb-retries"], "0", "family {f} request {n}");
+            let server = on
+                .entry(f)
+                .or_insert_with(|| headers["warden-lb-server"].clone());
+            assert_eq!(
+                &headers["warden-lb-server"], server,
+                "family {f}: {sid} left its root's Guardian"
+            );
+        }
+    }
+    let servers: std::collections::HashSet<&String> = on.values().collect();
+    eprintln!("families: 8 on {} Guardian(s)", servers.len());
+    // The leases: each subagent's with its parent's Guardian, and none ever moved.
+    let rows = db.sql("SELECT session, guardian, token FROM warden_lease");
+    assert_eq!(rows.len(), 16);
+    assert!(rows.iter().all(|r| r.get::<_, i64>(2) == 1));
+    for f in 0..8u64 {
+        let requests = family(f, &ts);
+        let (parent, child) = (&requests[0].0, &requests[4].0);
+        let holder = |s: &str| {
+            rows.iter()
+                .find(|r| r.get::<_, String>(0) == s)
+                .map(|r| r.get::<_, String>(1))
+                .unwrap()
+        };
+        assert_eq!(holder(child), holder(parent), "family {f}");
+        assert_eq!(holder(parent).to_ascii_lowercase(), on[&f], "family {f}");
+    }
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}
