@@ -966,3 +966,115 @@ fn a_subagent_routed_on_its_family_root_lands_on_its_parents_guardian() {
     let (ok, out, err) = warden(&["audit", "verify", &db.url]);
     assert!(ok, "{out}{err}");
 }
+
+#[test]
+fn a_compacted_session_takes_its_lease_row_with_it_under_the_fencing() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_unlease");
+    let open = |name: &str| {
+        PgStore::open_as(
+            &db.url,
+            Fleet {
+                guardian: name.into(),
+                lease: Duration::from_millis(60_000),
+            },
+        )
+        .unwrap()
+    };
+    let leases = || -> Vec<(String, String)> {
+        db.sql("SELECT session, guardian FROM warden_lease ORDER BY session")
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    let a = open("A");
+    let b = open("B");
+    for s in ["s", "t", "u"] {
+        a.append(vec![step(s, 1), step(s, 2)]).unwrap();
+    }
+    assert_eq!(leases().len(), 3);
+    // Compacting s, in one transaction: its records become the summary and its row goes.
+    assert!(a.compact("s", step("s", 9)).unwrap());
+    assert_eq!(a.records_of("s").unwrap(), [step("s", 9)]);
+    assert_eq!(
+        leases(),
+        [("t".into(), "A".into()), ("u".into(), "A".into())]
+    );
+    // A compaction under a lease another Guardian took is refused whole: t keeps its
+    // records and B's row.
+    db.sql("UPDATE warden_lease SET expires = now() - interval '1 second' WHERE session = 't'");
+    assert!(matches!(b.claim("t"), Claim::Taken { token: 2 }));
+    let e = a.compact("t", step("t", 9)).unwrap_err();
+    assert!(e.starts_with(LEASE_LOST), "{e}");
+    assert_eq!(b.records_of("t").unwrap(), [step("t", 1), step("t", 2)]);
+    assert_eq!(
+        leases(),
+        [("t".into(), "B".into()), ("u".into(), "A".into())]
+    );
+    // A session whose row went with its compaction gets a token past every one it had, if it
+    // is ever claimed again (a stale copy's token 1 can never match).
+    match b.claim("s") {
+        Claim::Taken { token } => assert!(token > 1_000_000_000, "{token}"),
+        other => panic!("{other:?}"),
+    }
+    // A new session still starts at 1.
+    assert_eq!(b.claim("v"), Claim::Taken { token: 1 });
+}
+
+#[test]
+fn a_guardian_deletes_the_lease_row_of_a_session_it_compacts() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_compact");
+    let dir = tmp("pg-fleet-compact");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    // A one-second skew window: an ended session's tombstone leaves memory a second after its
+    // end, and the Guardian compacts it then.
+    let a = Server::start(&[
+        "--policy",
+        &policy.display().to_string(),
+        "--state",
+        &db.url,
+        "--skew-window-ms",
+        "1000",
+        "--guardian-id",
+        "A",
+    ]);
+    let ts = time::now_rfc3339_ms();
+    let mut conn = Conn::open(&a.addr).unwrap();
+    for s in 0..2 {
+        // Session 0's stream is eight requests, sessionEnd last; session 1 sends four of 20.
+        let (n, sent) = if s == 0 { (8, 8) } else { (20, 4) };
+        for i in 0..sent {
+            let body = serde_json::to_vec(&stream_request(s, i, n, &ts)).unwrap();
+            let r = conn.post(&body).unwrap();
+            assert!(r.get("result").is_some(), "session {s} step {i}: {r}");
+        }
+    }
+    // Session 0 ended; session 1 goes on. Session 0's row goes with its records.
+    let ended = stream_request(0, 0, 8, &ts)["params"]["metadata"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let kinds: Vec<String> = db
+            .sql(&format!(
+                "SELECT record->>'kind' FROM warden_journal WHERE session = '{ended}'"
+            ))
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let rows = db.sql("SELECT session FROM warden_lease");
+        if kinds == ["sealed"] {
+            assert_eq!(rows.len(), 1, "only the live session's lease is left");
+            assert_ne!(rows[0].get::<_, String>(0), ended);
+            break;
+        }
+        assert!(Instant::now() < deadline, "not compacted: {kinds:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(a);
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}
