@@ -1078,3 +1078,112 @@ fn a_guardian_deletes_the_lease_row_of_a_session_it_compacts() {
     let (ok, out, err) = warden(&["audit", "verify", &db.url]);
     assert!(ok, "{out}{err}");
 }
+
+const ASK_POLICY: &str = r#"
+use std.effects
+effect refund for refund = key(args.payment_id)
+rule big_refund on toolCallRequest when tool.name == "refund" and args.amount > 1000
+  => ask "refund.large": "a large refund" approver human "finance" timeout 15m expires 10m
+default allow
+"#;
+
+#[test]
+fn the_operator_commands_beside_a_live_fleet_leave_a_held_session_to_its_guardian() {
+    use serde_json::json;
+    use warden::acs::{envelope, ids};
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_cli");
+    let dir = tmp("pg-fleet-cli");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, ASK_POLICY).unwrap();
+    let pol = policy.display().to_string();
+    let session = ids::counter(0xabcd, 1);
+    let req = |n: u64, id: &str, amount: u32| {
+        envelope::request(
+            n,
+            "steps/toolCallRequest",
+            &ids::counter(0xabcd, n + 100),
+            &time::now_rfc3339_ms(),
+            json!({"agent_id": "a", "session_id": session, "turn_id": "t1"}),
+            json!({"tool": {"name": "refund"},
+                   "arguments": {"payment_id": {"value": id}, "amount": {"value": amount}}}),
+        )
+    };
+    let serve = |name: &str| {
+        Server::start(&[
+            "--policy",
+            &pol,
+            "--state",
+            &db.url,
+            "--no-handshake",
+            "--guardian-id",
+            name,
+            "--lease-ms",
+            &LEASE_MS.to_string(),
+        ])
+    };
+    let a = serve("A");
+    let mut conn = Conn::open(&a.addr).unwrap();
+    let r = conn
+        .post(&serde_json::to_vec(&req(1, "p1", 2000)).unwrap())
+        .unwrap();
+    assert_eq!(r["result"]["decision"], "ask", "{r}");
+    let r = conn
+        .post(&serde_json::to_vec(&req(2, "p2", 10)).unwrap())
+        .unwrap();
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    // Listing reads the database without a lease.
+    let (ok, listed, err) = warden(&["approvals", "--state", &db.url, "--policy", &pol]);
+    assert!(ok && listed.contains("pending"), "{listed}{err}");
+    let (ok, effects, err) = warden(&["effects", "list", "--state", &db.url, "--policy", &pol]);
+    assert!(ok, "{err}");
+    let key = effects
+        .lines()
+        .next()
+        .unwrap()
+        .split('\t')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    // A grant or a resolution for a session A holds is refused, naming A.
+    let ask_id = ids::counter(0xabcd, 101);
+    let (ok, _, err) = warden(&[
+        "approve", "--state", &db.url, "--policy", &pol, &ask_id, "--as", "finance",
+    ]);
+    assert!(!ok && err.contains("Guardian \"A\" holds"), "{err}");
+    let resolve = [
+        "effects",
+        "resolve",
+        "--state",
+        &db.url,
+        "--policy",
+        &pol,
+        &session,
+        &key,
+        "committed",
+    ];
+    let (ok, _, err) = warden(&resolve);
+    assert!(!ok && err.contains("Guardian \"A\" holds"), "{err}");
+    // A is gone (its lease expires): the commands take the session, and the next Guardian to
+    // take it sees what they wrote.
+    a.kill9();
+    std::thread::sleep(Duration::from_millis(LEASE_MS + 200));
+    let (ok, out, err) = warden(&[
+        "approve", "--state", &db.url, "--policy", &pol, &ask_id, "--as", "finance",
+    ]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = warden(&resolve);
+    assert!(ok && out.contains("-> committed"), "{out}{err}");
+    let b = serve("B");
+    let r = Conn::open(&b.addr)
+        .unwrap()
+        .post(&serde_json::to_vec(&req(3, "p1", 2000)).unwrap())
+        .unwrap();
+    assert_eq!(
+        r["result"]["decision"], "allow",
+        "the grant came with the session: {r}"
+    );
+    drop(b);
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}

@@ -378,6 +378,15 @@ pub fn run_effects(c: EffectsCommand) -> i32 {
                 Outcome::Committed => crate::state::EffectStatus::Committed,
                 Outcome::Failed => crate::state::EffectStatus::Failed,
             };
+            // Beside a live fleet, a session another Guardian holds is resolved there (its
+            // operator endpoint): say so, rather than "no effect key". A session not in the
+            // journal takes no lease.
+            if g.snapshot(&session).is_some() {
+                if let Err(e) = g.take_session(&session) {
+                    eprintln!("error: session {session}: {e}");
+                    return 1;
+                }
+            }
             match g.resolve_effect(&session, &key, to) {
                 Some(was) => {
                     println!("{session}\t{key}\t{} -> {}", was.as_str(), to.as_str());
