@@ -15,8 +15,9 @@
 //! written with the token its Guardian held when it decided; the commit locks the session's
 //! lease row and writes the record only if the row still carries that token, so a Guardian
 //! that lost a session (paused, partitioned, presumed dead) cannot add to it afterwards. The
-//! committer also renews the leases it holds. This module owns the schema and the lease
-//! protocol; it knows records only as [`Record`]s to encode, and sessions only by id.
+//! committer also renews the leases it holds, and deletes a session's lease row when it
+//! compacts the session (same transaction, same fencing). This module owns the schema and the
+//! lease protocol; it knows records only as [`Record`]s to encode, and sessions only by id.
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;

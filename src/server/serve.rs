@@ -3,6 +3,8 @@
 //! `POST /`, one envelope per request) on hyper + tokio, with every phase of a request
 //! time-boxed and connections capped in total and per peer ([`HttpLimits`]); an optional
 //! durable journal (`--state DIR` or `--state postgres://…`, [`super::backend`]). Policy reload is [`super::watch`].
+//! The one HTTP status it gives a decided request besides `200` is `503` for `lease_held` (a
+//! balancer's cue to try another Guardian); the JSON-RPC body is the same either way.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
