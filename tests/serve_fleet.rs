@@ -424,6 +424,66 @@ impl Drop for Balancer {
     }
 }
 
+/// HAProxy with examples/fleet/haproxy.cfg as it is, in front of Guardians `a` and `b`; its
+/// address once it listens.
+fn balance(haproxy: &str, a: &str, b: &str) -> (String, Balancer) {
+    let lb = format!("127.0.0.1:{}", free_port());
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet/haproxy.cfg");
+    let balancer = Balancer(
+        Command::new(haproxy)
+            .args(["-db", "-f"])
+            .arg(&config)
+            .env("WARDEN_LB_LISTEN", &lb)
+            .env("WARDEN_GUARDIAN_A", a)
+            .env("WARDEN_GUARDIAN_B", b)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let up = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(&lb).is_err() {
+        assert!(Instant::now() < up, "haproxy did not listen on {lb}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Its health checks see both Guardians up before the test relies on the hash.
+    std::thread::sleep(Duration::from_millis(500));
+    (lb, balancer)
+}
+
+/// One HTTP exchange on a connection of its own: the status, the response's headers
+/// (names in lower case) and its JSON body.
+fn exchange(
+    addr: &str,
+    body: &Value,
+    route: Option<&str>,
+) -> (u16, HashMap<String, String>, Value) {
+    use std::io::{Read, Write};
+    let body = serde_json::to_vec(body).unwrap();
+    let route = route.map_or(String::new(), |r| format!("ACS-Session-Id: {r}\r\n"));
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST /acs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         {route}Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split_whitespace().nth(1).unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (status.parse().unwrap(), headers, body)
+}
+
 /// What one request through the balancer came to: the answer, and whether it was sent more
 /// than once (its first answer lost to a Guardian's death).
 fn through_lb(
@@ -504,25 +564,7 @@ fn two_guardians_behind_haproxy_keep_every_session_when_one_is_killed() {
 
     let a = guardian(&policy, &db.url, "A");
     let b = guardian(&policy, &db.url, "B");
-    let lb = format!("127.0.0.1:{}", free_port());
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet/haproxy.cfg");
-    let _balancer = Balancer(
-        Command::new(&haproxy)
-            .args(["-db", "-f"])
-            .arg(&config)
-            .env("WARDEN_LB_LISTEN", &lb)
-            .env("WARDEN_GUARDIAN_A", &a.addr)
-            .env("WARDEN_GUARDIAN_B", &b.addr)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start haproxy"),
-    );
-    let up = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(&lb).is_err() {
-        assert!(Instant::now() < up, "haproxy did not listen on {lb}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (lb, _balancer) = balance(&haproxy, &a.addr, &b.addr);
 
     // Four clients, four sessions each, through the balancer; A is killed half-way.
     let killed = AtomicBool::new(false);
@@ -692,4 +734,456 @@ fn fleet_throughput() {
         );
         drop(guardians);
     }
+}
+
+#[test]
+fn a_guardian_joining_a_busy_database_reads_none_of_its_sessions_at_start() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_lazy");
+    let dir = tmp("pg-fleet-lazy");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let sessions: Vec<u64> = (0..8).collect();
+    // One Guardian's uninterrupted run, on the embedded store.
+    let srv = Server::start(&[
+        "--policy",
+        &policy.display().to_string(),
+        "--state",
+        &dir.join("reference").display().to_string(),
+        "--skew-window-ms",
+        "3600000",
+    ]);
+    let reference = run(&srv.addr, &sessions, 0, HALF + 1, &ts);
+    drop(srv);
+    let a = guardian(&policy, &db.url, "A");
+    let acked = run(&a.addr, &sessions, 0, HALF, &ts);
+    assert!(acked.values().all(|r| r.get("result").is_some()));
+    // B starts beside a live A holding eight sessions: it reads none of them.
+    let b = guardian(&policy, &db.url, "B");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let said = loop {
+        if let Some(line) = b.said("session(s) in memory at start") {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "B said nothing of its start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(said.contains(": 0 session(s) in memory at start"), "{said}");
+    assert!(
+        b.said("journal record(s)").is_none(),
+        "B restored records at start"
+    );
+    // While A lives, B refuses A's sessions without reading them.
+    let r = post(&b.addr, 1, HALF, &ts);
+    assert!(lease_held(&r), "{r}");
+    // A dies: B restores each session as it arrives, with its replay window and history.
+    a.kill9();
+    for s in &sessions {
+        let r = post_until_held(&b.addr, *s, HALF - 1, &ts);
+        assert_eq!(r["error"]["code"], -32005, "session {s}: {r}");
+        let r = post(&b.addr, *s, HALF, &ts);
+        assert_eq!(outcome(&r), outcome(&reference[&(*s, HALF)]), "session {s}");
+    }
+    drop(b);
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}
+
+#[test]
+fn a_lease_held_answer_is_a_503_the_balancer_retries_on_the_holder() {
+    let Some(server) = server_url() else { return };
+    let Some(haproxy) = haproxy_binary() else {
+        return;
+    };
+    let db = Db::create(&server, "fleet_503");
+    let dir = tmp("pg-fleet-503");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let a = guardian(&policy, &db.url, "A");
+    let b = guardian(&policy, &db.url, "B");
+    // Sixteen sessions start on A directly: A holds them all.
+    let sessions: Vec<u64> = (0..16).collect();
+    let acked = run(&a.addr, &sessions, 0, 3, &ts);
+    assert!(acked.values().all(|r| r.get("result").is_some()));
+    // Sent to B: 503 with Retry-After, the JSON-RPC error in the body as before.
+    let (status, headers, r) = exchange(&b.addr, &stream_request(0, 3, N, &ts), None);
+    assert_eq!(status, 503, "{r}");
+    assert!(lease_held(&r) && r["error"]["data"]["holder"] == "A", "{r}");
+    let retry: u64 = headers["retry-after"].parse().unwrap();
+    assert!((1..=LEASE_MS.div_ceil(1000)).contains(&retry), "{retry}");
+    // Through the balancer, hashed on the session id: the sessions the hash gives B are
+    // refused there with 503 and sent again, to A, which decides them; the client never
+    // sees the refusal.
+    let (lb, _balancer) = balance(&haproxy, &a.addr, &b.addr);
+    let mut retried = 0;
+    for i in 3..6 {
+        for s in &sessions {
+            let req = stream_request(*s, i, N, &ts);
+            let sid = req["params"]["metadata"]["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let (status, headers, r) = exchange(&lb, &req, Some(&sid));
+            assert_eq!(status, 200, "session {s} step {i}: {r} {headers:?}");
+            assert!(r.get("result").is_some(), "session {s} step {i}: {r}");
+            assert_eq!(headers["warden-lb-server"], "a", "session {s}");
+            if headers["warden-lb-retries"] != "0" {
+                retried += 1;
+            }
+        }
+    }
+    assert!(retried > 0, "the hash sent none of 16 sessions to B");
+    eprintln!("503: {retried} of 48 requests were refused by B and retried on A");
+}
+
+/// Requests of a subagent family: a parent that opens a subagent, the subagent's steps, and
+/// the parent's `subagentStop`, each with the session it is for.
+fn family(f: u64, ts: &str) -> Vec<(String, Value)> {
+    use serde_json::json;
+    use warden::acs::{envelope, ids};
+    let parent = ids::counter(0xfa00_0000 + f as u32, f);
+    let child = ids::counter(0xc100_0000 + f as u32, f);
+    let hello = json!({"acs_versions_supported": ["0.1.0"],
+        "methods_implemented": ["steps/sessionStart", "steps/turnStart", "steps/toolCallRequest",
+            "steps/subagentStart", "steps/subagentStop", "steps/turnEnd", "steps/sessionEnd"],
+        "transports_supported": ["http"], "provenance_producer": "deterministic"});
+    let call = |name: &str| json!({"tool": {"name": name}, "arguments": {"to": {"value": "x"}}});
+    let steps: Vec<(&str, &str, Option<&str>, Value)> = vec![
+        ("handshake/hello", &parent, None, hello),
+        ("steps/sessionStart", &parent, None, json!({})),
+        (
+            "steps/turnStart",
+            &parent,
+            Some("t1"),
+            json!({"turn_id": "t1"}),
+        ),
+        (
+            "steps/subagentStart",
+            &parent,
+            Some("t1"),
+            json!({"subagent_session_id": child, "parent_session_id": parent,
+                   "intent_derivation": "inherit_full"}),
+        ),
+        ("steps/sessionStart", &child, None, json!({})),
+        (
+            "steps/turnStart",
+            &child,
+            Some("c1"),
+            json!({"turn_id": "c1"}),
+        ),
+        ("steps/toolCallRequest", &child, Some("c1"), call("ls")),
+        ("steps/toolCallRequest", &child, Some("c1"), call("send")),
+        (
+            "steps/turnEnd",
+            &child,
+            Some("c1"),
+            json!({"turn_id": "c1", "outcome": "completed"}),
+        ),
+        (
+            "steps/sessionEnd",
+            &child,
+            None,
+            json!({"reason": "completed"}),
+        ),
+        (
+            "steps/subagentStop",
+            &parent,
+            Some("t1"),
+            json!({"subagent_session_id": child, "outcome": "completed"}),
+        ),
+        ("steps/toolCallRequest", &parent, Some("t1"), call("ls")),
+    ];
+    steps
+        .into_iter()
+        .enumerate()
+        .map(|(n, (method, sid, turn, payload))| {
+            let mut metadata = json!({"agent_id": "agent", "session_id": sid});
+            if let Some(t) = turn {
+                metadata["turn_id"] = json!(t);
+            }
+            let n = n as u64 + 1;
+            let rid = ids::counter(0xf000_0000 + f as u32, n);
+            let req = envelope::request(n, method, &rid, ts, metadata, payload);
+            (sid.to_string(), req)
+        })
+        .collect()
+}
+
+#[test]
+fn a_subagent_routed_on_its_family_root_lands_on_its_parents_guardian() {
+    let Some(server) = server_url() else { return };
+    let Some(haproxy) = haproxy_binary() else {
+        return;
+    };
+    let db = Db::create(&server, "fleet_family");
+    let dir = tmp("pg-fleet-family");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let ts = time::now_rfc3339_ms();
+    let a = guardian(&policy, &db.url, "A");
+    let b = guardian(&policy, &db.url, "B");
+    let (lb, _balancer) = balance(&haproxy, &a.addr, &b.addr);
+    // Eight families; every request routed on its family's root (the parent's id), the
+    // subagent's included. Each family's requests all reach one Guardian at the first try.
+    let mut on = HashMap::new();
+    for f in 0..8 {
+        let requests = family(f, &ts);
+        let root = requests[0].0.clone();
+        for (n, (sid, req)) in requests.iter().enumerate() {
+            let (status, headers, r) = exchange(&lb, req, Some(&root));
+            assert_eq!(status, 200, "family {f} request {n}: {r}");
+            assert!(r.get("result").is_some(), "family {f} request {n}: {r}");
+            assert_eq!(headers["warden-lb-retries"], "0", "family {f} request {n}");
+            let server = on
+                .entry(f)
+                .or_insert_with(|| headers["warden-lb-server"].clone());
+            assert_eq!(
+                &headers["warden-lb-server"], server,
+                "family {f}: {sid} left its root's Guardian"
+            );
+        }
+    }
+    let servers: std::collections::HashSet<&String> = on.values().collect();
+    eprintln!("families: 8 on {} Guardian(s)", servers.len());
+    // The leases: each subagent's with its parent's Guardian, and none ever moved.
+    let rows = db.sql("SELECT session, guardian, token FROM warden_lease");
+    assert_eq!(rows.len(), 16);
+    assert!(rows.iter().all(|r| r.get::<_, i64>(2) == 1));
+    for f in 0..8u64 {
+        let requests = family(f, &ts);
+        let (parent, child) = (&requests[0].0, &requests[4].0);
+        let holder = |s: &str| {
+            rows.iter()
+                .find(|r| r.get::<_, String>(0) == s)
+                .map(|r| r.get::<_, String>(1))
+                .unwrap()
+        };
+        assert_eq!(holder(child), holder(parent), "family {f}");
+        assert_eq!(holder(parent).to_ascii_lowercase(), on[&f], "family {f}");
+    }
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}
+
+#[test]
+fn a_compacted_session_takes_its_lease_row_with_it_under_the_fencing() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_unlease");
+    let open = |name: &str| {
+        PgStore::open_as(
+            &db.url,
+            Fleet {
+                guardian: name.into(),
+                lease: Duration::from_millis(60_000),
+            },
+        )
+        .unwrap()
+    };
+    let leases = || -> Vec<(String, String)> {
+        db.sql("SELECT session, guardian FROM warden_lease ORDER BY session")
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    let a = open("A");
+    let b = open("B");
+    for s in ["s", "t", "u"] {
+        a.append(vec![step(s, 1), step(s, 2)]).unwrap();
+    }
+    assert_eq!(leases().len(), 3);
+    // Compacting s, in one transaction: its records become the summary and its row goes.
+    assert!(a.compact("s", step("s", 9)).unwrap());
+    assert_eq!(a.records_of("s").unwrap(), [step("s", 9)]);
+    assert_eq!(
+        leases(),
+        [("t".into(), "A".into()), ("u".into(), "A".into())]
+    );
+    // A compaction under a lease another Guardian took is refused whole: t keeps its
+    // records and B's row.
+    db.sql("UPDATE warden_lease SET expires = now() - interval '1 second' WHERE session = 't'");
+    assert!(matches!(b.claim("t"), Claim::Taken { token: 2 }));
+    let e = a.compact("t", step("t", 9)).unwrap_err();
+    assert!(e.starts_with(LEASE_LOST), "{e}");
+    assert_eq!(b.records_of("t").unwrap(), [step("t", 1), step("t", 2)]);
+    assert_eq!(
+        leases(),
+        [("t".into(), "B".into()), ("u".into(), "A".into())]
+    );
+    // A session whose row went with its compaction gets a token past every one it had, if it
+    // is ever claimed again (a stale copy's token 1 can never match).
+    match b.claim("s") {
+        Claim::Taken { token } => assert!(token > 1_000_000_000, "{token}"),
+        other => panic!("{other:?}"),
+    }
+    // A new session still starts at 1.
+    assert_eq!(b.claim("v"), Claim::Taken { token: 1 });
+}
+
+#[test]
+fn a_guardian_deletes_the_lease_row_of_a_session_it_compacts() {
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_compact");
+    let dir = tmp("pg-fleet-compact");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    // A one-second skew window: an ended session's tombstone leaves memory a second after its
+    // end, and the Guardian compacts it then.
+    let a = Server::start(&[
+        "--policy",
+        &policy.display().to_string(),
+        "--state",
+        &db.url,
+        "--skew-window-ms",
+        "1000",
+        "--guardian-id",
+        "A",
+    ]);
+    let ts = time::now_rfc3339_ms();
+    let mut conn = Conn::open(&a.addr).unwrap();
+    for s in 0..2 {
+        // Session 0's stream is eight requests, sessionEnd last; session 1 sends four of 20.
+        let (n, sent) = if s == 0 { (8, 8) } else { (20, 4) };
+        for i in 0..sent {
+            let body = serde_json::to_vec(&stream_request(s, i, n, &ts)).unwrap();
+            let r = conn.post(&body).unwrap();
+            assert!(r.get("result").is_some(), "session {s} step {i}: {r}");
+        }
+    }
+    // Session 0 ended; session 1 goes on. Session 0's row goes with its records.
+    let ended = stream_request(0, 0, 8, &ts)["params"]["metadata"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let kinds: Vec<String> = db
+            .sql(&format!(
+                "SELECT record->>'kind' FROM warden_journal WHERE session = '{ended}'"
+            ))
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let rows = db.sql("SELECT session FROM warden_lease");
+        if kinds == ["sealed"] {
+            assert_eq!(rows.len(), 1, "only the live session's lease is left");
+            assert_ne!(rows[0].get::<_, String>(0), ended);
+            break;
+        }
+        assert!(Instant::now() < deadline, "not compacted: {kinds:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(a);
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
+}
+
+const ASK_POLICY: &str = r#"
+use std.effects
+effect refund for refund = key(args.payment_id)
+rule big_refund on toolCallRequest when tool.name == "refund" and args.amount > 1000
+  => ask "refund.large": "a large refund" approver human "finance" timeout 15m expires 10m
+default allow
+"#;
+
+#[test]
+fn the_operator_commands_beside_a_live_fleet_leave_a_held_session_to_its_guardian() {
+    use serde_json::json;
+    use warden::acs::{envelope, ids};
+    let Some(server) = server_url() else { return };
+    let db = Db::create(&server, "fleet_cli");
+    let dir = tmp("pg-fleet-cli");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, ASK_POLICY).unwrap();
+    let pol = policy.display().to_string();
+    let session = ids::counter(0xabcd, 1);
+    let req = |n: u64, id: &str, amount: u32| {
+        envelope::request(
+            n,
+            "steps/toolCallRequest",
+            &ids::counter(0xabcd, n + 100),
+            &time::now_rfc3339_ms(),
+            json!({"agent_id": "a", "session_id": session, "turn_id": "t1"}),
+            json!({"tool": {"name": "refund"},
+                   "arguments": {"payment_id": {"value": id}, "amount": {"value": amount}}}),
+        )
+    };
+    let serve = |name: &str| {
+        Server::start(&[
+            "--policy",
+            &pol,
+            "--state",
+            &db.url,
+            "--no-handshake",
+            "--guardian-id",
+            name,
+            "--lease-ms",
+            &LEASE_MS.to_string(),
+        ])
+    };
+    let a = serve("A");
+    let mut conn = Conn::open(&a.addr).unwrap();
+    let r = conn
+        .post(&serde_json::to_vec(&req(1, "p1", 2000)).unwrap())
+        .unwrap();
+    assert_eq!(r["result"]["decision"], "ask", "{r}");
+    let r = conn
+        .post(&serde_json::to_vec(&req(2, "p2", 10)).unwrap())
+        .unwrap();
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    // Listing reads the database without a lease.
+    let (ok, listed, err) = warden(&["approvals", "--state", &db.url, "--policy", &pol]);
+    assert!(ok && listed.contains("pending"), "{listed}{err}");
+    let (ok, effects, err) = warden(&["effects", "list", "--state", &db.url, "--policy", &pol]);
+    assert!(ok, "{err}");
+    let key = effects
+        .lines()
+        .next()
+        .unwrap()
+        .split('\t')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    // A grant or a resolution for a session A holds is refused, naming A.
+    let ask_id = ids::counter(0xabcd, 101);
+    let (ok, _, err) = warden(&[
+        "approve", "--state", &db.url, "--policy", &pol, &ask_id, "--as", "finance",
+    ]);
+    assert!(!ok && err.contains("Guardian \"A\" holds"), "{err}");
+    let resolve = [
+        "effects",
+        "resolve",
+        "--state",
+        &db.url,
+        "--policy",
+        &pol,
+        &session,
+        &key,
+        "committed",
+    ];
+    let (ok, _, err) = warden(&resolve);
+    assert!(!ok && err.contains("Guardian \"A\" holds"), "{err}");
+    // A is gone (its lease expires): the commands take the session, and the next Guardian to
+    // take it sees what they wrote.
+    a.kill9();
+    std::thread::sleep(Duration::from_millis(LEASE_MS + 200));
+    let (ok, out, err) = warden(&[
+        "approve", "--state", &db.url, "--policy", &pol, &ask_id, "--as", "finance",
+    ]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = warden(&resolve);
+    assert!(ok && out.contains("-> committed"), "{out}{err}");
+    let b = serve("B");
+    let r = Conn::open(&b.addr)
+        .unwrap()
+        .post(&serde_json::to_vec(&req(3, "p1", 2000)).unwrap())
+        .unwrap();
+    assert_eq!(
+        r["result"]["decision"], "allow",
+        "the grant came with the session: {r}"
+    );
+    drop(b);
+    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
+    assert!(ok, "{out}{err}");
 }

@@ -725,13 +725,17 @@ pub fn notify(command: &str, input: &[u8], limit: Duration) -> Result<(), String
 
 /// The header carrying the session id on every request the hook sends, so a load balancer
 /// in front of several Guardians can route a session to the one holding it (docs/serve.md,
-/// "Fleet").
+/// "Fleet"). It is the id of the session's family root (a subagent routes on its parent's
+/// root, whose Guardian holds its lease); the hook's sessions are all roots, since core-agent
+/// has no subagent events.
 pub const SESSION_HEADER: &str = "ACS-Session-Id";
 
 /// POSTs one body to a Guardian and returns the response body. `url` is
-/// `http://HOST:PORT[/PATH]` (default path `/acs`). `session` goes in the [`SESSION_HEADER`]
-/// header when it is a plain token (it is the client's own string: one with control characters
-/// or spaces is left out rather than let it shape the request).
+/// `http://HOST:PORT[/PATH]` (default path `/acs`). `session` (the family root's id) goes in
+/// the [`SESSION_HEADER`] header when it is a plain token (it is the client's own string: one
+/// with control characters or spaces is left out rather than let it shape the request). The
+/// body is returned whatever the status: a Guardian not holding the session answers 503 with
+/// its JSON-RPC error (`lease_held`), which the caller reads like any other answer.
 pub fn http_post(
     url: &str,
     body: &[u8],

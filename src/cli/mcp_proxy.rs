@@ -63,7 +63,7 @@ pub fn run(a: McpProxyArgs) -> i32 {
         protocol: Protocol::strict(),
         ..Options::default()
     };
-    let (guardian, _store) = match serve::build(policy, options, a.state.as_deref()) {
+    let (guardian, _store) = match serve::build_serving(policy, options, a.state.as_deref()) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("warden mcp-proxy: {e}");

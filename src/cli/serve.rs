@@ -378,6 +378,15 @@ pub fn run_effects(c: EffectsCommand) -> i32 {
                 Outcome::Committed => crate::state::EffectStatus::Committed,
                 Outcome::Failed => crate::state::EffectStatus::Failed,
             };
+            // Beside a live fleet, a session another Guardian holds is resolved there (its
+            // operator endpoint): say so, rather than "no effect key". A session not in the
+            // journal takes no lease.
+            if g.snapshot(&session).is_some() {
+                if let Err(e) = g.take_session(&session) {
+                    eprintln!("error: session {session}: {e}");
+                    return 1;
+                }
+            }
             match g.resolve_effect(&session, &key, to) {
                 Some(was) => {
                     println!("{session}\t{key}\t{} -> {}", was.as_str(), to.as_str());
@@ -556,7 +565,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             .unwrap_or_else(|| crate::server::pg::default_guardian_id(a.listen.map(|l| l.port()))),
         lease: Duration::from_millis(a.lease_ms),
     });
-    let (g, store) = match serve::build(policy, options, a.state.as_deref()) {
+    let (g, store) = match serve::build_serving(policy, options, a.state.as_deref()) {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };

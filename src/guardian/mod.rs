@@ -1278,6 +1278,14 @@ impl Guardian {
         }
     }
 
+    /// Takes `sid`'s lease for an operator's change made outside a request (`warden effects
+    /// resolve` beside a live fleet), or says why not: another Guardian holds the session (the
+    /// change belongs on that Guardian's operator endpoint) or the lease could not be read.
+    /// Without leases (one Guardian's own journal) it always succeeds.
+    pub fn take_session(&self, sid: &str) -> Result<(), String> {
+        self.hold(sid).map(|_| ()).map_err(|e| rpc_detail(&e))
+    }
+
     /// The session with this id, if the Guardian has one (the map's lock is held only here).
     fn existing_session(&self, id: &str) -> Option<Arc<Mutex<Session>>> {
         self.sessions.get(id)

@@ -89,6 +89,16 @@ impl Backend {
         }
     }
 
+    /// Whether other Guardians may write this journal too (a database a fleet shares): its
+    /// sessions are then read when they arrive, not all at start (most are other Guardians').
+    pub fn is_shared(&self) -> bool {
+        match self {
+            Backend::Embedded(_) => false,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => true,
+        }
+    }
+
     fn journal(&self) -> &dyn Journal {
         match self {
             Backend::Embedded(s) => s,

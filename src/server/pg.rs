@@ -15,8 +15,9 @@
 //! written with the token its Guardian held when it decided; the commit locks the session's
 //! lease row and writes the record only if the row still carries that token, so a Guardian
 //! that lost a session (paused, partitioned, presumed dead) cannot add to it afterwards. The
-//! committer also renews the leases it holds. This module owns the schema and the lease
-//! protocol; it knows records only as [`Record`]s to encode, and sessions only by id.
+//! committer also renews the leases it holds, and deletes a session's lease row when it
+//! compacts the session (same transaction, same fencing). This module owns the schema and the
+//! lease protocol; it knows records only as [`Record`]s to encode, and sessions only by id.
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
@@ -42,6 +43,13 @@ pub const FORMAT: &str = "warden-journal-1";
 pub const LOCK_KEY: i64 = 0x5741_5244_454e;
 /// The most batches one group commit takes.
 const MAX_GROUP: usize = 4096;
+/// The token of a session's first lease row: 1 for a new session; for one that has records
+/// already, its row was deleted with its compaction (a row is deleted nowhere else), and a
+/// token restarting at 1 could match one a Guardian still holds for the session from before
+/// (a decision on a stale copy, waiting to commit). The database's clock in milliseconds is
+/// past every token the session had (each take adds one).
+const FIRST_TOKEN: &str = "CASE WHEN EXISTS (SELECT 1 FROM warden_journal j WHERE j.session = $1) \
+     THEN (extract(epoch FROM clock_timestamp()) * 1000)::bigint ELSE 1 END";
 /// The default lease duration (`warden serve --lease-ms`).
 pub const DEFAULT_LEASE_MS: u64 = 10_000;
 
@@ -287,7 +295,7 @@ impl PgStore {
                 .query_opt(
                     &format!(
                         "INSERT INTO {LEASE} AS l (session, guardian, token, expires) \
-                         VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond') \
+                         VALUES ($1, $2, {FIRST_TOKEN}, now() + $3 * interval '1 millisecond') \
                          ON CONFLICT (session) DO UPDATE SET guardian = $2, \
                            token = l.token + 1, expires = now() + $3 * interval '1 millisecond' \
                          WHERE l.expires < now() OR l.guardian = $2 \
@@ -479,6 +487,11 @@ impl Journal for PgStore {
     fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
         self.write(vec![summary], Some(session.to_string()), None)
             .wait()?;
+        // Its row went with the compaction: nothing to renew or let go.
+        self.leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(session);
         Ok(true)
     }
 
@@ -796,6 +809,10 @@ fn commit(c: &mut Client, batch: &[Batch], fleet: &Fleet) -> Result<Vec<bool>, S
          SELECT s, k, r::json FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(s, k, r)"
     );
     let delete = format!("DELETE FROM {JOURNAL} WHERE session = $1");
+    // A compacted session has ended: its lease row goes with its records, under the same
+    // fencing (the row is locked above and still this Guardian's, with the summary's token).
+    let unlease =
+        format!("DELETE FROM {LEASE} WHERE session = $1 AND guardian = $2 AND token = $3");
     let mut t = c.transaction().map_err(err)?;
     let mut pairs: Vec<(&str, i64)> = batch
         .iter()
@@ -862,6 +879,14 @@ fn commit(c: &mut Client, batch: &[Batch], fleet: &Fleet) -> Result<Vec<bool>, S
         if let Some(old) = replaces {
             flush(&mut t, &mut seqs, &mut sessions, &mut bodies)?;
             t.execute(&delete, &[old]).map_err(err)?;
+            let token = records
+                .iter()
+                .find(|(s, _)| s.as_deref() == Some(old.as_str()))
+                .and_then(|(_, (k, _))| *k);
+            if let Some(k) = token {
+                t.execute(&unlease, &[old, &fleet.guardian, &k])
+                    .map_err(err)?;
+            }
         }
         for (session, (_, body)) in records {
             seqs.push(numbers.next().ok_or("the sequence gave too few numbers")?);

@@ -3,6 +3,8 @@
 //! `POST /`, one envelope per request) on hyper + tokio, with every phase of a request
 //! time-boxed and connections capped in total and per peer ([`HttpLimits`]); an optional
 //! durable journal (`--state DIR` or `--state postgres://…`, [`super::backend`]). Policy reload is [`super::watch`].
+//! The one HTTP status it gives a decided request besides `200` is `503` for `lease_held` (a
+//! balancer's cue to try another Guardian); the JSON-RPC body is the same either way.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -34,12 +36,32 @@ pub fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
 /// Journal records read and restored at a time when a server starts.
 const RESTORE_CHUNK: usize = 1024;
 
-/// Builds the Guardian: with `state`, opens the journal there and restores every session
-/// from it before serving.
+/// Builds the Guardian: with `state`, opens the journal there and restores every session from
+/// it (what the commands that read a stopped Guardian's state need: `warden effects`,
+/// `warden approvals`).
 pub fn build(
     policy: Policy,
     options: Options,
     state: Option<&Path>,
+) -> Result<(Arc<Guardian>, Option<Arc<Backend>>), String> {
+    build_with(policy, options, state, false)
+}
+
+/// Like [`build`], for a Guardian about to serve: a database several Guardians share is not
+/// read at start (its sessions are restored as they arrive); a folder is restored whole.
+pub fn build_serving(
+    policy: Policy,
+    options: Options,
+    state: Option<&Path>,
+) -> Result<(Arc<Guardian>, Option<Arc<Backend>>), String> {
+    build_with(policy, options, state, true)
+}
+
+fn build_with(
+    policy: Policy,
+    options: Options,
+    state: Option<&Path>,
+    serving: bool,
 ) -> Result<(Arc<Guardian>, Option<Arc<Backend>>), String> {
     match state {
         None => Ok((Arc::new(Guardian::with_options(policy, options)), None)),
@@ -49,6 +71,19 @@ pub fn build(
             let started = Instant::now();
             let journal: Arc<dyn Journal> = store.clone();
             let g = Guardian::with_journal(policy, options, journal);
+            if serving && store.is_shared() {
+                // A database several Guardians share: nothing is read at start. Each session
+                // is restored from its own records when it first reaches this Guardian and its
+                // lease is taken (`Guardian::hold`), so start time and memory follow this
+                // Guardian's sessions, not the whole database; a restart under the same
+                // --guardian-id takes its own sessions back the same way.
+                eprintln!(
+                    "warden: {shown}: shared journal: {} session(s) in memory at start; each \
+                     is restored when it first arrives here and its lease is taken",
+                    g.session_count()
+                );
+                return Ok((Arc::new(g), Some(store)));
+            }
             // In chunks, so a restart holds one chunk of records at a time (plus the sessions
             // it rebuilds: ended and idle ones leave memory again as it goes).
             let mut n = 0;
@@ -474,7 +509,7 @@ async fn handle_http(
     let decided =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.handle_pending(&body)));
     Ok(match decided {
-        Ok(pending) => json_response(StatusCode::OK, pending.settled().await.to_vec()),
+        Ok(pending) => answer(pending.settled().await),
         // A bug, not a decision: answer with an error rather than drop the connection.
         Err(_) => json_response(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -485,6 +520,32 @@ async fn handle_http(
             .to_vec(),
         ),
     })
+}
+
+/// The HTTP answer to a decided request: `200` with the JSON-RPC response, except a request
+/// refused because another Guardian holds its session's lease (`lease_held`): `503` with
+/// `Retry-After`, the same JSON-RPC body, so a load balancer can send it to another Guardian
+/// (HAProxy's `retry-on 503`; nothing of it was decided here) while an ACS client reads the
+/// body as ever. 421 Misdirected Request would say it better, but balancers do not retry on it.
+fn answer(r: crate::acs::envelope::Response) -> hyper::Response<Full<Bytes>> {
+    let retry_after_ms = match &r.outcome {
+        crate::acs::envelope::Outcome::Error(e) if e.reason() == Some("lease_held") => e
+            .data
+            .as_ref()
+            .and_then(|d| d.get("retry_after_ms"))
+            .and_then(serde_json::Value::as_u64),
+        _ => None,
+    };
+    let Some(ms) = retry_after_ms else {
+        return json_response(StatusCode::OK, r.to_vec());
+    };
+    let mut out = json_response(StatusCode::SERVICE_UNAVAILABLE, r.to_vec());
+    // Whole seconds, rounded up (at least one): the body has the milliseconds.
+    let secs = ms.div_ceil(1000).max(1);
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&secs.to_string()) {
+        out.headers_mut().insert(hyper::header::RETRY_AFTER, v);
+    }
+    out
 }
 
 /// Serves HTTP on `addr` until the process ends; `ready` gets the bound address (port 0
