@@ -66,14 +66,19 @@ pub fn counter(hi: u32, lo: u64) -> String {
 pub fn uuid_bits(s: &str) -> Option<u128> {
     let mut v: u128 = 0;
     let mut digits = 0;
-    for c in s.chars() {
-        if c == '-' {
-            continue;
-        }
+    // Byte by byte: a non-ASCII byte is no hex digit, as a non-ASCII char was not.
+    for &b in s.as_bytes() {
+        let digit = match b {
+            b'-' => continue,
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
         if digits == 32 {
             return None;
         }
-        v = (v << 4) | u128::from(c.to_digit(16)?);
+        v = (v << 4) | u128::from(digit);
         digits += 1;
     }
     (digits == 32).then_some(v)

@@ -415,7 +415,7 @@ fn from_templates(
                     .find_map(|(_, t)| t.extend)
                     .and_then(|scope| {
                         let payload = env.payload;
-                        let tool = payload.pointer("/tool/name").and_then(Value::as_str)?;
+                        let tool = crate::acs::fields::tool_name(payload)?;
                         let mut cap = Map::new();
                         cap.insert("tool".into(), Value::String(tool.into()));
                         if let Some(op) = payload.get("operation").and_then(Value::as_str) {

@@ -192,7 +192,7 @@ fn decide_in_draft(
 ) -> Result<Decision, VmError> {
     // A call of a declared tool must match its declaration (docs/language.md §5).
     if hook.method == "steps/toolCallRequest" {
-        let tool = ev.payload.pointer("/tool/name").and_then(Value::as_str);
+        let tool = fields::tool_name(ev.payload);
         if let Some((name, spec)) = tool.and_then(|t| program.tools.get_key_value(t)) {
             if let Err(why) = spec.check_call(name, ev.payload.get("arguments")) {
                 return Ok(Decision::simple(DecisionKind::Deny, BAD_ARGUMENTS, why));
@@ -209,11 +209,7 @@ fn decide_in_draft(
         }
     }
     step_code::effect_keys(program, draft, ev, budget)?;
-    let tool = ev
-        .payload
-        .get("tool")
-        .and_then(|t| t.get("name"))
-        .and_then(Value::as_str);
+    let tool = fields::tool_name(ev.payload);
     let mut fired = Vec::new();
     let mut traces = Vec::new();
     let rego_cache = vm::RegoCache::default();

@@ -684,7 +684,7 @@ pub fn run<'a>(
                 let name = pop!();
                 let r = match &name {
                     Val::Str(arg) => {
-                        let tool = env.payload.pointer("/tool/name").and_then(Value::as_str);
+                        let tool = crate::acs::fields::tool_name(env.payload);
                         Val::Str(Cow::Borrowed(program.argument_role(tool, arg)))
                     }
                     Val::Undef => Val::Undef,
