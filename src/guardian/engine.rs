@@ -223,11 +223,12 @@ fn decide_in_draft(
         };
         let mut ids = program.rules_for(hook.method, tool);
         if let Some(method) = ev.wrapped_method {
-            ids.extend(program.rules_for(method, tool));
+            let ids = ids.to_mut();
+            ids.extend_from_slice(&program.rules_for(method, tool));
             ids.sort_unstable();
             ids.dedup();
         }
-        for id in ids {
+        for &id in ids.iter() {
             let rule = &program.rules[id as usize];
             let mut obs = Vec::new();
             let result = vm::run(&env, &rule.code, budget, explain.then_some(&mut obs))
