@@ -269,6 +269,9 @@ pub struct HistorySlot {
 pub struct HookIndex {
     pub by_tool: NameMap<Arc<str>, Vec<u32>>,
     pub any_tool: Vec<u32>,
+    /// Per tool of `by_tool`: its rules and `any_tool`'s, merged in declaration order once
+    /// when the program is built ([`Program::merge_rule_index`]), not per decision.
+    pub merged_by_tool: NameMap<Arc<str>, Vec<u32>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -452,6 +455,9 @@ impl Program {
         let Some(ix) = self.index.get(method) else {
             return Cow::Borrowed(&[]);
         };
+        if let Some(merged) = tool.and_then(|t| ix.merged_by_tool.get(t)) {
+            return Cow::Borrowed(merged);
+        }
         match tool.and_then(|t| ix.by_tool.get(t)) {
             Some(t) => {
                 let mut out = ix.any_tool.clone();
@@ -460,6 +466,22 @@ impl Program {
                 Cow::Owned(out)
             }
             None => Cow::Borrowed(&ix.any_tool),
+        }
+    }
+
+    /// Fills each hook's [`HookIndex::merged_by_tool`] from `by_tool` and `any_tool`.
+    pub fn merge_rule_index(&mut self) {
+        for ix in self.index.values_mut() {
+            ix.merged_by_tool = ix
+                .by_tool
+                .iter()
+                .map(|(tool, ids)| {
+                    let mut merged = ix.any_tool.clone();
+                    merged.extend_from_slice(ids);
+                    merged.sort_unstable();
+                    (tool.clone(), merged)
+                })
+                .collect();
         }
     }
 

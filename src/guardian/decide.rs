@@ -2,6 +2,7 @@
 //! reason codes from every firing rule of the winning kind, and the companion fields each
 //! decision requires.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -337,31 +338,35 @@ fn from_templates(
     budget: &mut Budget,
 ) -> Result<Decision, VmError> {
     let kind = winners[0].1.kind;
-    let mut codes = Vec::new();
-    let mut reasons: Vec<String> = Vec::new();
-    let mut refs = Vec::new();
+    let mut codes = Vec::with_capacity(winners.len());
+    // Borrowed from the templates: the text is built once, below.
+    let mut reasons: Vec<Cow<'_, str>> = Vec::with_capacity(winners.len());
+    let mut refs = Vec::with_capacity(winners.len());
     for (rule, t) in winners {
         if let Some(c) = &t.code {
             push_unique(&mut codes, c);
         }
-        match (&t.reasoning, rule) {
-            (Some(r), _) => push_unique(&mut reasons, r),
-            (None, Some(rule)) => push_unique(&mut reasons, &format!("rule {} fired", rule.name)),
-            (None, None) => {}
+        let reason = match (&t.reasoning, rule) {
+            (Some(r), _) => Some(Cow::Borrowed(&**r)),
+            (None, Some(rule)) => Some(Cow::Owned(format!("rule {} fired", rule.name))),
+            (None, None) => None,
+        };
+        if let Some(reason) = reason.filter(|r| !reasons.contains(r)) {
+            reasons.push(reason);
         }
         if let Some(rule) = rule {
             refs.push((rule.module.clone(), rule.name.clone()));
         }
     }
-    let reasoning = if reasons.is_empty() {
-        match kind {
+    let reasoning = match reasons.len() {
+        0 => match kind {
             DecisionKind::Allow if refs.is_empty() => {
                 Some("allowed by the policy's default".to_string())
             }
             _ => Some(format!("{} by the policy", kind.past_tense())),
-        }
-    } else {
-        Some(reasons.join("; "))
+        },
+        1 => reasons.pop().map(Cow::into_owned),
+        _ => Some(reasons.join("; ")),
     };
     let mut d = Decision {
         kind,

@@ -159,7 +159,11 @@ fn run_step(
                 state.apply_taint(program, changes);
                 return Ok(Some(decision));
             }
-            Ok(decision) => (decision, draft.into_changes()),
+            // A step that does not go ahead changes nothing: its changes are not even built.
+            Ok(decision) if decision.as_ref().is_none_or(Decision::proceeds) => {
+                (decision, Some(draft.into_changes()))
+            }
+            Ok(decision) => (decision, None),
             Err(e) => {
                 // The step's content enters with its labels whatever happened (fail closed).
                 let changes = draft.into_taint_changes();
@@ -171,7 +175,7 @@ fn run_step(
             }
         }
     };
-    if decision.as_ref().is_none_or(Decision::proceeds) {
+    if let Some(changes) = changes {
         state.apply(program, changes);
     }
     if let Some(note) = decision.as_ref().and_then(|d| d.approval.as_ref()) {
