@@ -42,8 +42,9 @@ pub struct Decision {
     pub kind: DecisionKind,
     pub reason_codes: Vec<String>,
     pub reasoning: Option<String>,
-    pub modifications: Option<Modifications>,
-    pub ask: Option<AskDetails>,
+    // Boxed: rare, and large (a Decision is moved several times on its way out).
+    pub modifications: Option<Box<Modifications>>,
+    pub ask: Option<Box<AskDetails>>,
     pub defer: Option<DeferDetails>,
     /// Rules that fired, as `module.rule`.
     pub fired: Vec<Arc<str>>,
@@ -176,8 +177,8 @@ impl Decision {
         let mut r = AcsResult::new(request_id, self.kind);
         r.reasoning = self.reasoning.clone();
         r.reason_codes = self.reason_codes.clone();
-        r.modifications = self.modifications.clone();
-        r.ask_details = self.ask.clone();
+        r.modifications = self.modifications.as_deref().cloned();
+        r.ask_details = self.ask.as_deref().cloned();
         r.defer_details = self.defer.clone();
         r.policy_references = self
             .winners
@@ -389,7 +390,7 @@ fn from_templates(
                 .approver
                 .clone()
                 .unwrap_or((ApproverKind::Human, "default".into()));
-            d.ask = Some(AskDetails {
+            d.ask = Some(Box::new(AskDetails {
                 approver: Approver {
                     kind: match akind {
                         ApproverKind::Human => ApproverType::Human,
@@ -435,7 +436,7 @@ fn from_templates(
                             provenance: None,
                         })
                     }),
-            });
+            }));
         }
         DecisionKind::Defer => {
             // Any winner that falls back to deny makes the whole deferral fall back to deny.
@@ -468,7 +469,7 @@ fn from_templates(
             });
         }
         DecisionKind::Modify => match merge_modifications(winners, env, budget)? {
-            Ok(m) => d.modifications = Some(m),
+            Ok(m) => d.modifications = Some(Box::new(m)),
             Err(why) => {
                 let mut deny = Decision::simple(
                     DecisionKind::Deny,
