@@ -93,7 +93,41 @@ fn state_after(policy: &Policy, events: &[serde_json::Value]) -> SessionState {
     state
 }
 
+/// `WARDEN_DECIDE_COUNT=N`: decide the `decide/Recent/1000` probe N times and exit, without
+/// criterion, so that `perf stat -e instructions:u` at two values of N gives the instructions
+/// of one decision (the difference over the difference of N; setup cancels out).
+fn decide_count_mode() {
+    let Some(n) = std::env::var("WARDEN_DECIDE_COUNT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let policy = policy();
+    let mut state = state_after(&policy, &history::history(1_000, history::Taint::Recent));
+    let step = Step::new(&history::probe(1_000));
+    decide_probe_times(policy.program(), &mut state, &step, n);
+    std::process::exit(0);
+}
+
+/// The timed part of the count mode, apart so that a profiler can collect it alone
+/// (`valgrind --tool=callgrind --toggle-collect='*decide_probe_times*'`).
+#[inline(never)]
+fn decide_probe_times(
+    program: &warden::compile::Program,
+    state: &mut SessionState,
+    step: &Step,
+    n: u64,
+) {
+    for _ in 0..n {
+        let ev = step.event();
+        let d = decide_event(program, step.hook, black_box(&mut *state), &ev, false).unwrap();
+        black_box(d.kind);
+    }
+}
+
 fn decide(c: &mut Criterion) {
+    decide_count_mode();
     let policy = policy();
     let mut group = c.benchmark_group("decide");
     for &h in &[10u64, 1_000, 100_000, 1_000_000] {

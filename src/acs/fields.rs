@@ -126,6 +126,35 @@ fn parent(path: &str) -> &str {
     path.rsplit_once('.').map_or("", |(p, _)| p)
 }
 
+/// `payload.tool.name`, read without `Value::pointer` (which allocates a string per path
+/// segment): the same answer for every JSON value.
+pub fn tool_name(payload: &Value) -> Option<&str> {
+    member(payload, "tool")
+        .and_then(|t| member(t, "name"))
+        .and_then(Value::as_str)
+}
+
+/// `v.get(key)` for an object `v`, with small objects scanned instead of hashed: a
+/// `serde_json::Map` hashes every key with SipHash, which costs more than comparing a handful
+/// of keys (keys are unique, so the answer is the same).
+pub fn member<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
+    match v {
+        Value::Object(m) => map_member(m, key),
+        _ => None,
+    }
+}
+
+/// [`member`] on the map itself.
+pub fn map_member<'v>(m: &'v serde_json::Map<String, Value>, key: &str) -> Option<&'v Value> {
+    /// Up to this many keys a scan beats a SipHash of the key.
+    const SCAN_UP_TO: usize = 8;
+    if m.len() <= SCAN_UP_TO {
+        m.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        m.get(key)
+    }
+}
+
 /// How deep [`provenance_records`] looks into a payload.
 pub const PROVENANCE_WALK_DEPTH: usize = 64;
 
@@ -146,11 +175,11 @@ fn walk_provenance<'v>(v: &'v Value, out: &mut Vec<&'v Value>, depth: usize) {
     }
     match v {
         Value::Object(m) => {
-            if m.get("provenance_id").is_some_and(Value::is_string)
-                && m.get("origin").is_some_and(Value::is_string)
+            if map_member(m, "provenance_id").is_some_and(Value::is_string)
+                && map_member(m, "origin").is_some_and(Value::is_string)
             {
                 out.push(v);
-                if let Some(Value::Array(records)) = m.get("elements") {
+                if let Some(Value::Array(records)) = map_member(m, "elements") {
                     for r in records {
                         walk_provenance(r, out, depth + 1);
                     }

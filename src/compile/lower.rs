@@ -98,6 +98,7 @@ fn compile_here(
     cx.labels();
     cx.effects();
     cx.items();
+    cx.program.merge_rule_index();
     if cx.errors.is_empty() {
         Ok(cx.program)
     } else {

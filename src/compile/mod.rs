@@ -4,6 +4,7 @@
 
 mod dump;
 mod lower;
+pub mod name_hash;
 pub(crate) mod program;
 
 pub use dump::dump;

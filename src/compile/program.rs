@@ -1,8 +1,10 @@
 //! The compiled form of a policy: what the VM runs and the state keeps. Immutable once built;
 //! shared between threads behind an `Arc`.
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
 use std::sync::Arc;
+
+use super::name_hash::{NameMap, NameSet};
 
 use crate::acs::fields::HookSpec;
 use crate::acs::DecisionKind;
@@ -16,7 +18,7 @@ pub enum Const {
     Num(f64),
     Str(Arc<str>),
     /// A set or list whose elements are all strings: membership by hash.
-    StrSet(Arc<HashSet<Arc<str>>>, Arc<Vec<Const>>),
+    StrSet(Arc<NameSet<Arc<str>>>, Arc<Vec<Const>>),
     /// Any other collection, kept in order.
     List(Arc<Vec<Const>>),
     /// An object literal, as JSON.
@@ -265,8 +267,11 @@ pub struct HistorySlot {
 /// Rules that can fire for one hook, split by the tool name they test (if any).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HookIndex {
-    pub by_tool: HashMap<Arc<str>, Vec<u32>>,
+    pub by_tool: NameMap<Arc<str>, Vec<u32>>,
     pub any_tool: Vec<u32>,
+    /// Per tool of `by_tool`: its rules and `any_tool`'s, merged in declaration order once
+    /// when the program is built ([`Program::merge_rule_index`]), not per decision.
+    pub merged_by_tool: NameMap<Arc<str>, Vec<u32>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -280,11 +285,11 @@ pub struct Program {
     pub unknown_labels: u64,
     pub history: Vec<HistorySlot>,
     /// Per method, the rules to run.
-    pub index: HashMap<&'static str, HookIndex>,
+    pub index: NameMap<&'static str, HookIndex>,
     /// Per method, and for every hook (`None`).
-    pub defaults: HashMap<Option<&'static str>, DecisionTemplate>,
+    pub defaults: NameMap<Option<&'static str>, DecisionTemplate>,
     /// History slots to update, per method.
-    pub history_by_hook: HashMap<&'static str, Vec<u32>>,
+    pub history_by_hook: NameMap<&'static str, Vec<u32>>,
     /// Instruction budget per decision.
     pub budget: u64,
     /// The Rego engine, when the policy imports Rego.
@@ -300,7 +305,7 @@ pub struct Program {
     /// The regular expressions of `matches`, compiled when the policy loaded.
     pub regexes: Vec<Pattern>,
     /// `tool` declarations by tool name: the arguments each call must carry.
-    pub tools: HashMap<Arc<str>, ToolSpec>,
+    pub tools: NameMap<Arc<str>, ToolSpec>,
     /// Some rule or label reads `requested_by_user()`: only then does a session remember
     /// which calls the user asked for (work on every `toolCallRequest` otherwise wasted).
     pub reads_requested: bool,
@@ -444,17 +449,40 @@ pub struct EffectSpec {
 }
 
 impl Program {
-    /// The rule indices to run for a method and tool name, in declaration order.
-    pub fn rules_for(&self, method: &str, tool: Option<&str>) -> Vec<u32> {
+    /// The rule indices to run for a method and tool name, in declaration order (borrowed
+    /// from the index unless rules for the tool join the ones for any tool).
+    pub fn rules_for(&self, method: &str, tool: Option<&str>) -> Cow<'_, [u32]> {
         let Some(ix) = self.index.get(method) else {
-            return Vec::new();
+            return Cow::Borrowed(&[]);
         };
-        let mut out = ix.any_tool.clone();
-        if let Some(t) = tool.and_then(|t| ix.by_tool.get(t)) {
-            out.extend_from_slice(t);
-            out.sort_unstable();
+        if let Some(merged) = tool.and_then(|t| ix.merged_by_tool.get(t)) {
+            return Cow::Borrowed(merged);
         }
-        out
+        match tool.and_then(|t| ix.by_tool.get(t)) {
+            Some(t) => {
+                let mut out = ix.any_tool.clone();
+                out.extend_from_slice(t);
+                out.sort_unstable();
+                Cow::Owned(out)
+            }
+            None => Cow::Borrowed(&ix.any_tool),
+        }
+    }
+
+    /// Fills each hook's [`HookIndex::merged_by_tool`] from `by_tool` and `any_tool`.
+    pub fn merge_rule_index(&mut self) {
+        for ix in self.index.values_mut() {
+            ix.merged_by_tool = ix
+                .by_tool
+                .iter()
+                .map(|(tool, ids)| {
+                    let mut merged = ix.any_tool.clone();
+                    merged.extend_from_slice(ids);
+                    merged.sort_unstable();
+                    (tool.clone(), merged)
+                })
+                .collect();
+        }
     }
 
     pub fn label_bit(&self, name: &str) -> Option<u8> {
@@ -508,7 +536,7 @@ pub fn json_const(v: &serde_json::Value) -> Const {
 /// Constants as a collection: all strings make a hashed set.
 pub(crate) fn collection(items: Vec<Const>) -> Const {
     if items.iter().all(|c| matches!(c, Const::Str(_))) {
-        let set: HashSet<Arc<str>> = items
+        let set: NameSet<Arc<str>> = items
             .iter()
             .filter_map(|c| match c {
                 Const::Str(s) => Some(s.clone()),

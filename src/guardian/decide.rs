@@ -2,6 +2,7 @@
 //! reason codes from every firing rule of the winning kind, and the companion fields each
 //! decision requires.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -41,8 +42,9 @@ pub struct Decision {
     pub kind: DecisionKind,
     pub reason_codes: Vec<String>,
     pub reasoning: Option<String>,
-    pub modifications: Option<Modifications>,
-    pub ask: Option<AskDetails>,
+    // Boxed: rare, and large (a Decision is moved several times on its way out).
+    pub modifications: Option<Box<Modifications>>,
+    pub ask: Option<Box<AskDetails>>,
     pub defer: Option<DeferDetails>,
     /// Rules that fired, as `module.rule`.
     pub fired: Vec<Arc<str>>,
@@ -175,8 +177,8 @@ impl Decision {
         let mut r = AcsResult::new(request_id, self.kind);
         r.reasoning = self.reasoning.clone();
         r.reason_codes = self.reason_codes.clone();
-        r.modifications = self.modifications.clone();
-        r.ask_details = self.ask.clone();
+        r.modifications = self.modifications.as_deref().cloned();
+        r.ask_details = self.ask.as_deref().cloned();
         r.defer_details = self.defer.clone();
         r.policy_references = self
             .winners
@@ -337,31 +339,35 @@ fn from_templates(
     budget: &mut Budget,
 ) -> Result<Decision, VmError> {
     let kind = winners[0].1.kind;
-    let mut codes = Vec::new();
-    let mut reasons: Vec<String> = Vec::new();
-    let mut refs = Vec::new();
+    let mut codes = Vec::with_capacity(winners.len());
+    // Borrowed from the templates: the text is built once, below.
+    let mut reasons: Vec<Cow<'_, str>> = Vec::with_capacity(winners.len());
+    let mut refs = Vec::with_capacity(winners.len());
     for (rule, t) in winners {
         if let Some(c) = &t.code {
             push_unique(&mut codes, c);
         }
-        match (&t.reasoning, rule) {
-            (Some(r), _) => push_unique(&mut reasons, r),
-            (None, Some(rule)) => push_unique(&mut reasons, &format!("rule {} fired", rule.name)),
-            (None, None) => {}
+        let reason = match (&t.reasoning, rule) {
+            (Some(r), _) => Some(Cow::Borrowed(&**r)),
+            (None, Some(rule)) => Some(Cow::Owned(format!("rule {} fired", rule.name))),
+            (None, None) => None,
+        };
+        if let Some(reason) = reason.filter(|r| !reasons.contains(r)) {
+            reasons.push(reason);
         }
         if let Some(rule) = rule {
             refs.push((rule.module.clone(), rule.name.clone()));
         }
     }
-    let reasoning = if reasons.is_empty() {
-        match kind {
+    let reasoning = match reasons.len() {
+        0 => match kind {
             DecisionKind::Allow if refs.is_empty() => {
                 Some("allowed by the policy's default".to_string())
             }
             _ => Some(format!("{} by the policy", kind.past_tense())),
-        }
-    } else {
-        Some(reasons.join("; "))
+        },
+        1 => reasons.pop().map(Cow::into_owned),
+        _ => Some(reasons.join("; ")),
     };
     let mut d = Decision {
         kind,
@@ -384,7 +390,7 @@ fn from_templates(
                 .approver
                 .clone()
                 .unwrap_or((ApproverKind::Human, "default".into()));
-            d.ask = Some(AskDetails {
+            d.ask = Some(Box::new(AskDetails {
                 approver: Approver {
                     kind: match akind {
                         ApproverKind::Human => ApproverType::Human,
@@ -415,7 +421,7 @@ fn from_templates(
                     .find_map(|(_, t)| t.extend)
                     .and_then(|scope| {
                         let payload = env.payload;
-                        let tool = payload.pointer("/tool/name").and_then(Value::as_str)?;
+                        let tool = crate::acs::fields::tool_name(payload)?;
                         let mut cap = Map::new();
                         cap.insert("tool".into(), Value::String(tool.into()));
                         if let Some(op) = payload.get("operation").and_then(Value::as_str) {
@@ -430,7 +436,7 @@ fn from_templates(
                             provenance: None,
                         })
                     }),
-            });
+            }));
         }
         DecisionKind::Defer => {
             // Any winner that falls back to deny makes the whole deferral fall back to deny.
@@ -463,7 +469,7 @@ fn from_templates(
             });
         }
         DecisionKind::Modify => match merge_modifications(winners, env, budget)? {
-            Ok(m) => d.modifications = Some(m),
+            Ok(m) => d.modifications = Some(Box::new(m)),
             Err(why) => {
                 let mut deny = Decision::simple(
                     DecisionKind::Deny,

@@ -159,7 +159,11 @@ fn run_step(
                 state.apply_taint(program, changes);
                 return Ok(Some(decision));
             }
-            Ok(decision) => (decision, draft.into_changes()),
+            // A step that does not go ahead changes nothing: its changes are not even built.
+            Ok(decision) if decision.as_ref().is_none_or(Decision::proceeds) => {
+                (decision, Some(draft.into_changes()))
+            }
+            Ok(decision) => (decision, None),
             Err(e) => {
                 // The step's content enters with its labels whatever happened (fail closed).
                 let changes = draft.into_taint_changes();
@@ -171,7 +175,7 @@ fn run_step(
             }
         }
     };
-    if decision.as_ref().is_none_or(Decision::proceeds) {
+    if let Some(changes) = changes {
         state.apply(program, changes);
     }
     if let Some(note) = decision.as_ref().and_then(|d| d.approval.as_ref()) {
@@ -192,7 +196,7 @@ fn decide_in_draft(
 ) -> Result<Decision, VmError> {
     // A call of a declared tool must match its declaration (docs/language.md §5).
     if hook.method == "steps/toolCallRequest" {
-        let tool = ev.payload.pointer("/tool/name").and_then(Value::as_str);
+        let tool = fields::tool_name(ev.payload);
         if let Some((name, spec)) = tool.and_then(|t| program.tools.get_key_value(t)) {
             if let Err(why) = spec.check_call(name, ev.payload.get("arguments")) {
                 return Ok(Decision::simple(DecisionKind::Deny, BAD_ARGUMENTS, why));
@@ -209,11 +213,7 @@ fn decide_in_draft(
         }
     }
     step_code::effect_keys(program, draft, ev, budget)?;
-    let tool = ev
-        .payload
-        .get("tool")
-        .and_then(|t| t.get("name"))
-        .and_then(Value::as_str);
+    let tool = fields::tool_name(ev.payload);
     let mut fired = Vec::new();
     let mut traces = Vec::new();
     let rego_cache = vm::RegoCache::default();
@@ -227,11 +227,12 @@ fn decide_in_draft(
         };
         let mut ids = program.rules_for(hook.method, tool);
         if let Some(method) = ev.wrapped_method {
-            ids.extend(program.rules_for(method, tool));
+            let ids = ids.to_mut();
+            ids.extend_from_slice(&program.rules_for(method, tool));
             ids.sort_unstable();
             ids.dedup();
         }
-        for id in ids {
+        for &id in ids.iter() {
             let rule = &program.rules[id as usize];
             let mut obs = Vec::new();
             let result = vm::run(&env, &rule.code, budget, explain.then_some(&mut obs))

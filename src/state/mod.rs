@@ -938,8 +938,7 @@ impl<'a> Draft<'a> {
         let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else {
             // A provenance without an id is not in the graph: read it as it stands (its origin
             // and parents), as it would have been had it had an id.
-            let parents: Vec<&str> = prov
-                .get("derived_from")
+            let parents: Vec<&str> = fields::member(prov, "derived_from")
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
@@ -1033,7 +1032,7 @@ impl<'a> Draft<'a> {
         let Some(id) = ids::uuid_bits(ev.request_id) else {
             return;
         };
-        let tool = ev.payload.pointer("/tool/name").and_then(Value::as_str);
+        let tool = fields::tool_name(ev.payload);
         let Some(args) = ev.payload.get("arguments").and_then(Value::as_object) else {
             return;
         };
@@ -1063,16 +1062,14 @@ impl<'a> Draft<'a> {
     }
 
     fn track_turn(&mut self, ev: &Event<'_>) {
-        let turn_id = ev
-            .metadata
-            .get("turn_id")
+        let turn_id = fields::member(ev.metadata, "turn_id")
             .and_then(Value::as_str)
             .or_else(|| {
                 (ev.method == "steps/turnStart")
-                    .then(|| ev.payload.get("turn_id").and_then(Value::as_str))
+                    .then(|| fields::member(ev.payload, "turn_id").and_then(Value::as_str))
                     .flatten()
             });
-        let parent = ev.metadata.get("parent_turn_id").and_then(Value::as_str);
+        let parent = fields::member(ev.metadata, "parent_turn_id").and_then(Value::as_str);
         let Some(turn_id) = turn_id else {
             if ev.method == "steps/turnStart" {
                 self.next_turn();
@@ -1128,7 +1125,7 @@ impl<'a> Draft<'a> {
         };
         let mut step = 0u64;
         for prov in found {
-            let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else {
+            let Some(id) = fields::member(prov, "provenance_id").and_then(Value::as_str) else {
                 continue;
             };
             if let Some(n) = self.node(id) {
@@ -1137,8 +1134,7 @@ impl<'a> Draft<'a> {
                 step |= n.labels;
                 continue;
             }
-            let parents: Vec<&str> = prov
-                .get("derived_from")
+            let parents: Vec<&str> = fields::member(prov, "derived_from")
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
@@ -1261,7 +1257,9 @@ impl<'a> Draft<'a> {
     }
 
     fn make_node(&self, program: &Program, prov: &Value, parents: &[&str], extra: u64) -> Node {
-        let origin = prov.get("origin").and_then(Value::as_str).unwrap_or("");
+        let origin = fields::member(prov, "origin")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         // A label condition that cannot finish leaves the node with the labels of unknown
         // lineage.
         let own = (self.own_labels)(program, self, prov).unwrap_or(program.unknown_labels);

@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::rc::Rc;
 
 use serde_json::Value;
+use smallvec::SmallVec;
 
 pub use facts::{Facts, Node};
 pub use trace::{Observation, Operand, Probe};
@@ -186,8 +187,9 @@ pub fn run<'a>(
     trace: Option<&mut Vec<Observation>>,
 ) -> Result<Val<'a>, VmError> {
     let program: &'a Program = env.program;
-    let mut stack: Vec<Val<'a>> = Vec::with_capacity(16);
-    let mut vars: Vec<Val<'a>> = vec![Val::Undef; code.vars as usize];
+    // Inline up to these sizes (most rules and labels): no allocation per run.
+    let mut stack: SmallVec<[Val<'a>; 16]> = SmallVec::new();
+    let mut vars: SmallVec<[Val<'a>; 8]> = smallvec::smallvec![Val::Undef; code.vars as usize];
     let mut iters: Vec<Iter<'a>> = Vec::new();
     let mut pc = 0usize;
     let mut tracer = trace.map(trace::Tracer::new);
@@ -517,7 +519,7 @@ pub fn run<'a>(
                 if stack.len() < n {
                     return Err(VmError::Malformed(pc));
                 }
-                let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
+                let args: Vec<Val<'a>> = stack.drain(stack.len() - n..).collect();
                 let r = typed!(builtins::call(b, &args));
                 traced_call!(r, stack.len(), &args);
                 stack.push(r);
@@ -595,7 +597,7 @@ pub fn run<'a>(
                     return Err(VmError::Malformed(pc));
                 }
                 let input = if with_input { Some(pop!()) } else { None };
-                let args: Vec<Val<'a>> = stack.split_off(stack.len() - n);
+                let args: Vec<Val<'a>> = stack.drain(stack.len() - n..).collect();
                 // An undefined argument, or an undefined element of a list in one, makes the
                 // call undefined, as in Rego.
                 let json = args
@@ -631,7 +633,7 @@ pub fn run<'a>(
                 if stack.len() < n {
                     return Err(VmError::Malformed(pc));
                 }
-                let values = stack.split_off(stack.len() - n);
+                let values: Vec<Val<'a>> = stack.drain(stack.len() - n..).collect();
                 let mut map = serde_json::Map::new();
                 let mut defined = true;
                 for (key, v) in keys.iter().zip(&values) {
@@ -666,7 +668,7 @@ pub fn run<'a>(
                 if stack.len() < n {
                     return Err(VmError::Malformed(pc));
                 }
-                let items = stack.split_off(stack.len() - n);
+                let items: Vec<Val<'a>> = stack.drain(stack.len() - n..).collect();
                 stack.push(Val::List(Rc::new(items)));
             }
             Op::Links => {
@@ -684,7 +686,7 @@ pub fn run<'a>(
                 let name = pop!();
                 let r = match &name {
                     Val::Str(arg) => {
-                        let tool = env.payload.pointer("/tool/name").and_then(Value::as_str);
+                        let tool = crate::acs::fields::tool_name(env.payload);
                         Val::Str(Cow::Borrowed(program.argument_role(tool, arg)))
                     }
                     Val::Undef => Val::Undef,

@@ -206,7 +206,9 @@ impl<'a> Val<'a> {
             Val::Owned(v) if v.as_object().is_some_and(|m| implicit_provenance(m, key)) => {
                 Ok(Val::Json(&IMPLICIT_PROVENANCE))
             }
-            Val::Json(Value::Object(m)) => Ok(m.get(key).map_or(Val::Undef, Val::from_json)),
+            Val::Json(Value::Object(m)) => {
+                Ok(crate::acs::fields::map_member(m, key).map_or(Val::Undef, Val::from_json))
+            }
             Val::Const(c) => {
                 let c: &'a Const = c;
                 match c {
@@ -505,7 +507,8 @@ static IMPLICIT_PROVENANCE: std::sync::LazyLock<Value> =
     std::sync::LazyLock::new(|| serde_json::json!({"origin": "agent_generated"}));
 
 fn implicit_provenance(m: &serde_json::Map<String, Value>, key: &str) -> bool {
-    key == "provenance" && m.contains_key("value") && !m.contains_key("provenance")
+    use crate::acs::fields::map_member;
+    key == "provenance" && map_member(m, "value").is_some() && map_member(m, "provenance").is_none()
 }
 
 fn not_collection(v: &Val<'_>) -> TypeError {
