@@ -199,14 +199,35 @@ pub fn entry_hash(entry: &Value, previous_hash: Option<&str>) -> Result<String, 
     Ok(entry_hash_raw(entry, prev.as_ref()))
 }
 
+/// [`entry_hash`] of an entry held as a map (the chain's own entries), without copying it.
+pub fn entry_hash_of_map(
+    entry: &Map<String, Value>,
+    previous_hash: Option<&str>,
+) -> Result<String, InvalidHash> {
+    let prev = match previous_hash {
+        None => None,
+        Some(h) => Some(parse_hash(h).ok_or_else(|| InvalidHash(h.to_owned()))?),
+    };
+    Ok(hash_content(
+        &jcs::object_without(entry, &HASH_FIELDS),
+        prev.as_ref(),
+    ))
+}
+
+/// The members an entry's hash does not cover: the hashes themselves.
+const HASH_FIELDS: [&str; 2] = ["entry_hash", "previous_hash"];
+
 fn entry_hash_raw(entry: &Value, prev: Option<&[u8; 32]>) -> String {
-    let mut content = entry.clone();
-    if let Value::Object(m) = &mut content {
-        m.shift_remove("entry_hash");
-        m.shift_remove("previous_hash");
-    }
+    let content = match entry {
+        Value::Object(m) => jcs::object_without(m, &HASH_FIELDS),
+        other => jcs::to_vec(other),
+    };
+    hash_content(&content, prev)
+}
+
+fn hash_content(content: &[u8], prev: Option<&[u8; 32]>) -> String {
     let mut h = Sha256::new();
-    h.update(jcs::to_vec(&content));
+    h.update(content);
     if let Some(p) = prev {
         h.update(p);
     }

@@ -45,8 +45,24 @@ fn write_value(out: &mut String, v: &Value) {
     }
 }
 
+/// The canonical form of the object `map` without its members named in `skip`, as UTF-8
+/// bytes: what a chain entry's hash covers, computed without copying the entry.
+pub fn object_without(map: &Map<String, Value>, skip: &[&str]) -> Vec<u8> {
+    let mut out = String::new();
+    write_members(
+        &mut out,
+        map.iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .collect(),
+    );
+    out.into_bytes()
+}
+
 fn write_object(out: &mut String, map: &Map<String, Value>) {
-    let mut members: Vec<(&String, &Value)> = map.iter().collect();
+    write_members(out, map.iter().collect());
+}
+
+fn write_members(out: &mut String, mut members: Vec<(&String, &Value)>) {
     members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
     out.push('{');
     for (i, (k, v)) in members.into_iter().enumerate() {

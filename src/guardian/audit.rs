@@ -26,9 +26,8 @@ impl Chain {
     /// Seals `entry` onto the chain: sets `previous_hash` and `entry_hash`, moves the head.
     pub fn append(&mut self, mut entry: Map<String, Value>) -> Value {
         let prev = self.head.clone();
-        let content = Value::Object(entry.clone());
         // The head is always a hash this chain computed, so it parses.
-        let hash = crypto::entry_hash(&content, prev.as_deref()).unwrap_or_default();
+        let hash = crypto::entry_hash_of_map(&entry, prev.as_deref()).unwrap_or_default();
         entry.insert(
             "previous_hash".into(),
             prev.map(Value::String).unwrap_or(Value::Null),
