@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use serve_common::{tmp, Server, WAIT};
+use serve_common::{free_port, tmp, Server, WAIT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_warden");
 
@@ -100,15 +100,6 @@ fn decisions(dir: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// A loopback port nothing listens on (just released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `warden serve --listen 127.0.0.1:PORT` (a fixed port, so it can be down and then up at the

@@ -15,14 +15,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pg_common::*;
 use serde_json::Value;
 use serve_common::*;
 use warden::acs::time;
-use warden::guardian::journal::{Claim, Journal, Record, LEASE_LOST};
+use warden::guardian::journal::{Claim, Journal, LEASE_LOST};
 use warden::server::pg::{Fleet, PgStore};
 
 const SESSIONS: u64 = 12;
@@ -33,19 +32,18 @@ const N: u64 = 26;
 const HALF: u64 = 10;
 const LEASE_MS: u64 = 1200;
 
+/// Guardian `name` of the fleet on the database at `url`, with leases of `LEASE_MS`.
 fn guardian(policy: &Path, url: &str, name: &str) -> Server {
-    Server::start(&[
-        "--policy",
-        &policy.display().to_string(),
-        "--state",
+    serve_policy(
+        policy,
         url,
-        "--skew-window-ms",
-        "3600000",
-        "--guardian-id",
-        name,
-        "--lease-ms",
-        &LEASE_MS.to_string(),
-    ])
+        &["--guardian-id", name, "--lease-ms", &LEASE_MS.to_string()],
+    )
+}
+
+/// One Guardian on the embedded store in the folder `state`, for the uninterrupted run.
+fn reference_guardian(policy: &Path, state: &Path) -> Server {
+    serve_policy(policy, &state.display().to_string(), &[])
 }
 
 fn post(addr: &str, s: u64, i: u64, ts: &str) -> Value {
@@ -66,37 +64,22 @@ fn post_until_held(addr: &str, s: u64, i: u64, ts: &str) -> Value {
         if !lease_held(&r) || Instant::now() >= deadline {
             return r;
         }
-        let wait = r["error"]["data"]["retry_after_ms"].as_u64().unwrap_or(100);
-        std::thread::sleep(Duration::from_millis(wait.clamp(20, 300)));
+        wait_as_told(&r);
     }
 }
 
-/// Each session's chain length and head, every chain verified.
-fn heads(records: &[Record]) -> HashMap<String, (usize, String)> {
-    warden::guardian::journal::chains(records)
-        .into_iter()
-        .map(|(s, entries)| {
-            warden::acs::crypto::verify_chain(&entries)
-                .unwrap_or_else(|e| panic!("chain of {s}: {e}"));
-            let head = entries.last().unwrap()["entry_hash"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            (s, (entries.len(), head))
-        })
-        .collect()
+/// Sleeps as long as a lease-held answer `r` says to before a retry (kept to 20-300 ms).
+fn wait_as_told(r: &Value) {
+    let wait = r["error"]["data"]["retry_after_ms"].as_u64().unwrap_or(100);
+    std::thread::sleep(Duration::from_millis(wait.clamp(20, 300)));
 }
 
-fn warden(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        read_all(&out.stdout[..]),
-        read_all(&out.stderr[..]),
-    )
+/// The session a request is for.
+fn session_id(req: &Value) -> String {
+    req["params"]["metadata"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn signal(server: &Server, sig: &str) {
@@ -121,37 +104,41 @@ fn run(addr: &str, sessions: &[u64], from: u64, to: u64, ts: &str) -> Outcomes {
     out
 }
 
+/// Drives each `(guardian, sessions)` of `plan` on `addrs[guardian]` from step `from` to step
+/// `to` (exclusive), the Guardians at once.
+fn run_plan(
+    addrs: &[String],
+    plan: &[(usize, Vec<u64>)],
+    from: u64,
+    to: u64,
+    ts: &str,
+) -> Outcomes {
+    let mut out = Outcomes::new();
+    std::thread::scope(|scope| {
+        let hs: Vec<_> = plan
+            .iter()
+            .map(|(g, sessions)| {
+                let addr = &addrs[*g];
+                scope.spawn(move || run(addr, sessions, from, to, ts))
+            })
+            .collect();
+        for h in hs {
+            out.extend(h.join().unwrap());
+        }
+    });
+    out
+}
+
 #[test]
 fn sessions_move_to_another_guardian_when_theirs_is_killed() {
     let Some(server) = server_url() else { return };
-    let db = Db::create(&server, "fleet");
-    let dir = tmp("pg-fleet");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, dir, policy } = Scratch::new(&server, "fleet", POLICY);
     let ts = time::now_rfc3339_ms();
 
     // One Guardian's uninterrupted run, on the embedded store.
     let reference_state = dir.join("reference");
-    let srv = Server::start(&[
-        "--policy",
-        &policy.display().to_string(),
-        "--state",
-        &reference_state.display().to_string(),
-        "--skew-window-ms",
-        "3600000",
-    ]);
-    let zero = vec![0u64; SESSIONS as usize];
-    let (reference, done) = drive(
-        &srv.addr,
-        &ts,
-        &zero,
-        &Arc::new(AtomicU64::new(0)),
-        SESSIONS,
-        4,
-        N,
-    );
-    assert!(done.iter().all(|i| *i == N));
-    drop(srv);
+    let srv = reference_guardian(&policy, &reference_state);
+    let reference = reference_run(srv, &ts, SESSIONS, 4, N);
     // The taint rule denies step 10 of the odd sessions (`send` right after the untrusted
     // result of step 9): what the takeover must carry over.
     assert_eq!(reference[&(3, HALF)]["result"]["decision"], "deny");
@@ -168,18 +155,8 @@ fn sessions_move_to_another_guardian_when_theirs_is_killed() {
         .map(|g| g.as_ref().unwrap().addr.clone())
         .collect();
     let home = |g: u64| -> Vec<u64> { (0..SESSIONS).filter(|s| s % 3 == g).collect() };
-    let mut acked = Outcomes::new();
-    std::thread::scope(|scope| {
-        let hs: Vec<_> = (0..3u64)
-            .map(|g| {
-                let (addr, ts) = (&addrs[g as usize], &ts);
-                scope.spawn(move || run(addr, &home(g), 0, HALF, ts))
-            })
-            .collect();
-        for h in hs {
-            acked.extend(h.join().unwrap());
-        }
-    });
+    let at_first = [(0usize, home(0)), (1, home(1)), (2, home(2))];
+    let mut acked = run_plan(&addrs, &at_first, 0, HALF, &ts);
 
     // A request for a session A holds, sent to B: refused with the holder named, and
     // nothing decided (so the retry on A below is decided as usual).
@@ -203,18 +180,7 @@ fn sessions_move_to_another_guardian_when_theirs_is_killed() {
         "the takeover waited {took:?}"
     );
     let plan = [(1usize, moved.clone()), (1, home(1)), (2, home(2))];
-    std::thread::scope(|scope| {
-        let hs: Vec<_> = plan
-            .iter()
-            .map(|(g, sessions)| {
-                let (addr, ts) = (&addrs[*g], &ts);
-                scope.spawn(move || run(addr, sessions, HALF, N, ts))
-            })
-            .collect();
-        for h in hs {
-            acked.extend(h.join().unwrap());
-        }
-    });
+    acked.extend(run_plan(&addrs, &plan, HALF, N, &ts));
 
     // Every decision is the uninterrupted run's, chain hashes included; the taint rule fired
     // on B for the odd sessions A started.
@@ -234,11 +200,8 @@ fn sessions_move_to_another_guardian_when_theirs_is_killed() {
         );
     }
     // Every chain verifies, and ends where the uninterrupted run's ends.
-    let pg = warden::server::backend::read(Path::new(&db.url)).unwrap();
-    let folder = warden::server::backend::read(&reference_state).unwrap();
-    assert_eq!(heads(&pg), heads(&folder));
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_chains_match(&db.url, &reference_state);
+    let out = assert_audit_verifies(&db.url);
     assert!(
         out.contains(&format!("ok: {SESSIONS} session chain(s)")),
         "{out}"
@@ -261,10 +224,7 @@ fn sessions_move_to_another_guardian_when_theirs_is_killed() {
 #[test]
 fn a_paused_guardian_cannot_commit_for_a_session_another_took() {
     let Some(server) = server_url() else { return };
-    let db = Db::create(&server, "fleet_pause");
-    let dir = tmp("pg-fleet-pause");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, policy, .. } = Scratch::new(&server, "fleet_pause", POLICY);
     let ts = time::now_rfc3339_ms();
     let a = guardian(&policy, &db.url, "A");
     let b = guardian(&policy, &db.url, "B");
@@ -301,17 +261,34 @@ fn a_paused_guardian_cannot_commit_for_a_session_another_took() {
     assert_eq!(n, 7, "handshake and steps 1 to 6, once each");
     drop(a);
     drop(b);
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_audit_verifies(&db.url);
 }
 
-fn step(session: &str, at_ms: i64) -> Record {
-    Record::Sealed {
-        session: session.into(),
-        agent: None,
-        at_ms,
-        labels: 0,
-        entries: Vec::new(),
+/// The store as Guardian `name` sees it, with leases of `lease_ms`.
+fn store_as(url: &str, name: &str, lease_ms: u64) -> PgStore {
+    PgStore::open_as(
+        url,
+        Fleet {
+            guardian: name.into(),
+            lease: Duration::from_millis(lease_ms),
+        },
+    )
+    .unwrap()
+}
+
+/// Ends `session`'s lease in the database now, whoever holds it (a partition, as the database
+/// sees it).
+fn expire_lease(db: &Db, session: &str) {
+    db.sql(&format!(
+        "UPDATE warden_lease SET expires = now() - interval '1 second' WHERE session = '{session}'"
+    ));
+}
+
+/// Asserts that a claim found the session held by Guardian `holder`.
+fn assert_held_by(claim: Claim, holder: &str) {
+    match claim {
+        Claim::Busy { holder: h, .. } => assert_eq!(h, holder),
+        other => panic!("expected {holder} to hold the lease: {other:?}"),
     }
 }
 
@@ -319,51 +296,33 @@ fn step(session: &str, at_ms: i64) -> Record {
 fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() {
     let Some(server) = server_url() else { return };
     let db = Db::create(&server, "fleet_fence");
-    let open = |name: &str, ms: u64| {
-        PgStore::open_as(
-            &db.url,
-            Fleet {
-                guardian: name.into(),
-                lease: Duration::from_millis(ms),
-            },
-        )
-        .unwrap()
-    };
+    let open = |name: &str, ms: u64| store_as(&db.url, name, ms);
     // Renewed while its Guardian lives, well past one lease.
     {
         let r = open("R", 300);
         let other = open("O", 300);
         assert!(matches!(r.claim("r"), Claim::Taken { .. }));
         std::thread::sleep(Duration::from_millis(900));
-        match other.claim("r") {
-            Claim::Busy { holder, .. } => assert_eq!(holder, "R"),
-            other => panic!("R's lease was not renewed: {other:?}"),
-        }
+        assert_held_by(other.claim("r"), "R");
     }
     // Long leases from here, so no renewal runs between the test's steps.
     let a = open("A", 60_000);
     let b = open("B", 60_000);
     assert_eq!(a.claim("s"), Claim::Taken { token: 1 });
     assert_eq!(a.claim("s"), Claim::Held { token: Some(1) });
-    a.append(vec![step("s", 1)]).unwrap();
-    match b.claim("s") {
-        Claim::Busy { holder, .. } => assert_eq!(holder, "A"),
-        other => panic!("{other:?}"),
-    }
+    a.append(vec![sealed("s", 1)]).unwrap();
+    assert_held_by(b.claim("s"), "A");
     // A partition: A's lease runs out in the database while A still believes it holds it.
-    db.sql("UPDATE warden_lease SET expires = now() - interval '1 second' WHERE session = 's'");
+    expire_lease(&db, "s");
     assert_eq!(b.claim("s"), Claim::Taken { token: 2 });
-    let e = a.submit(vec![step("s", 2)]).wait().unwrap_err();
+    let e = a.submit(vec![sealed("s", 2)]).wait().unwrap_err();
     assert!(e.starts_with(LEASE_LOST), "{e}");
     // A knows now: the session is B's.
-    match a.claim("s") {
-        Claim::Busy { holder, .. } => assert_eq!(holder, "B"),
-        other => panic!("{other:?}"),
-    }
-    b.append(vec![step("s", 3)]).unwrap();
+    assert_held_by(a.claim("s"), "B");
+    b.append(vec![sealed("s", 3)]).unwrap();
     // A's other sessions commit as before.
-    a.append(vec![step("t", 4)]).unwrap();
-    assert_eq!(b.records_of("s").unwrap(), [step("s", 1), step("s", 3)]);
+    a.append(vec![sealed("t", 4)]).unwrap();
+    assert_eq!(b.records_of("s").unwrap(), [sealed("s", 1), sealed("s", 3)]);
     let tokens: Vec<i64> = db
         .sql("SELECT token FROM warden_lease WHERE session = 's'")
         .iter()
@@ -372,14 +331,17 @@ fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() 
     assert_eq!(tokens, [2], "one takeover, one new token");
     // B's lease runs out in turn and A takes the session back (token 3): a decision A made on
     // its copy from before (token 1) still cannot commit; one made under token 3 can.
-    db.sql("UPDATE warden_lease SET expires = now() - interval '1 second' WHERE session = 's'");
+    expire_lease(&db, "s");
     assert_eq!(a.claim("s"), Claim::Taken { token: 3 });
-    let e = a.submit_as(vec![step("s", 5)], Some(1)).wait().unwrap_err();
+    let e = a
+        .submit_as(vec![sealed("s", 5)], Some(1))
+        .wait()
+        .unwrap_err();
     assert!(e.starts_with(LEASE_LOST), "{e}");
-    a.submit_as(vec![step("s", 6)], Some(3)).wait().unwrap();
+    a.submit_as(vec![sealed("s", 6)], Some(3)).wait().unwrap();
     assert_eq!(
         b.records_of("s").unwrap(),
-        [step("s", 1), step("s", 3), step("s", 6)]
+        [sealed("s", 1), sealed("s", 3), sealed("s", 6)]
     );
     // A clean stop lets A's leases go at once.
     drop(a);
@@ -406,12 +368,11 @@ fn haproxy_binary() -> Option<String> {
     None
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The PostgreSQL server's URL and HAProxy's binary, or `None` after saying why the test is
+/// skipped.
+fn postgres_and_haproxy() -> Option<(String, String)> {
+    let server = server_url()?;
+    Some((server, haproxy_binary()?))
 }
 
 /// A running `haproxy -db` with examples/fleet/haproxy.cfg, stopped when dropped.
@@ -496,11 +457,7 @@ fn through_lb(
 ) -> (Value, bool) {
     use std::sync::atomic::Ordering;
     let req = stream_request(s, i, LB_N, ts);
-    let sid = req["params"]["metadata"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let header = format!("ACS-Session-Id: {sid}\r\n");
+    let header = format!("ACS-Session-Id: {}\r\n", session_id(&req));
     let body = serde_json::to_vec(&req).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut resent = false;
@@ -511,8 +468,7 @@ fn through_lb(
                 if !killed.load(Ordering::SeqCst) {
                     misrouted.fetch_add(1, Ordering::SeqCst);
                 }
-                let wait = v["error"]["data"]["retry_after_ms"].as_u64().unwrap_or(100);
-                std::thread::sleep(Duration::from_millis(wait.clamp(20, 300)));
+                wait_as_told(&v);
             }
             Ok((_, v)) if v.get("jsonrpc").is_some() => return (v, resent),
             // The balancer's own error page (no Guardian reachable yet), or a connection cut
@@ -531,36 +487,15 @@ const LB_N: u64 = 20;
 #[test]
 fn two_guardians_behind_haproxy_keep_every_session_when_one_is_killed() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let Some(server) = server_url() else { return };
-    let Some(haproxy) = haproxy_binary() else {
+    let Some((server, haproxy)) = postgres_and_haproxy() else {
         return;
     };
-    let db = Db::create(&server, "fleet_lb");
-    let dir = tmp("pg-fleet-lb");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, dir, policy } = Scratch::new(&server, "fleet_lb", POLICY);
     let ts = time::now_rfc3339_ms();
 
     let reference_state = dir.join("reference");
-    let srv = Server::start(&[
-        "--policy",
-        &policy.display().to_string(),
-        "--state",
-        &reference_state.display().to_string(),
-        "--skew-window-ms",
-        "3600000",
-    ]);
-    let zero = vec![0u64; LB_SESSIONS as usize];
-    let (reference, _) = drive(
-        &srv.addr,
-        &ts,
-        &zero,
-        &Arc::new(AtomicU64::new(0)),
-        LB_SESSIONS,
-        4,
-        LB_N,
-    );
-    drop(srv);
+    let srv = reference_guardian(&policy, &reference_state);
+    let reference = reference_run(srv, &ts, LB_SESSIONS, 4, LB_N);
 
     let a = guardian(&policy, &db.url, "A");
     let b = guardian(&policy, &db.url, "B");
@@ -617,9 +552,7 @@ fn two_guardians_behind_haproxy_keep_every_session_when_one_is_killed() {
         );
     }
     assert!(lost <= 4, "at most one in flight per client");
-    let pg = warden::server::backend::read(Path::new(&db.url)).unwrap();
-    let folder = warden::server::backend::read(&reference_state).unwrap();
-    assert_eq!(heads(&pg), heads(&folder));
+    assert_chains_match(&db.url, &reference_state);
     // Both Guardians had sessions; A's moved to B with new tokens.
     let rows = db.sql("SELECT guardian, token FROM warden_lease");
     let moved = rows.iter().filter(|r| r.get::<_, i64>(1) > 1).count();
@@ -627,18 +560,15 @@ fn two_guardians_behind_haproxy_keep_every_session_when_one_is_killed() {
     assert!(moved > 0 && stayed > 0, "moved {moved}, stayed {stayed}");
     assert!(rows.iter().all(|r| r.get::<_, String>(0) == "B"));
     drop(b);
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_audit_verifies(&db.url);
     eprintln!("haproxy: {moved} sessions moved from A to B, {stayed} stayed, {lost} answers lost in the kill");
 }
 
 #[test]
 fn a_guardian_with_another_policy_says_so_in_the_chain_of_a_session_it_takes_over() {
     let Some(server) = server_url() else { return };
-    let db = Db::create(&server, "fleet_policy");
-    let dir = tmp("pg-fleet-policy");
-    let (old, new) = (dir.join("old.ward"), dir.join("new.ward"));
-    std::fs::write(&old, POLICY).unwrap();
+    let Scratch { db, dir, policy } = Scratch::new(&server, "fleet_policy", POLICY);
+    let (old, new) = (policy, dir.join("new.ward"));
     let newer = POLICY.replace(
         "default allow",
         "rule never on toolCallRequest\n  when tool.name == \"nothing\"\n  => deny \"never\": \"never\"\n\ndefault allow",
@@ -678,24 +608,12 @@ fn fleet_throughput() {
     const HOOKS: u64 = 60;
     const CONNS: u64 = 32;
     for k in 1..=3u64 {
-        let db = Db::create(&server, &format!("fleet_tp{k}"));
-        let dir = tmp("pg-fleet-tp");
-        let policy = dir.join("p.ward");
-        std::fs::write(&policy, POLICY).unwrap();
+        let Scratch { db, policy, .. } = Scratch::new(&server, &format!("fleet_tp{k}"), POLICY);
         let guardians: Vec<Server> = (0..k)
             .map(|g| {
-                Server::start(&[
-                    "--policy",
-                    &policy.display().to_string(),
-                    "--state",
-                    &db.url,
-                    "--skew-window-ms",
-                    "3600000",
-                    "--guardian-id",
-                    &format!("g{g}"),
-                    "--max-connections-per-peer",
-                    "1000",
-                ])
+                let id = format!("g{g}");
+                let extra = ["--guardian-id", &id, "--max-connections-per-peer", "1000"];
+                serve_policy(&policy, &db.url, &extra)
             })
             .collect();
         let addrs: Vec<String> = guardians.iter().map(|g| g.addr.clone()).collect();
@@ -739,21 +657,11 @@ fn fleet_throughput() {
 #[test]
 fn a_guardian_joining_a_busy_database_reads_none_of_its_sessions_at_start() {
     let Some(server) = server_url() else { return };
-    let db = Db::create(&server, "fleet_lazy");
-    let dir = tmp("pg-fleet-lazy");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, dir, policy } = Scratch::new(&server, "fleet_lazy", POLICY);
     let ts = time::now_rfc3339_ms();
     let sessions: Vec<u64> = (0..8).collect();
     // One Guardian's uninterrupted run, on the embedded store.
-    let srv = Server::start(&[
-        "--policy",
-        &policy.display().to_string(),
-        "--state",
-        &dir.join("reference").display().to_string(),
-        "--skew-window-ms",
-        "3600000",
-    ]);
+    let srv = reference_guardian(&policy, &dir.join("reference"));
     let reference = run(&srv.addr, &sessions, 0, HALF + 1, &ts);
     drop(srv);
     let a = guardian(&policy, &db.url, "A");
@@ -786,20 +694,15 @@ fn a_guardian_joining_a_busy_database_reads_none_of_its_sessions_at_start() {
         assert_eq!(outcome(&r), outcome(&reference[&(*s, HALF)]), "session {s}");
     }
     drop(b);
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_audit_verifies(&db.url);
 }
 
 #[test]
 fn a_lease_held_answer_is_a_503_the_balancer_retries_on_the_holder() {
-    let Some(server) = server_url() else { return };
-    let Some(haproxy) = haproxy_binary() else {
+    let Some((server, haproxy)) = postgres_and_haproxy() else {
         return;
     };
-    let db = Db::create(&server, "fleet_503");
-    let dir = tmp("pg-fleet-503");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, policy, .. } = Scratch::new(&server, "fleet_503", POLICY);
     let ts = time::now_rfc3339_ms();
     let a = guardian(&policy, &db.url, "A");
     let b = guardian(&policy, &db.url, "B");
@@ -821,11 +724,7 @@ fn a_lease_held_answer_is_a_503_the_balancer_retries_on_the_holder() {
     for i in 3..6 {
         for s in &sessions {
             let req = stream_request(*s, i, N, &ts);
-            let sid = req["params"]["metadata"]["session_id"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            let (status, headers, r) = exchange(&lb, &req, Some(&sid));
+            let (status, headers, r) = exchange(&lb, &req, Some(&session_id(&req)));
             assert_eq!(status, 200, "session {s} step {i}: {r} {headers:?}");
             assert!(r.get("result").is_some(), "session {s} step {i}: {r}");
             assert_eq!(headers["warden-lb-server"], "a", "session {s}");
@@ -913,14 +812,10 @@ fn family(f: u64, ts: &str) -> Vec<(String, Value)> {
 
 #[test]
 fn a_subagent_routed_on_its_family_root_lands_on_its_parents_guardian() {
-    let Some(server) = server_url() else { return };
-    let Some(haproxy) = haproxy_binary() else {
+    let Some((server, haproxy)) = postgres_and_haproxy() else {
         return;
     };
-    let db = Db::create(&server, "fleet_family");
-    let dir = tmp("pg-fleet-family");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, policy, .. } = Scratch::new(&server, "fleet_family", POLICY);
     let ts = time::now_rfc3339_ms();
     let a = guardian(&policy, &db.url, "A");
     let b = guardian(&policy, &db.url, "B");
@@ -963,24 +858,14 @@ fn a_subagent_routed_on_its_family_root_lands_on_its_parents_guardian() {
         assert_eq!(holder(child), holder(parent), "family {f}");
         assert_eq!(holder(parent).to_ascii_lowercase(), on[&f], "family {f}");
     }
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_audit_verifies(&db.url);
 }
 
 #[test]
 fn a_compacted_session_takes_its_lease_row_with_it_under_the_fencing() {
     let Some(server) = server_url() else { return };
     let db = Db::create(&server, "fleet_unlease");
-    let open = |name: &str| {
-        PgStore::open_as(
-            &db.url,
-            Fleet {
-                guardian: name.into(),
-                lease: Duration::from_millis(60_000),
-            },
-        )
-        .unwrap()
-    };
+    let open = |name: &str| store_as(&db.url, name, 60_000);
     let leases = || -> Vec<(String, String)> {
         db.sql("SELECT session, guardian FROM warden_lease ORDER BY session")
             .iter()
@@ -990,23 +875,23 @@ fn a_compacted_session_takes_its_lease_row_with_it_under_the_fencing() {
     let a = open("A");
     let b = open("B");
     for s in ["s", "t", "u"] {
-        a.append(vec![step(s, 1), step(s, 2)]).unwrap();
+        a.append(vec![sealed(s, 1), sealed(s, 2)]).unwrap();
     }
     assert_eq!(leases().len(), 3);
     // Compacting s, in one transaction: its records become the summary and its row goes.
-    assert!(a.compact("s", step("s", 9)).unwrap());
-    assert_eq!(a.records_of("s").unwrap(), [step("s", 9)]);
+    assert!(a.compact("s", sealed("s", 9)).unwrap());
+    assert_eq!(a.records_of("s").unwrap(), [sealed("s", 9)]);
     assert_eq!(
         leases(),
         [("t".into(), "A".into()), ("u".into(), "A".into())]
     );
     // A compaction under a lease another Guardian took is refused whole: t keeps its
     // records and B's row.
-    db.sql("UPDATE warden_lease SET expires = now() - interval '1 second' WHERE session = 't'");
+    expire_lease(&db, "t");
     assert!(matches!(b.claim("t"), Claim::Taken { token: 2 }));
-    let e = a.compact("t", step("t", 9)).unwrap_err();
+    let e = a.compact("t", sealed("t", 9)).unwrap_err();
     assert!(e.starts_with(LEASE_LOST), "{e}");
-    assert_eq!(b.records_of("t").unwrap(), [step("t", 1), step("t", 2)]);
+    assert_eq!(b.records_of("t").unwrap(), [sealed("t", 1), sealed("t", 2)]);
     assert_eq!(
         leases(),
         [("t".into(), "B".into()), ("u".into(), "A".into())]
@@ -1024,10 +909,7 @@ fn a_compacted_session_takes_its_lease_row_with_it_under_the_fencing() {
 #[test]
 fn a_guardian_deletes_the_lease_row_of_a_session_it_compacts() {
     let Some(server) = server_url() else { return };
-    let db = Db::create(&server, "fleet_compact");
-    let dir = tmp("pg-fleet-compact");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, policy, .. } = Scratch::new(&server, "fleet_compact", POLICY);
     // A one-second skew window: an ended session's tombstone leaves memory a second after its
     // end, and the Guardian compacts it then.
     let a = Server::start(&[
@@ -1052,10 +934,7 @@ fn a_guardian_deletes_the_lease_row_of_a_session_it_compacts() {
         }
     }
     // Session 0 ended; session 1 goes on. Session 0's row goes with its records.
-    let ended = stream_request(0, 0, 8, &ts)["params"]["metadata"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ended = session_id(&stream_request(0, 0, 8, &ts));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let kinds: Vec<String> = db
@@ -1075,8 +954,7 @@ fn a_guardian_deletes_the_lease_row_of_a_session_it_compacts() {
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(a);
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_audit_verifies(&db.url);
 }
 
 const ASK_POLICY: &str = r#"
@@ -1092,10 +970,7 @@ fn the_operator_commands_beside_a_live_fleet_leave_a_held_session_to_its_guardia
     use serde_json::json;
     use warden::acs::{envelope, ids};
     let Some(server) = server_url() else { return };
-    let db = Db::create(&server, "fleet_cli");
-    let dir = tmp("pg-fleet-cli");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, ASK_POLICY).unwrap();
+    let Scratch { db, policy, .. } = Scratch::new(&server, "fleet_cli", ASK_POLICY);
     let pol = policy.display().to_string();
     let session = ids::counter(0xabcd, 1);
     let req = |n: u64, id: &str, amount: u32| {
@@ -1133,9 +1008,9 @@ fn the_operator_commands_beside_a_live_fleet_leave_a_held_session_to_its_guardia
         .unwrap();
     assert_eq!(r["result"]["decision"], "allow", "{r}");
     // Listing reads the database without a lease.
-    let (ok, listed, err) = warden(&["approvals", "--state", &db.url, "--policy", &pol]);
+    let (ok, listed, err) = run_warden(&["approvals", "--state", &db.url, "--policy", &pol]);
     assert!(ok && listed.contains("pending"), "{listed}{err}");
-    let (ok, effects, err) = warden(&["effects", "list", "--state", &db.url, "--policy", &pol]);
+    let (ok, effects, err) = run_warden(&["effects", "list", "--state", &db.url, "--policy", &pol]);
     assert!(ok, "{err}");
     let key = effects
         .lines()
@@ -1147,7 +1022,7 @@ fn the_operator_commands_beside_a_live_fleet_leave_a_held_session_to_its_guardia
         .to_string();
     // A grant or a resolution for a session A holds is refused, naming A.
     let ask_id = ids::counter(0xabcd, 101);
-    let (ok, _, err) = warden(&[
+    let (ok, _, err) = run_warden(&[
         "approve", "--state", &db.url, "--policy", &pol, &ask_id, "--as", "finance",
     ]);
     assert!(!ok && err.contains("Guardian \"A\" holds"), "{err}");
@@ -1162,17 +1037,17 @@ fn the_operator_commands_beside_a_live_fleet_leave_a_held_session_to_its_guardia
         &key,
         "committed",
     ];
-    let (ok, _, err) = warden(&resolve);
+    let (ok, _, err) = run_warden(&resolve);
     assert!(!ok && err.contains("Guardian \"A\" holds"), "{err}");
     // A is gone (its lease expires): the commands take the session, and the next Guardian to
     // take it sees what they wrote.
     a.kill9();
     std::thread::sleep(Duration::from_millis(LEASE_MS + 200));
-    let (ok, out, err) = warden(&[
+    let (ok, out, err) = run_warden(&[
         "approve", "--state", &db.url, "--policy", &pol, &ask_id, "--as", "finance",
     ]);
     assert!(ok, "{out}{err}");
-    let (ok, out, err) = warden(&resolve);
+    let (ok, out, err) = run_warden(&resolve);
     assert!(ok && out.contains("-> committed"), "{out}{err}");
     let b = serve("B");
     let r = Conn::open(&b.addr)
@@ -1184,6 +1059,5 @@ fn the_operator_commands_beside_a_live_fleet_leave_a_held_session_to_its_guardia
         "the grant came with the session: {r}"
     );
     drop(b);
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_audit_verifies(&db.url);
 }

@@ -12,9 +12,7 @@
 mod pg_common;
 mod serve_common;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,22 +20,12 @@ use std::time::{Duration, Instant};
 use pg_common::*;
 use serve_common::*;
 use warden::acs::time;
-use warden::guardian::journal::{Journal, Record};
+use warden::guardian::journal::Journal;
 use warden::server::pg::PgStore;
 
 const SESSIONS: u64 = 32;
 const N: u64 = 30;
 const THREADS: u64 = 8;
-
-fn sealed(session: &str, at_ms: i64) -> Record {
-    Record::Sealed {
-        session: session.into(),
-        agent: None,
-        at_ms,
-        labels: 0,
-        entries: Vec::new(),
-    }
-}
 
 #[test]
 fn the_journal_commits_in_groups_reads_back_and_compacts() {
@@ -96,63 +84,21 @@ fn drive(addr: &str, ts: &str, next: &[u64], acked: &Arc<AtomicU64>) -> (Outcome
 }
 
 fn start(policy: &Path, state: &str) -> Server {
-    Server::start(&[
-        "--policy",
-        &policy.display().to_string(),
-        "--state",
-        state,
-        "--skew-window-ms",
-        "3600000",
-        // A restart under the same name takes its sessions' leases back at once.
-        "--guardian-id",
-        "restarted",
-    ])
-}
-
-fn warden(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        read_all(&out.stdout[..]),
-        read_all(&out.stderr[..]),
-    )
-}
-
-/// Each session's chain length and head, every chain verified.
-fn heads(records: &[Record]) -> HashMap<String, (usize, String)> {
-    warden::guardian::journal::chains(records)
-        .into_iter()
-        .map(|(s, entries)| {
-            warden::acs::crypto::verify_chain(&entries)
-                .unwrap_or_else(|e| panic!("chain of {s}: {e}"));
-            let head = entries.last().unwrap()["entry_hash"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            (s, (entries.len(), head))
-        })
-        .collect()
+    // A restart under the same name takes its sessions' leases back at once.
+    serve_policy(policy, state, &["--guardian-id", "restarted"])
 }
 
 #[test]
 fn kill_9_mid_load_then_resume_on_postgres() {
     let Some(server) = server_url() else { return };
-    let db = Db::create(&server, "recovery");
-    let dir = tmp("pg-recovery");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, dir, policy } = Scratch::new(&server, "recovery", POLICY);
     let ts = time::now_rfc3339_ms();
     let zero = vec![0u64; SESSIONS as usize];
 
     // The uninterrupted run, on the embedded store.
     let reference_state: PathBuf = dir.join("reference");
     let srv = start(&policy, &reference_state.display().to_string());
-    let (reference, done) = drive(&srv.addr, &ts, &zero, &Arc::new(AtomicU64::new(0)));
-    assert!(done.iter().all(|i| *i == N));
-    drop(srv);
+    let reference = reference_run(srv, &ts, SESSIONS, THREADS, N);
     assert!(
         reference
             .values()
@@ -223,11 +169,10 @@ fn kill_9_mid_load_then_resume_on_postgres() {
     let (after, done) = drive(&srv.addr, &ts, &next, &Arc::new(AtomicU64::new(0)));
     assert!(done.iter().all(|i| *i == N), "every stream finished");
     // `warden audit` only reads: it works beside the running server (which holds the lock).
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_audit_verifies(&db.url);
     drop(srv);
     // The commands over a stopped Guardian's state take the URL too.
-    let (ok, out, err) = warden(&["approvals", "--state", &db.url]);
+    let (ok, out, err) = run_warden(&["approvals", "--state", &db.url]);
     assert!(ok, "{out}{err}");
     assert!(
         lost_acks <= THREADS as usize,
@@ -250,22 +195,19 @@ fn kill_9_mid_load_then_resume_on_postgres() {
         "history-dependent denies after the restart"
     );
     // Every chain verifies and ends where the uninterrupted run's ends.
-    let pg = warden::server::backend::read(Path::new(&db.url)).unwrap();
-    let folder = warden::server::backend::read(&reference_state).unwrap();
-    assert_eq!(heads(&pg), heads(&folder));
+    let heads = assert_chains_match(&db.url, &reference_state);
 
     // `warden audit` reads the database.
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    let out = assert_audit_verifies(&db.url);
     assert!(
         out.contains(&format!("ok: {SESSIONS} session chain(s)")),
         "{out}"
     );
-    let (ok, out, err) = warden(&["audit", "export", &db.url]);
+    let (ok, out, err) = run_warden(&["audit", "export", &db.url]);
     assert!(ok, "{err}");
-    let total: usize = heads(&pg).values().map(|(n, _)| n).sum();
+    let total: usize = heads.values().map(|(n, _)| n).sum();
     assert_eq!(out.lines().count(), total);
-    let (ok, out, err) = warden(&["audit", "show", &db.url, "--session", "nope"]);
+    let (ok, out, err) = run_warden(&["audit", "show", &db.url, "--session", "nope"]);
     assert!(!ok && out.is_empty(), "{out}");
     assert!(err.contains("no session nope"), "{err}");
     eprintln!(
@@ -281,12 +223,12 @@ fn kill_9_mid_load_then_resume_on_postgres() {
 fn a_database_without_warden_state_is_said_so() {
     let Some(server) = server_url() else { return };
     let db = Db::create(&server, "empty");
-    let (ok, _, err) = warden(&["audit", "verify", &db.url]);
+    let (ok, _, err) = run_warden(&["audit", "verify", &db.url]);
     assert!(!ok);
     assert!(err.contains("no Warden state here"), "{err}");
     // A URL's password never shows in a message.
     let with_password = db.url.replacen("://warden@", "://warden:hunter2@", 1);
-    let (_, out, err) = warden(&["audit", "verify", &with_password]);
+    let (_, out, err) = run_warden(&["audit", "verify", &with_password]);
     assert!(
         !out.contains("hunter2") && !err.contains("hunter2"),
         "{err}"
@@ -296,10 +238,7 @@ fn a_database_without_warden_state_is_said_so() {
 #[test]
 fn a_guardian_that_loses_its_database_refuses_instead_of_answering() {
     let Some(server) = server_url() else { return };
-    let db = Db::create(&server, "lost");
-    let dir = tmp("pg-lost");
-    let policy = dir.join("p.ward");
-    std::fs::write(&policy, POLICY).unwrap();
+    let Scratch { db, policy, .. } = Scratch::new(&server, "lost", POLICY);
     let ts = time::now_rfc3339_ms();
     let srv = start(&policy, &db.url);
     let mut conn = Conn::open(&srv.addr).unwrap();
@@ -337,6 +276,5 @@ fn a_guardian_that_loses_its_database_refuses_instead_of_answering() {
         assert!(r.get("result").is_some(), "step {i} after the restart: {r}");
     }
     drop(srv);
-    let (ok, out, err) = warden(&["audit", "verify", &db.url]);
-    assert!(ok, "{out}{err}");
+    assert_audit_verifies(&db.url);
 }

@@ -7,7 +7,6 @@ mod serve_common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,37 +23,13 @@ fn drive(addr: &str, ts: &str, next: &[u64], acked: &Arc<AtomicU64>) -> (Outcome
     serve_common::drive(addr, ts, next, acked, SESSIONS, THREADS, N)
 }
 
-fn args(policy: &Path, state: &Path) -> Vec<String> {
-    vec![
-        "--policy".into(),
-        policy.display().to_string(),
-        "--state".into(),
-        state.display().to_string(),
-        "--skew-window-ms".into(),
-        "3600000".into(),
-    ]
-}
-
 fn start(policy: &Path, state: &Path) -> Server {
-    let a = args(policy, state);
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    Server::start(&a)
+    serve_policy(policy, &state.display().to_string(), &[])
 }
 
+/// Each session's chain length and head in the folder `state`, every chain verified.
 fn heads(state: &Path) -> HashMap<String, (usize, String)> {
-    let records = warden::server::store::read_dir(state).unwrap();
-    warden::guardian::journal::chains(&records)
-        .into_iter()
-        .map(|(s, entries)| {
-            warden::acs::crypto::verify_chain(&entries)
-                .unwrap_or_else(|e| panic!("chain of {s}: {e}"));
-            let head = entries.last().unwrap()["entry_hash"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            (s, (entries.len(), head))
-        })
-        .collect()
+    chain_heads(&warden::server::store::read_dir(state).unwrap())
 }
 
 #[test]
@@ -67,10 +42,7 @@ fn kill_9_mid_load_then_resume() {
 
     // The uninterrupted run.
     let reference_state = dir.join("reference");
-    let srv = start(&policy, &reference_state);
-    let (reference, done) = drive(&srv.addr, &ts, &zero, &Arc::new(AtomicU64::new(0)));
-    assert!(done.iter().all(|i| *i == N));
-    drop(srv);
+    let reference = reference_run(start(&policy, &reference_state), &ts, SESSIONS, THREADS, N);
     let denies = reference
         .values()
         .filter(|r| r["result"]["decision"] == "deny")
@@ -146,12 +118,7 @@ fn kill_9_mid_load_then_resume() {
     }
     // Every chain verifies and ends where the uninterrupted run's ends.
     assert_eq!(heads(&state), heads(&reference_state));
-    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args(["audit", "verify"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", read_all(&out.stdout[..]));
+    assert_audit_verifies(&state.display().to_string());
     eprintln!(
         "recovery: killed after {acked_before} of {} acknowledged, {lost_acks} answer(s) lost in flight, {} after restart",
         SESSIONS * N,

@@ -2,9 +2,10 @@
 //! port, a keep-alive HTTP/1.1 client, and deterministic session streams.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use warden::acs::{envelope, ids};
+use warden::guardian::journal::Record;
 
 pub const WAIT: Duration = Duration::from_secs(60);
 
@@ -25,6 +27,77 @@ pub fn tmp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// A loopback port nothing listens on (just released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `warden ARGS` run to the end: whether it succeeded, its stdout and its stderr.
+pub fn run_warden(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        read_all(&out.stdout[..]),
+        read_all(&out.stderr[..]),
+    )
+}
+
+/// Asserts that `warden audit verify STATE` succeeds; what it printed on stdout.
+pub fn assert_audit_verifies(state: &str) -> String {
+    let (ok, out, err) = run_warden(&["audit", "verify", state]);
+    assert!(ok, "{out}{err}");
+    out
+}
+
+/// Each session's chain length and head, every chain verified.
+pub fn chain_heads(records: &[Record]) -> HashMap<String, (usize, String)> {
+    warden::guardian::journal::chains(records)
+        .into_iter()
+        .map(|(s, entries)| {
+            warden::acs::crypto::verify_chain(&entries)
+                .unwrap_or_else(|e| panic!("chain of {s}: {e}"));
+            let head = entries.last().unwrap()["entry_hash"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            (s, (entries.len(), head))
+        })
+        .collect()
+}
+
+/// `warden serve --policy POLICY --state STATE` with an hour's skew window (room for a run's
+/// fixed timestamp), then `extra`.
+pub fn serve_policy(policy: &Path, state: &str, extra: &[&str]) -> Server {
+    let policy = policy.display().to_string();
+    let mut args = vec![
+        "--policy",
+        &policy,
+        "--state",
+        state,
+        "--skew-window-ms",
+        "3600000",
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+/// The uninterrupted run a test compares against: `srv` (stopped after) takes `sessions`
+/// streams of `n` requests from `threads` connections to the end; every answer.
+pub fn reference_run(srv: Server, ts: &str, sessions: u64, threads: u64, n: u64) -> Outcomes {
+    let zero = vec![0u64; sessions as usize];
+    let acked = Arc::new(AtomicU64::new(0));
+    let (reference, done) = drive(&srv.addr, ts, &zero, &acked, sessions, threads, n);
+    assert!(done.iter().all(|i| *i == n), "the reference run finished");
+    reference
 }
 
 /// A `warden serve --listen 127.0.0.1:0` process.
@@ -191,14 +264,19 @@ impl Conn {
 
     /// POSTs `body` to `/acs` with extra header lines (each ending in `\r\n`).
     pub fn post_with(&mut self, body: &[u8], headers: &str) -> std::io::Result<(u16, Value)> {
+        self.send_post(body, headers)?;
+        self.read_answer()
+    }
+
+    /// Writes a POST of `body` to `/acs`, with extra header lines, in one write.
+    fn send_post(&mut self, body: &[u8], headers: &str) -> std::io::Result<()> {
         let mut request = format!(
             "POST /acs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n",
             body.len()
         )
         .into_bytes();
         request.extend_from_slice(body);
-        self.send_raw(&request)?;
-        self.read_answer()
+        self.send_raw(&request)
     }
 
     /// Writes bytes as they are (a request in pieces, or a partial one).
@@ -210,13 +288,7 @@ impl Conn {
     /// body bytes (for load tests, which should not spend the machine on the client).
     #[allow(dead_code)]
     pub fn post_bytes(&mut self, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
-        let mut request = format!(
-            "POST /acs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-        request.extend_from_slice(body);
-        self.send_raw(&request)?;
+        self.send_post(body, "")?;
         self.read_answer_bytes()
     }
 
@@ -379,9 +451,6 @@ pub fn drive(
     threads: u64,
     n: u64,
 ) -> (Outcomes, Vec<u64>) {
-    use std::collections::HashMap;
-    use std::sync::atomic::Ordering;
-
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let addr = addr.to_string();
