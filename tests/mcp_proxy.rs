@@ -409,6 +409,25 @@ fn stop(mut proxy: std::process::Child) {
     let _ = proxy.wait();
 }
 
+/// tests/mcp/client.py over HTTP against the listening `proxy` at `url`, on `files`; then the
+/// proxy stopped. What the client saw, and the rest of the proxy's standard error.
+fn client_over_http(
+    python: &std::path::Path,
+    url: &str,
+    files: &std::path::Path,
+    proxy: std::process::Child,
+    said: std::thread::JoinHandle<String>,
+) -> (std::process::Output, String) {
+    let out = Command::new(python)
+        .arg(tests_mcp().join("client.py"))
+        .args(["http", url])
+        .arg(files)
+        .output()
+        .unwrap();
+    stop(proxy);
+    (out, said.join().unwrap())
+}
+
 #[test]
 fn the_proxy_over_streamable_http() {
     let Some((server, python)) = deps_or_skip() else {
@@ -451,14 +470,7 @@ fn the_proxy_over_streamable_http() {
         body.len()
     ));
     assert!(got.starts_with("HTTP/1.1 404"), "{got}");
-    let out = Command::new(&python)
-        .arg(tests_mcp().join("client.py"))
-        .args(["http", &url])
-        .arg(&files)
-        .output()
-        .unwrap();
-    stop(proxy);
-    let stderr = said.join().unwrap();
+    let (out, stderr) = client_over_http(&python, &url, &files, proxy, said);
     check_session(out, &files, &state, &stderr);
     let shown = Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(["audit", "show"])
@@ -542,14 +554,7 @@ fn the_proxy_in_front_of_an_http_only_mcp_server() {
     let (mut server, server_url) = http_mcp_server(&python, &files);
     let (proxy, url, said) =
         listening_proxy(&state, &["--server-url".as_ref(), server_url.as_ref()]);
-    let out = Command::new(&python)
-        .arg(tests_mcp().join("client.py"))
-        .args(["http", &url])
-        .arg(&files)
-        .output()
-        .unwrap();
-    stop(proxy);
-    let stderr = said.join().unwrap();
+    let (out, stderr) = client_over_http(&python, &url, &files, proxy, said);
     check_server_notifications(&out);
     check_session(out, &files, &state, &stderr);
     let _ = server.kill();
