@@ -391,6 +391,27 @@ fn audit_show_and_export_read_a_running_server_through_the_operator_endpoint() {
 
     let out = run(&["show", "--session", "nope"]);
     assert_eq!(out.status.code(), Some(1));
+    // A session id with characters a query would misread is sent encoded: one unknown session,
+    // not every session.
+    let out = run(&["show", "--session", &format!("{sid}&x=1")]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A malformed escape is refused, never read as "every session".
+    let mut c = TcpStream::connect(w.operator.as_ref().unwrap()).unwrap();
+    write!(
+        c,
+        "GET /audit?session=%zz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        TOKEN.trim()
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    let (status, _) = warden::adapters::core_agent::parse_http_response(&got).unwrap();
+    assert_eq!(status, 400);
 
     // A wrong token is refused, and says so.
     std::fs::write(dir.join("bad"), "wrong").unwrap();

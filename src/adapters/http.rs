@@ -269,6 +269,39 @@ pub fn request_head(
     h
 }
 
+/// `text` for a URL's query: every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`) as
+/// `%XX`.
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The inverse of [`percent_encode`] (any `%XX`; other bytes as they are); `None` for a
+/// malformed escape or a result that is not UTF-8.
+pub fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Splits a complete HTTP/1.1 response held in memory into status and body.
 pub fn parse_response(resp: &[u8]) -> Result<(u16, Vec<u8>), String> {
     let mut reader = BufReader::new(io::Cursor::new(resp.to_vec()));
@@ -317,6 +350,17 @@ mod tests {
         assert_eq!(body, b"data: {\"x\":1}\n\n\n");
         let head = read_head(&mut &raw[..]).unwrap();
         assert_eq!(head.header("CONTENT-TYPE"), Some("text/event-stream"));
+    }
+
+    #[test]
+    fn percent_encoding_round_trips_any_session_id() {
+        for id in ["7d3c5a1e-2f4b-4c6d", "a b&c=d%e/f?g#h", "sessão", ""] {
+            assert_eq!(percent_decode(&percent_encode(id)).as_deref(), Some(id));
+        }
+        assert_eq!(percent_encode("a b&c"), "a%20b%26c");
+        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%4"), None);
+        assert_eq!(percent_decode("%FF"), None);
     }
 
     #[test]

@@ -750,7 +750,9 @@ fn operator_chains(
     endpoint.path = "/audit".to_string();
     if let Some(s) = only {
         endpoint.path.push_str("?session=");
-        endpoint.path.push_str(s);
+        endpoint
+            .path
+            .push_str(&crate::adapters::http::percent_encode(s));
     }
     let bearer = format!("Bearer {}", token.trim());
     let (status, body) = crate::adapters::http::exchange(

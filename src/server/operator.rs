@@ -151,7 +151,16 @@ pub async fn handle(
     }
     let path = req.uri().path().to_string();
     if path == "/audit" {
-        let session = req.uri().query().and_then(session_query);
+        let session = match req.uri().query().map(session_query) {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(s))) => Some(s),
+            Some(Err(())) => {
+                return Ok(error(
+                    StatusCode::BAD_REQUEST,
+                    "session=: a malformed percent-escape, or not UTF-8 once decoded",
+                ))
+            }
+        };
         let out = tokio::task::spawn_blocking(move || audit(op.store.as_deref(), session)).await;
         return Ok(out.unwrap_or_else(|_| {
             error(
@@ -278,13 +287,18 @@ fn route(g: &Guardian, path: &str, body: Option<Map<String, Value>>) -> Answer {
     r.unwrap_or_else(|e| e)
 }
 
-/// `session=ID` from a query string (percent-decoding the few characters a session id may
-/// hold is not needed: ids are UUIDs or plain words).
-fn session_query(q: &str) -> Option<String> {
-    q.split('&')
+/// `session=ID` from a query string, percent-decoded (a session id is any string the agent
+/// chose; `warden audit --operator --session` encodes it). An undecodable value is an error,
+/// never read as "every session".
+fn session_query(q: &str) -> Result<Option<String>, ()> {
+    match q
+        .split('&')
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == "session")
-        .map(|(_, v)| v.to_string())
+    {
+        None => Ok(None),
+        Some((_, v)) => crate::adapters::http::percent_decode(v).map(Some).ok_or(()),
+    }
 }
 
 /// `GET /audit`: every session's chain entries (or one session's) from the journal.
