@@ -883,8 +883,7 @@ impl Guardian {
         // Lent out of the request for the decision and put back after it (the audit entry and
         // the journal record read the request whole): a copy of it cost more than the rest of
         // the event's setup.
-        let metadata = raw
-            .pointer_mut("/params/metadata")
+        let metadata = params_metadata_mut(raw)
             .map(Value::take)
             .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
         // A wrapped MCP `tools/call` is decided as the tool call it is, a wrapped MCP result
@@ -918,7 +917,7 @@ impl Guardian {
                 None,
             )
         };
-        if let Some(slot) = raw.pointer_mut("/params/metadata") {
+        if let Some(slot) = params_metadata_mut(raw) {
             *slot = metadata;
         }
         let mut logged = logging.then(|| Logged {
@@ -2057,4 +2056,13 @@ fn rpc_detail(e: &RpcError) -> String {
         .and_then(Value::as_str)
         .unwrap_or(&e.message)
         .to_string()
+}
+
+/// The request tree's `params.metadata` (what `pointer_mut("/params/metadata")` finds, without
+/// parsing a pointer and allocating its parts for every request).
+fn params_metadata_mut(raw: &mut Value) -> Option<&mut Value> {
+    raw.as_object_mut()?
+        .get_mut("params")?
+        .as_object_mut()?
+        .get_mut("metadata")
 }
