@@ -551,6 +551,33 @@ proptest! {
         prop_assert_eq!(jcs::canonicalize(&theirs), c);
     }
 
+    /// A JSON string literal of any content (quotes, backslashes, control characters and
+    /// multi-byte characters at every offset, so on both sides of the parser's eight-byte
+    /// scan) reads as serde_json reads it, and raw control characters are refused by both.
+    #[test]
+    fn strings_parse_like_serde_json(
+        chars in proptest::collection::vec(
+            prop_oneof![
+                Just('"'), Just('\\'), Just('\u{1}'), Just('\n'), Just('\u{1f}'), Just(' '),
+                Just('é'), Just('😀'), Just('\u{7f}'), Just('\u{a0}'), proptest::char::range('a', 'z')
+            ],
+            0..40,
+        ),
+        raw_too in any::<bool>(),
+    ) {
+        let s: String = chars.iter().collect();
+        // Escaped by serde (so valid), and raw (control characters left in: invalid).
+        let escaped = serde_json::to_string(&s).unwrap();
+        let parsed = strict::parse_strict(escaped.as_bytes()).unwrap();
+        prop_assert_eq!(parsed, Value::String(s.clone()));
+        if raw_too {
+            let raw = format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+            let ours = strict::parse_strict(raw.as_bytes()).ok();
+            let theirs: Option<Value> = serde_json::from_str(&raw).ok();
+            prop_assert_eq!(ours, theirs);
+        }
+    }
+
     /// Truncating or corrupting a valid envelope never panics, and every failure is one of
     /// the four decoding codes in a schema-valid response.
     #[test]

@@ -9,6 +9,7 @@
 //! This is a small recursive-descent parser; the depth is checked before each descent, so the
 //! recursion is bounded by [`MAX_DEPTH`] whatever the input.
 
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
@@ -255,14 +256,17 @@ impl<'a> Parser<'a> {
                 }
             }
             let key = self.string()?;
-            if map.contains_key(&key) {
-                return Err(self.err_at(key_at, JsonErrorKind::DuplicateKey(key)));
-            }
+            // One hash of the name both finds a duplicate and places the member.
+            let slot = match map.entry(key) {
+                Entry::Occupied(dup) => {
+                    return Err(self.err_at(key_at, JsonErrorKind::DuplicateKey(dup.key().clone())))
+                }
+                Entry::Vacant(slot) => slot,
+            };
             self.skip_ws();
             self.expect_byte(b':', "':' after a member name")?;
             self.skip_ws();
-            let v = self.value(depth)?;
-            map.insert(key, v);
+            slot.insert(self.value(depth)?);
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -308,17 +312,48 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The offset of the first byte from `from` on that ends a plain run of a string: a
+    /// quote, a backslash or a control character (the input's length if none). Eight bytes
+    /// at a time: most strings in an envelope (ids, names, hashes) have no escapes at all.
+    fn plain_run_end(&self, from: usize) -> usize {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        // The high bit of each byte of `w` that is zero (the lowest flagged byte is exact; a
+        // borrow can only flag bytes above it, which are not looked at).
+        let zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGH;
+        let b = self.b;
+        let mut i = from;
+        while let Some(chunk) = b.get(i..i + 8) {
+            let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            let control = w.wrapping_sub(0x20 * ONES) & !w & HIGH;
+            let hits = control | zero(w ^ (b'"' as u64 * ONES)) | zero(w ^ (b'\\' as u64 * ONES));
+            if hits != 0 {
+                return i + (hits.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
+        }
+        while let Some(&c) = b.get(i) {
+            if c == b'"' || c == b'\\' || c < 0x20 {
+                break;
+            }
+            i += 1;
+        }
+        i
+    }
+
     fn string(&mut self) -> Result<String, JsonError> {
         self.pos += 1; // opening quote
+                       // The common case: no escape, so the string is the run itself, allocated once.
+        let end = self.plain_run_end(self.pos);
+        if self.b.get(end) == Some(&b'"') {
+            let s = self.src[self.pos..end].to_owned();
+            self.pos = end + 1;
+            return Ok(s);
+        }
         let mut out = String::new();
         loop {
             let run_start = self.pos;
-            while let Some(c) = self.peek() {
-                if c == b'"' || c == b'\\' || c < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos = self.plain_run_end(self.pos);
             // The input is valid UTF-8 and the run stops only at ASCII bytes, so this slice
             // lies on character boundaries.
             out.push_str(&self.src[run_start..self.pos]);
