@@ -1136,11 +1136,13 @@ pub fn is_uuid(s: &str) -> bool {
 
 /// `^\d+\.\d+\.\d+$`.
 pub fn is_semver(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('.').collect();
-    parts.len() == 3
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+    let mut parts = 0;
+    s.split('.')
+        .all(|p| {
+            parts += 1;
+            !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit())
+        })
+        && parts == 3
 }
 
 /// 64 lowercase hex digits (a SHA-256 chain hash).
