@@ -252,6 +252,25 @@ pub struct Metadata {
     pub extra: Map<String, Value>,
 }
 
+impl Metadata {
+    /// The metadata of an agent and a session, with nothing else set.
+    pub fn of(agent_id: String, session_id: String) -> Metadata {
+        Metadata {
+            agent_id,
+            session_id,
+            turn_id: None,
+            parent_turn_id: None,
+            agent_name: None,
+            platform: None,
+            platform_version: None,
+            environment: None,
+            user_context: None,
+            session_state: None,
+            extra: Map::new(),
+        }
+    }
+}
+
 /// `metadata.environment`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -1137,12 +1156,10 @@ pub fn is_uuid(s: &str) -> bool {
 /// `^\d+\.\d+\.\d+$`.
 pub fn is_semver(s: &str) -> bool {
     let mut parts = 0;
-    s.split('.')
-        .all(|p| {
-            parts += 1;
-            !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit())
-        })
-        && parts == 3
+    s.split('.').all(|p| {
+        parts += 1;
+        !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit())
+    }) && parts == 3
 }
 
 /// 64 lowercase hex digits (a SHA-256 chain hash).
@@ -1319,19 +1336,7 @@ fn request_from_checked(id: Id, method: &str, p: &Map<String, Value>) -> Request
         timestamp: String::new(),
         nonce: None,
         tenant_id: None,
-        metadata: Metadata {
-            agent_id: String::new(),
-            session_id: String::new(),
-            turn_id: None,
-            parent_turn_id: None,
-            agent_name: None,
-            platform: None,
-            platform_version: None,
-            environment: None,
-            user_context: None,
-            session_state: None,
-            extra: Map::new(),
-        },
+        metadata: Metadata::of(String::new(), String::new()),
         payload: Value::Object(Map::new()),
         signature: None,
         extra: Map::new(),
@@ -1485,19 +1490,7 @@ fn lenient_ping(id: &Id, params: Option<&Value>) -> Request {
             timestamp: text("timestamp", is_rfc3339, "1970-01-01T00:00:00Z"),
             nonce: None,
             tenant_id: None,
-            metadata: Metadata {
-                agent_id,
-                session_id,
-                turn_id: None,
-                parent_turn_id: None,
-                agent_name: None,
-                platform: None,
-                platform_version: None,
-                environment: None,
-                user_context: None,
-                session_state: None,
-                extra: Map::new(),
-            },
+            metadata: Metadata::of(agent_id, session_id),
             payload: match p.get("payload") {
                 Some(v @ Value::Object(_)) => v.clone(),
                 _ => Value::Object(Map::new()),
