@@ -1343,11 +1343,11 @@ fn request_from_checked(id: Id, method: &str, p: &Map<String, Value>) -> Request
     };
     for (k, v) in p {
         match k.as_str() {
-            "acs_version" => params.acs_version = text(v).unwrap_or_default(),
-            "request_id" => params.request_id = text(v).unwrap_or_default(),
-            "timestamp" => params.timestamp = text(v).unwrap_or_default(),
-            "nonce" => params.nonce = text(v),
-            "tenant_id" => params.tenant_id = text(v),
+            "acs_version" => params.acs_version = owned_str(v).unwrap_or_default(),
+            "request_id" => params.request_id = owned_str(v).unwrap_or_default(),
+            "timestamp" => params.timestamp = owned_str(v).unwrap_or_default(),
+            "nonce" => params.nonce = owned_str(v),
+            "tenant_id" => params.tenant_id = owned_str(v),
             "metadata" => {
                 if let Some(m) = v.as_object() {
                     read_metadata(&mut params.metadata, m);
@@ -1363,9 +1363,9 @@ fn request_from_checked(id: Id, method: &str, p: &Map<String, Value>) -> Request
                     };
                     for (k, v) in s {
                         match k.as_str() {
-                            "algorithm" => sig.algorithm = text(v).unwrap_or_default(),
-                            "value" => sig.value = text(v).unwrap_or_default(),
-                            "key_id" => sig.key_id = text(v).unwrap_or_default(),
+                            "algorithm" => sig.algorithm = owned_str(v).unwrap_or_default(),
+                            "value" => sig.value = owned_str(v).unwrap_or_default(),
+                            "key_id" => sig.key_id = owned_str(v).unwrap_or_default(),
                             _ => {}
                         }
                     }
@@ -1388,13 +1388,13 @@ fn request_from_checked(id: Id, method: &str, p: &Map<String, Value>) -> Request
 fn read_metadata(meta: &mut Metadata, m: &Map<String, Value>) {
     for (k, v) in m {
         match k.as_str() {
-            "agent_id" => meta.agent_id = text(v).unwrap_or_default(),
-            "session_id" => meta.session_id = text(v).unwrap_or_default(),
-            "turn_id" => meta.turn_id = text(v),
-            "parent_turn_id" => meta.parent_turn_id = text(v),
-            "agent_name" => meta.agent_name = text(v),
-            "platform" => meta.platform = text(v),
-            "platform_version" => meta.platform_version = text(v),
+            "agent_id" => meta.agent_id = owned_str(v).unwrap_or_default(),
+            "session_id" => meta.session_id = owned_str(v).unwrap_or_default(),
+            "turn_id" => meta.turn_id = owned_str(v),
+            "parent_turn_id" => meta.parent_turn_id = owned_str(v),
+            "agent_name" => meta.agent_name = owned_str(v),
+            "platform" => meta.platform = owned_str(v),
+            "platform_version" => meta.platform_version = owned_str(v),
             "environment" => {
                 meta.environment = match v.as_str() {
                     Some("development") => Some(Environment::Development),
@@ -1403,43 +1403,8 @@ fn read_metadata(meta: &mut Metadata, m: &Map<String, Value>) {
                     _ => None,
                 }
             }
-            "user_context" => {
-                meta.user_context = v.as_object().map(|u| {
-                    let mut user = UserContext::default();
-                    for (k, v) in u {
-                        match k.as_str() {
-                            "user_id" => user.user_id = text(v),
-                            "authentication_method" => user.authentication_method = text(v),
-                            "roles" => {
-                                user.roles = v.as_array().map(|roles| {
-                                    roles
-                                        .iter()
-                                        .filter_map(|r| r.as_str().map(str::to_owned))
-                                        .collect()
-                                })
-                            }
-                            _ => {
-                                user.extra.insert(k.clone(), v.clone());
-                            }
-                        }
-                    }
-                    user
-                })
-            }
-            "session_state" => {
-                meta.session_state = v.as_object().map(|s| {
-                    let mut state = SessionState::default();
-                    for (k, v) in s {
-                        match k.as_str() {
-                            "chain_hash" => state.chain_hash = text(v),
-                            _ => {
-                                state.extra.insert(k.clone(), v.clone());
-                            }
-                        }
-                    }
-                    state
-                })
-            }
+            "user_context" => meta.user_context = v.as_object().map(read_user_context),
+            "session_state" => meta.session_state = v.as_object().map(read_session_state),
             _ => {
                 meta.extra.insert(k.clone(), v.clone());
             }
@@ -1447,7 +1412,39 @@ fn read_metadata(meta: &mut Metadata, m: &Map<String, Value>) {
     }
 }
 
-fn text(v: &Value) -> Option<String> {
+fn read_user_context(u: &Map<String, Value>) -> UserContext {
+    let mut user = UserContext::default();
+    for (k, v) in u {
+        match k.as_str() {
+            "user_id" => user.user_id = owned_str(v),
+            "authentication_method" => user.authentication_method = owned_str(v),
+            "roles" => {
+                user.roles = v
+                    .as_array()
+                    .map(|roles| roles.iter().filter_map(owned_str).collect())
+            }
+            _ => {
+                user.extra.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    user
+}
+
+fn read_session_state(s: &Map<String, Value>) -> SessionState {
+    let mut state = SessionState::default();
+    for (k, v) in s {
+        match k.as_str() {
+            "chain_hash" => state.chain_hash = owned_str(v),
+            _ => {
+                state.extra.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    state
+}
+
+fn owned_str(v: &Value) -> Option<String> {
     v.as_str().map(str::to_owned)
 }
 
@@ -1666,8 +1663,9 @@ fn check_metadata(m: &Map<String, Value>) -> Result<(), FieldError> {
     if !is_uuid(required_str(session_id, M, "session_id")?) {
         return Err(field_err("params.metadata.session_id", "must be a UUID"));
     }
-    for i in 2..7 {
-        optional_str(members[i], M, NAMES[i])?;
+    // The five between the ids and `environment`: optional strings, nothing more.
+    for (member, name) in members[2..7].iter().zip(&NAMES[2..7]) {
+        optional_str(*member, M, name)?;
     }
     if let Some(env) = optional_str(environment, M, "environment")? {
         if !matches!(env, "development" | "staging" | "production") {

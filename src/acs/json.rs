@@ -343,8 +343,8 @@ impl<'a> Parser<'a> {
 
     fn string(&mut self) -> Result<String, JsonError> {
         self.pos += 1; // opening quote
-                       // The common case: no escape, so the string is the run itself, allocated once.
-        let end = self.plain_run_end(self.pos);
+        let mut end = self.plain_run_end(self.pos);
+        // The common case: no escape, so the string is the run itself, allocated once.
         if self.b.get(end) == Some(&b'"') {
             let s = self.src[self.pos..end].to_owned();
             self.pos = end + 1;
@@ -352,11 +352,10 @@ impl<'a> Parser<'a> {
         }
         let mut out = String::new();
         loop {
-            let run_start = self.pos;
-            self.pos = self.plain_run_end(self.pos);
             // The input is valid UTF-8 and the run stops only at ASCII bytes, so this slice
             // lies on character boundaries.
-            out.push_str(&self.src[run_start..self.pos]);
+            out.push_str(&self.src[self.pos..end]);
+            self.pos = end;
             match self.peek() {
                 None => return Err(self.err(JsonErrorKind::UnexpectedEnd)),
                 Some(b'"') => {
@@ -388,6 +387,7 @@ impl<'a> Parser<'a> {
                             ))
                         }
                     }
+                    end = self.plain_run_end(self.pos);
                 }
                 Some(_) => {
                     return Err(

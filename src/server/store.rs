@@ -15,6 +15,7 @@
 //! filed first. This module owns the on-disk format; it knows records only as
 //! [`Record`]s to encode, never what they mean.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -395,7 +396,7 @@ fn broken_chain(session: &str, seq: u64) -> String {
 fn migrate_to_chains(w: &redb::WriteTransaction) -> Result<(), String> {
     const CHUNK: usize = 1024;
     let mut log = w.open_table(LOG).map_err(err)?;
-    let mut heads: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let mut heads: HashMap<String, u64> = HashMap::new();
     let mut from = 0u64;
     let mut row = Vec::new();
     loop {
@@ -512,20 +513,11 @@ fn file(db: &Database, groups: &[Group], durable: bool) -> Result<u64, String> {
         let mut last = w.open_table(SESSION_LAST).map_err(err)?;
         // The heads of the chains this filing moved (`None`: the chain was compacted away),
         // written once each at the end.
-        let mut heads: std::collections::HashMap<&str, Option<u64>> =
-            std::collections::HashMap::new();
-        let head_of = |heads: &mut std::collections::HashMap<&str, Option<u64>>,
-                       session: &str|
-         -> Result<Option<u64>, String> {
-            match heads.get(session) {
-                Some(h) => Ok(*h),
-                None => Ok(last.get(session).map_err(err)?.map(|v| v.value())),
-            }
-        };
+        let mut heads: HashMap<&str, Option<u64>> = HashMap::new();
         let mut row = Vec::new();
         for g in groups {
             if let Some(old) = &g.replaces {
-                let mut seq = head_of(&mut heads, old)?.unwrap_or(NO_PREVIOUS);
+                let mut seq = chain_head(&heads, &last, old)?.unwrap_or(NO_PREVIOUS);
                 while seq != NO_PREVIOUS {
                     let prev = match t.remove(seq).map_err(err)? {
                         Some(row) => split_row(seq, row.value())?.0,
@@ -539,7 +531,7 @@ fn file(db: &Database, groups: &[Group], durable: bool) -> Result<u64, String> {
             for (session, json) in &g.records {
                 let prev = match session {
                     Some(s) => {
-                        let prev = head_of(&mut heads, s)?;
+                        let prev = chain_head(&heads, &last, s)?;
                         heads.insert(s, Some(n));
                         prev.unwrap_or(NO_PREVIOUS)
                     }
@@ -569,6 +561,18 @@ fn file(db: &Database, groups: &[Group], durable: bool) -> Result<u64, String> {
     }
     w.commit().map_err(err)?;
     Ok(end)
+}
+
+/// A session's chain head during a filing: as this filing left it, else as the table has it.
+fn chain_head(
+    moved: &HashMap<&str, Option<u64>>,
+    last: &redb::Table<&'static str, u64>,
+    session: &str,
+) -> Result<Option<u64>, String> {
+    match moved.get(session) {
+        Some(head) => Ok(*head),
+        None => Ok(last.get(session).map_err(err)?.map(|v| v.value())),
+    }
 }
 
 fn decode_u64(b: &[u8]) -> u64 {
@@ -749,11 +753,14 @@ fn open_for_log(path: &Path) -> std::io::Result<(File, bool)> {
             return Ok((file, true));
         }
     }
-    let file = std::fs::OpenOptions::new()
+    Ok((open_buffered(path)?, false))
+}
+
+fn open_buffered(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(path)?;
-    Ok((file, false))
+        .open(path)
 }
 
 /// Writes a file of `len` zeros and flushes it.
@@ -829,7 +836,7 @@ impl Segment {
                     // (alignment it wants larger, a FUSE mount): buffered from here on.
                     Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
                         self.direct = None;
-                        self.file = std::fs::OpenOptions::new().write(true).open(&self.path)?;
+                        self.file = open_buffered(&self.path)?;
                         self.file.write_all_at(frame, self.bytes)?;
                     }
                     Err(e) => return Err(e),
@@ -1202,10 +1209,7 @@ mod tests {
             let mut segment = Segment::create(&dir, 0, 8 << 10).unwrap();
             if !direct {
                 segment.direct = None;
-                segment.file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&segment.path)
-                    .unwrap();
+                segment.file = open_buffered(&segment.path).unwrap();
             }
             let mut written = Vec::new();
             let mut first = 0;
