@@ -1354,24 +1354,7 @@ fn request_from_checked(id: Id, method: &str, p: &Map<String, Value>) -> Request
                 }
             }
             "payload" => params.payload = v.clone(),
-            "signature" => {
-                params.signature = v.as_object().map(|s| {
-                    let mut sig = Signature {
-                        algorithm: String::new(),
-                        value: String::new(),
-                        key_id: String::new(),
-                    };
-                    for (k, v) in s {
-                        match k.as_str() {
-                            "algorithm" => sig.algorithm = owned_str(v).unwrap_or_default(),
-                            "value" => sig.value = owned_str(v).unwrap_or_default(),
-                            "key_id" => sig.key_id = owned_str(v).unwrap_or_default(),
-                            _ => {}
-                        }
-                    }
-                    sig
-                })
-            }
+            "signature" => params.signature = v.as_object().map(read_signature),
             _ => {
                 params.extra.insert(k.clone(), v.clone());
             }
@@ -1410,6 +1393,24 @@ fn read_metadata(meta: &mut Metadata, m: &Map<String, Value>) {
             }
         }
     }
+}
+
+fn read_signature(s: &Map<String, Value>) -> Signature {
+    let mut sig = Signature {
+        algorithm: String::new(),
+        value: String::new(),
+        key_id: String::new(),
+    };
+    for (k, v) in s {
+        let field = match k.as_str() {
+            "algorithm" => &mut sig.algorithm,
+            "value" => &mut sig.value,
+            "key_id" => &mut sig.key_id,
+            _ => continue,
+        };
+        *field = owned_str(v).unwrap_or_default();
+    }
+    sig
 }
 
 fn read_user_context(u: &Map<String, Value>) -> UserContext {
