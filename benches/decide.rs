@@ -1,6 +1,7 @@
 //! One decision after H events of history. `decide`: the evaluator on a session state (state
 //! clone, provenance update, rules, combination, history commit). `handle`: envelope bytes in,
-//! response bytes out through `Guardian::handle` (strict JSON decode and encode included).
+//! response bytes out through `Guardian::handle` (strict JSON decode and encode included), without
+//! and with the audit chain.
 //! `rego`: a Rego value per decision. `effects`: a call with a declared effect and its result,
 //! after H effect keys. `inference`: the embedded default policy deciding a payment whose
 //! recipient came without lineage, after H tool outputs were indexed for lineage inference.
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::json;
 use warden::acs::{envelope, fields, ids, DecisionKind};
-use warden::guardian::{decide_event, Guardian, Policy};
+use warden::guardian::{decide_event, Guardian, Options, Policy, Protocol};
 use warden::state::{EffectStatus, Event, SessionState};
 
 fn policy() -> Policy {
@@ -126,8 +127,51 @@ fn decide_probe_times(
     }
 }
 
+/// `WARDEN_HANDLE_COUNT=N` (with `WARDEN_HANDLE_AUDIT=1` for the audit chain): handle the
+/// `handle/1000` probe's envelope N times and exit, without criterion, for a profiler
+/// (`--toggle-collect='*handle_probe_times*'`).
+fn handle_count_mode() {
+    let Some(n) = std::env::var("WARDEN_HANDLE_COUNT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let audit = std::env::var_os("WARDEN_HANDLE_AUDIT").is_some();
+    let guardian = handle_guardian(audit);
+    for v in history::history(1_000, history::Taint::Recent) {
+        guardian.handle(&serde_json::to_vec(&v).unwrap());
+    }
+    let probe = serde_json::to_vec(&history::probe(1_000)).unwrap();
+    handle_probe_times(&guardian, &probe, n);
+    std::process::exit(0);
+}
+
+#[inline(never)]
+fn handle_probe_times(guardian: &Guardian, probe: &[u8], n: u64) {
+    for _ in 0..n {
+        black_box(guardian.handle(black_box(probe)));
+    }
+}
+
+/// The Guardian of the `handle` benches: the lenient protocol of `warden replay`, with or
+/// without the audit chain (which `warden serve` keeps).
+fn handle_guardian(audit: bool) -> Guardian {
+    Guardian::with_options(
+        policy(),
+        Options {
+            protocol: Protocol {
+                audit,
+                ..Protocol::default()
+            },
+            ..Options::default()
+        },
+    )
+}
+
 fn decide(c: &mut Criterion) {
     decide_count_mode();
+    handle_count_mode();
     let policy = policy();
     let mut group = c.benchmark_group("decide");
     for &h in &[10u64, 1_000, 100_000, 1_000_000] {
@@ -153,13 +197,27 @@ fn decide(c: &mut Criterion) {
 fn handle(c: &mut Criterion) {
     let mut group = c.benchmark_group("handle");
     for &h in &[10u64, 100_000] {
-        let guardian = Guardian::new(policy());
+        let guardian = handle_guardian(false);
         for v in history::history(h, history::Taint::Recent) {
             guardian.handle(&serde_json::to_vec(&v).unwrap());
         }
         let probe = serde_json::to_vec(&history::probe(h)).unwrap();
         group.bench_with_input(BenchmarkId::from_parameter(h), &h, |b, _| {
             b.iter(|| black_box(guardian.handle(black_box(&probe))))
+        });
+        // The same with the audit chain kept by the Guardian itself (what `warden serve`
+        // does): each decided step is hashed (JCS + SHA-256 of its params) and chained.
+        let audited = handle_guardian(true);
+        for v in history::history(h, history::Taint::Recent) {
+            audited.handle(&serde_json::to_vec(&v).unwrap());
+        }
+        let out: serde_json::Value = serde_json::from_slice(&audited.handle(&probe)).unwrap();
+        assert!(
+            out["result"]["chain_hash"].is_string(),
+            "the audited Guardian returns a chain hash: {out}"
+        );
+        group.bench_with_input(BenchmarkId::new("audit", h), &h, |b, _| {
+            b.iter(|| black_box(audited.handle(black_box(&probe))))
         });
     }
     group.finish();

@@ -12,9 +12,13 @@
 
 use serde_json::{Map, Number, Value};
 
+/// What an output buffer starts with: an envelope's params or an audit entry fit without
+/// growing it more than once or twice.
+const START_CAPACITY: usize = 512;
+
 /// The canonical form of `v` as a string.
 pub fn canonicalize(v: &Value) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(START_CAPACITY);
     write_value(&mut out, v);
     out
 }
@@ -48,7 +52,7 @@ fn write_value(out: &mut String, v: &Value) {
 /// The canonical form of the object `map` without its members named in `skip`, as UTF-8
 /// bytes: what a chain entry's hash covers, computed without copying the entry.
 pub fn object_without(map: &Map<String, Value>, skip: &[&str]) -> Vec<u8> {
-    let mut out = String::new();
+    let mut out = String::with_capacity(START_CAPACITY);
     write_members(
         &mut out,
         map.iter()
@@ -63,7 +67,7 @@ fn write_object(out: &mut String, map: &Map<String, Value>) {
 }
 
 fn write_members(out: &mut String, mut members: Vec<(&String, &Value)>) {
-    members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    members.sort_by(|a, b| utf16_order(a.0, b.0));
     out.push('{');
     for (i, (k, v)) in members.into_iter().enumerate() {
         if i > 0 {
@@ -76,27 +80,66 @@ fn write_members(out: &mut String, mut members: Vec<(&String, &Value)>) {
     out.push('}');
 }
 
+/// `a` against `b` as UTF-16 code-unit sequences. UTF-8 bytes sort in code-point order,
+/// which agrees with UTF-16 order except between a character in U+E000..=U+FFFF and one
+/// beyond U+FFFF (whose surrogates sort first); so where the first differing bytes are both
+/// ASCII (or one string is a prefix of the other) the byte order is the answer, and only
+/// the rest is compared in UTF-16.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    match x.iter().zip(y).position(|(p, q)| p != q) {
+        None => x.len().cmp(&y.len()),
+        Some(i) if x[i] < 0x80 && y[i] < 0x80 => x[i].cmp(&y[i]),
+        Some(_) => a.encode_utf16().cmp(b.encode_utf16()),
+    }
+}
+
+/// A string with only the escapes RFC 8785 requires: the runs between them are copied whole
+/// (every byte escaped is ASCII, so the runs end on character boundaries).
 fn write_string(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
+    let mut run = 0;
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 0xf)] as char);
+        } else {
+            out.push_str(escape);
         }
+        run = i + 1;
     }
+    out.push_str(&s[run..]);
     out.push('"');
 }
 
+/// Integers up to 2^53 in magnitude are exact as doubles, and ECMAScript prints every integral
+/// double below 10^21 as its plain digits: those skip the shortest-digits search.
+const EXACT_INTEGER: u64 = 1 << 53;
+
 fn write_number(out: &mut String, n: &Number) {
+    use std::fmt::Write as _;
+    if let Some(u) = n.as_u64().filter(|u| *u <= EXACT_INTEGER) {
+        let _ = write!(out, "{u}");
+        return;
+    }
+    if let Some(i) = n.as_i64().filter(|i| i.unsigned_abs() <= EXACT_INTEGER) {
+        let _ = write!(out, "{i}");
+        return;
+    }
     // serde_json (without arbitrary_precision) holds a u64, an i64 or a finite f64.
     let x = if let Some(u) = n.as_u64() {
         u as f64
@@ -333,6 +376,104 @@ mod tests {
                 "Hebrew Letter Dalet With Dagesh"
             ]
         );
+    }
+
+    /// The plain reading of RFC 8785 the fast paths above must agree with: every string
+    /// escaped character by character, every key compared in UTF-16, every number through
+    /// the shortest-digits search.
+    fn reference(out: &mut String, v: &Value) {
+        match v {
+            Value::String(s) => {
+                out.push('"');
+                for c in s.chars() {
+                    match c {
+                        '"' => out.push_str("\\\""),
+                        '\\' => out.push_str("\\\\"),
+                        '\u{08}' => out.push_str("\\b"),
+                        '\u{0c}' => out.push_str("\\f"),
+                        '\n' => out.push_str("\\n"),
+                        '\r' => out.push_str("\\r"),
+                        '\t' => out.push_str("\\t"),
+                        c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                        c => out.push(c),
+                    }
+                }
+                out.push('"');
+            }
+            Value::Number(n) => out.push_str(&format_f64(n.as_f64().unwrap())),
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    reference(out, item);
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                let mut members: Vec<_> = map.iter().collect();
+                members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                out.push('{');
+                for (i, (k, v)) in members.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    reference(out, &Value::String(k.clone()));
+                    out.push(':');
+                    reference(out, v);
+                }
+                out.push('}');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+
+    fn arbitrary_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        // Characters from every range the fast paths distinguish: C0 controls and the escaped
+        // ASCII, plain ASCII, two- and three-byte characters below and above U+E000, and
+        // characters beyond U+FFFF.
+        let ch = prop_oneof![
+            0u32..0x20,
+            prop::sample::select(vec![0x22u32, 0x5c, 0x7f]),
+            0x20u32..0x7f,
+            0x80u32..0x800,
+            0xe000u32..0x10000,
+            0x10000u32..0x10ffff,
+        ]
+        .prop_map(|c| char::from_u32(c).unwrap_or('x'));
+        let text =
+            prop::collection::vec(ch, 0..6).prop_map(|cs| cs.into_iter().collect::<String>());
+        let number = prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-(1i64 << 54)..(1i64 << 54)).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |x| x.is_finite())
+                .prop_map(Value::from),
+        ];
+        let leaf = prop_oneof![
+            text.clone().prop_map(Value::String),
+            number,
+            Just(Value::Null)
+        ];
+        leaf.prop_recursive(3, 24, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((text.clone(), inner), 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_paths_agree_with_the_plain_reading(v in arbitrary_value()) {
+            let mut want = String::new();
+            reference(&mut want, &v);
+            proptest::prop_assert_eq!(canonicalize(&v), want);
+        }
     }
 
     #[test]
