@@ -3,7 +3,8 @@
 //! 1. Memory: the live heap a Guardian holds for one session after H events, measured with a
 //!    counting allocator, per session, per provenance node and per event.
 //! 2. `warden replay` wall time on traces of 10 000 and 1 000 000 events (the release binary),
-//!    per event, and the ratio between the two (linear time means a ratio near 1).
+//!    per event, and the ratio between the two (linear time means a ratio near 1); the peak
+//!    resident set of the replaying process.
 //!
 //! Run: `cargo bench --bench scaling`. Prints a Markdown table for benches/RESULTS.md.
 //! `WARDEN_SCALING_H=100000,1000000` picks the history lengths (default 10 000 and 1 000 000);
@@ -121,7 +122,9 @@ fn inference_memory(n: u64) -> (usize, f64) {
     )
 }
 
-fn replay_seconds(h: u64) -> f64 {
+/// The median wall time (s) of three `warden replay` runs of an H-event trace, and the largest
+/// peak resident set (MB) among them.
+fn replay_run(h: u64) -> (f64, f64) {
     let keep = std::env::var_os("WARDEN_SCALING_KEEP_TRACE").map(std::path::PathBuf::from);
     let path = match &keep {
         Some(dir) => dir.join(format!("history-{h}.jsonl")),
@@ -135,22 +138,47 @@ fn replay_seconds(h: u64) -> f64 {
         }
     }
     let mut runs = Vec::new();
+    let mut peak_kib = 0;
     for _ in 0..3 {
         let start = Instant::now();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
             .args(["replay", "--policy", &policy_path()])
             .arg(&path)
             .stdout(std::process::Stdio::null())
-            .status()
+            .spawn()
             .unwrap();
-        assert!(out.success());
+        let (ok, kib) = wait_with_peak(child);
+        assert!(ok, "warden replay failed");
         runs.push(start.elapsed().as_secs_f64());
+        peak_kib = peak_kib.max(kib);
     }
     if keep.is_none() {
         let _ = std::fs::remove_file(&path);
     }
     runs.sort_by(f64::total_cmp);
-    runs[1]
+    (runs[1], peak_kib as f64 * 1024.0 / 1e6)
+}
+
+/// Waits for `child` and returns whether it exited with 0 and its peak resident set (KiB): the
+/// `VmHWM` of its own address space, read every few milliseconds while it runs. (`wait4`'s
+/// `ru_maxrss` would count this bench's own memory too: the child is spawned by a `vfork`
+/// that shares it until the `exec`.)
+fn wait_with_peak(mut child: std::process::Child) -> (bool, u64) {
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.success(), peak);
+        }
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            let hwm = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+            peak = peak.max(hwm.unwrap_or(0));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 fn lengths() -> Vec<u64> {
@@ -204,14 +232,14 @@ fn memory_table() {
 }
 
 fn replay_table() {
-    println!("| H | replay wall time (median of 3) | per event |");
-    println!("|---|---|---|");
+    println!("| H | replay wall time (median of 3) | per event | peak RSS |");
+    println!("|---|---|---|---|");
     let mut per = Vec::new();
     for h in lengths() {
-        let s = replay_seconds(h);
+        let (s, peak_mb) = replay_run(h);
         let us = s * 1e6 / h as f64;
         per.push(us);
-        println!("| {h} | {s:.2} s | {us:.2} µs |");
+        println!("| {h} | {s:.2} s | {us:.2} µs | {peak_mb:.0} MB |");
     }
     println!();
     if per.len() > 1 {

@@ -12,17 +12,18 @@
 //!   built from the summary per decision, then `set_input` + `eval_rule`.
 //! - `cedar`: the policy in Cedar; per decision the context is built from the summary, then
 //!   `Request::new` + `is_authorized`.
-//! - `handle`: `Guardian::handle`, envelope bytes in and response bytes out; `handle_audit` adds
-//!   what the audit chain costs (`request_hash` of the params and the chained `entry_hash`).
+//! - `handle`: `Guardian::handle`, envelope bytes in and response bytes out; `handle_audit` the
+//!   same with the Guardian keeping the audit chain (`request_hash` of the params and the
+//!   chained `entry_hash` of each step, as `warden serve` does).
 
 use std::hint::black_box;
 use std::str::FromStr;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use serde_json::{json, Value};
-use warden::acs::{crypto, fields};
-use warden::guardian::{decide_event, Guardian, Policy};
+use serde_json::Value;
+use warden::acs::fields;
+use warden::guardian::{decide_event, Guardian, Options, Policy, Protocol};
 use warden::state::{Event, SessionState};
 use warden_peers::{history, rego_history_input, turn_of, HandCheck, HostSession, HS};
 
@@ -305,23 +306,26 @@ fn handle(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("handle", h), &h, |b, _| {
             b.iter(|| black_box(guardian.handle(black_box(&probe))))
         });
-        // The audit chain's share: hash the request's params (JCS + SHA-256) and chain an
-        // entry over the response. Warden's `handle` does not keep the chain yet (`warden
-        // serve` will); this is its cost, measured on the same bytes.
-        let prev = "0".repeat(64);
+        // The same with the audit chain, kept by the Guardian itself as `warden serve` keeps
+        // it: each decided step's params hashed (JCS + SHA-256) into a chained entry.
+        let audited = Guardian::with_options(
+            warden_policy("taint_window"),
+            Options {
+                protocol: Protocol {
+                    audit: true,
+                    ..Protocol::default()
+                },
+                ..Options::default()
+            },
+        );
+        for v in history::history(h, history::Taint::Recent) {
+            audited.handle(&serde_json::to_vec(&v).unwrap());
+        }
+        let out: Value = serde_json::from_slice(&audited.handle(&probe)).unwrap();
+        assert_eq!(out["result"]["decision"], "deny");
+        assert!(out["result"]["chain_hash"].is_string(), "{out}");
         g.bench_with_input(BenchmarkId::new("handle_audit", h), &h, |b, _| {
-            b.iter(|| {
-                let response = guardian.handle(black_box(&probe));
-                let req: Value = serde_json::from_slice(&probe).unwrap();
-                let resp: Value = serde_json::from_slice(&response).unwrap();
-                let entry = json!({
-                    "request_id": req["params"]["request_id"],
-                    "request_hash": crypto::request_hash(&req["params"]),
-                    "decision": resp["result"]["decision"],
-                    "reason_codes": resp["result"]["reason_codes"],
-                });
-                black_box((response, crypto::entry_hash(&entry, Some(&prev)).unwrap()))
-            })
+            b.iter(|| black_box(audited.handle(black_box(&probe))))
         });
     }
     g.finish();
