@@ -12,6 +12,8 @@
 
 use serde_json::{Map, Number, Value};
 
+use super::json;
+
 /// What an output buffer starts with: an envelope's params or an audit entry fit without
 /// growing it more than once or twice.
 const START_CAPACITY: usize = 512;
@@ -95,34 +97,33 @@ fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// A string with only the escapes RFC 8785 requires: the runs between them are copied whole
-/// (every byte escaped is ASCII, so the runs end on character boundaries).
+/// (found eight bytes at a time; every byte escaped is ASCII, so the runs end on character
+/// boundaries).
 fn write_string(out: &mut String, s: &str) {
     out.push('"');
+    let bytes = s.as_bytes();
     let mut run = 0;
-    for (i, &b) in s.as_bytes().iter().enumerate() {
-        let escape = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&s[run..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(HEX[usize::from(b >> 4)] as char);
-            out.push(HEX[usize::from(b & 0xf)] as char);
-        } else {
-            out.push_str(escape);
+    loop {
+        let end = json::plain_run_end(bytes, run);
+        out.push_str(&s[run..end]);
+        let Some(&b) = bytes.get(end) else { break };
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                out.push(HEX[usize::from(b >> 4)] as char);
+                out.push(HEX[usize::from(b & 0xf)] as char);
+            }
         }
-        run = i + 1;
+        run = end + 1;
     }
-    out.push_str(&s[run..]);
     out.push('"');
 }
 

@@ -312,33 +312,8 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The offset of the first byte from `from` on that ends a plain run of a string: a
-    /// quote, a backslash or a control character (the input's length if none). Eight bytes
-    /// at a time: most strings in an envelope (ids, names, hashes) have no escapes at all.
     fn plain_run_end(&self, from: usize) -> usize {
-        const ONES: u64 = 0x0101_0101_0101_0101;
-        const HIGH: u64 = 0x8080_8080_8080_8080;
-        // The high bit of each byte of `w` that is zero (the lowest flagged byte is exact; a
-        // borrow can only flag bytes above it, which are not looked at).
-        let zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGH;
-        let b = self.b;
-        let mut i = from;
-        while let Some(chunk) = b.get(i..i + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-            let control = w.wrapping_sub(0x20 * ONES) & !w & HIGH;
-            let hits = control | zero(w ^ (b'"' as u64 * ONES)) | zero(w ^ (b'\\' as u64 * ONES));
-            if hits != 0 {
-                return i + (hits.trailing_zeros() / 8) as usize;
-            }
-            i += 8;
-        }
-        while let Some(&c) = b.get(i) {
-            if c == b'"' || c == b'\\' || c < 0x20 {
-                break;
-            }
-            i += 1;
-        }
-        i
+        plain_run_end(self.b, from)
     }
 
     fn string(&mut self) -> Result<String, JsonError> {
@@ -527,6 +502,35 @@ impl<'a> Parser<'a> {
             })
         }
     }
+}
+
+/// The offset of the first byte of `b` from `from` on that ends a plain run of a JSON string:
+/// a quote, a backslash or a control character (`b.len()` if none). Eight bytes at a time:
+/// most strings in an envelope (ids, names, hashes) have no escapes at all. The canonical
+/// form's writer uses it too: it escapes the same bytes.
+pub(crate) fn plain_run_end(b: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte of `w` that is zero (the lowest flagged byte is exact; a
+    // borrow can only flag bytes above it, which are not looked at).
+    let zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGH;
+    let mut i = from;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        let control = w.wrapping_sub(0x20 * ONES) & !w & HIGH;
+        let hits = control | zero(w ^ (b'"' as u64 * ONES)) | zero(w ^ (b'\\' as u64 * ONES));
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 #[cfg(test)]
