@@ -283,6 +283,12 @@ pub struct Program {
     /// Label bits given to content whose provenance is unknown (a dangling `derived_from`):
     /// the labels an `external` origin would get. Unknown is never clean.
     pub unknown_labels: u64,
+    /// The label bits a provenance record earns from its `origin` alone, one entry per known
+    /// origin (in `acs::fields::ORIGINS` order), when no label condition reads anything but
+    /// `origin` ([`Program::labels_read_only_origin`]); `None` otherwise. Filled in with
+    /// `unknown_labels` by whoever runs the VM (the Guardian), so that a record's own labels
+    /// are a table look-up instead of a VM run per condition.
+    pub labels_by_origin: Option<[u64; 8]>,
     pub history: Vec<HistorySlot>,
     /// Per method, the rules to run.
     pub index: NameMap<&'static str, HookIndex>,
@@ -404,6 +410,41 @@ pub struct ToolParamSpec {
 }
 
 impl Program {
+    /// Whether every label condition depends on nothing but the record's `origin`: it reads
+    /// no path but `origin`, no state, no Rego, no builtin, and only compares, tests
+    /// membership in constants and combines truth values. Then its value is the same for any
+    /// two records of one origin.
+    pub fn labels_read_only_origin(&self) -> bool {
+        let origin_only = |p: u32| {
+            self.paths.get(p as usize).is_some_and(|spec| {
+                spec.root == Root::Payload
+                    && matches!(spec.segs.as_slice(), [Seg::Key(k)] if &**k == "origin")
+            })
+        };
+        self.labels
+            .iter()
+            .filter_map(|l| l.code.as_ref())
+            .all(|code| {
+                code.ops.iter().all(|op| match op {
+                    Op::Path(p) => origin_only(*p),
+                    Op::Const(_)
+                    | Op::Unwrap
+                    | Op::Not
+                    | Op::Eq
+                    | Op::Ne
+                    | Op::In
+                    | Op::NotIn
+                    | Op::JumpIfFalse(_)
+                    | Op::JumpIfTrue(_)
+                    | Op::AndJoin
+                    | Op::OrJoin
+                    | Op::Present
+                    | Op::Return => true,
+                    _ => false,
+                })
+            })
+    }
+
     /// The role of argument `arg` in a call of `tool`: its declaration's, else the standard
     /// catalogue's (src/roles.rs).
     pub fn argument_role(&self, tool: Option<&str>, arg: &str) -> &'static str {

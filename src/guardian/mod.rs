@@ -92,6 +92,7 @@ impl Policy {
         match compile::compile(&checked) {
             Ok(mut program) => {
                 program.unknown_labels = step_code::unknown_labels(&program);
+                program.labels_by_origin = step_code::labels_by_origin(&program);
                 let digest = crypto::sha256_hex(compile::dump(&program).as_bytes());
                 Ok(Policy {
                     program: Arc::new(program),
@@ -111,6 +112,7 @@ impl Policy {
     /// Give it its sources with [`Policy::with_sources`] for explain traces to show them.
     pub fn from_program(mut program: Program) -> Policy {
         program.unknown_labels = step_code::unknown_labels(&program);
+        program.labels_by_origin = step_code::labels_by_origin(&program);
         let digest = crypto::sha256_hex(compile::dump(&program).as_bytes());
         Policy {
             program: Arc::new(program),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::acs::fields;
 use crate::compile::{Code, Program};
 use crate::state::{Draft, Event, SessionState};
 use crate::vm::{self, Budget, Env, VmError};
@@ -19,6 +20,21 @@ use crate::vm::{self, Budget, Env, VmError};
 /// in costs what the (size-capped) payload costs and never eats the rules' budget. `None`
 /// when a condition fails or runs out of budget.
 pub(crate) fn own_labels(program: &Program, draft: &Draft<'_>, prov: &Value) -> Option<u64> {
+    if let Some(table) = &program.labels_by_origin {
+        // A known origin: the conditions' value for it, computed once per policy. Any other
+        // record (no origin, an unknown one, a non-string) runs the conditions as written.
+        let bit = fields::member(prov, "origin")
+            .and_then(Value::as_str)
+            .map_or(0, fields::origin_bit);
+        if bit != 0 {
+            return Some(table[bit.trailing_zeros() as usize]);
+        }
+    }
+    conditions_on(program, draft, prov)
+}
+
+/// Runs the label conditions on `prov`.
+fn conditions_on(program: &Program, draft: &Draft<'_>, prov: &Value) -> Option<u64> {
     let env = Env {
         program,
         payload: prov,
@@ -36,6 +52,22 @@ pub(crate) fn own_labels(program: &Program, draft: &Draft<'_>, prov: &Value) -> 
         }
     }
     Some(bits)
+}
+
+/// [`Program::labels_by_origin`]: each known origin's own labels, when the conditions read
+/// nothing but the origin and each finishes on a record of that origin alone.
+pub(crate) fn labels_by_origin(program: &Program) -> Option<[u64; 8]> {
+    if !program.labels_read_only_origin() {
+        return None;
+    }
+    let state = SessionState::default();
+    let draft = Draft::new(&state, own_labels);
+    let mut table = [0u64; 8];
+    for (slot, origin) in table.iter_mut().zip(fields::ORIGINS) {
+        let prov = serde_json::json!({"provenance_id": "", "origin": origin});
+        *slot = conditions_on(program, &draft, &prov)?;
+    }
+    Some(table)
 }
 
 /// The labels content of unknown lineage gets: what an `external` origin would earn.
@@ -151,4 +183,65 @@ pub(crate) fn history_updates(
 
 fn key_of(env: &Env<'_>, code: &Code, budget: &mut Budget) -> Result<Option<String>, VmError> {
     Ok(vm::run(env, code, budget, None)?.key_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guardian::Policy;
+
+    fn program(labels: &str) -> Arc<Program> {
+        let text = format!("package p\n{labels}\ndefault allow\n");
+        Policy::from_source("p.ward", &text)
+            .unwrap_or_else(|d| panic!("{:?}", d.items))
+            .program()
+            .clone()
+    }
+
+    #[test]
+    fn conditions_on_origin_alone_become_a_table_that_agrees_with_running_them() {
+        let p = program(
+            "label untrusted when origin in {tool_output, retrieved} or origin == external\n\
+             label mine when not (origin != user_input)",
+        );
+        let table = p.labels_by_origin.expect("origin-only conditions fold");
+        let state = SessionState::default();
+        let draft = Draft::new(&state, own_labels);
+        for (i, origin) in fields::ORIGINS.iter().enumerate() {
+            // With other members beside the origin, as real records have them.
+            let prov = serde_json::json!({"provenance_id": "x", "origin": origin,
+                                          "source": "web", "derived_from": ["y"]});
+            assert_eq!(
+                Some(table[i]),
+                conditions_on(&p, &draft, &prov),
+                "{origin}"
+            );
+            assert_eq!(own_labels(&p, &draft, &prov), Some(table[i]), "{origin}");
+        }
+        let untrusted = 1u64 << p.label_bit("untrusted").unwrap();
+        let mine = 1u64 << p.label_bit("mine").unwrap();
+        assert_eq!(table[fields::origin_bit("tool_output").trailing_zeros() as usize], untrusted);
+        assert_eq!(table[fields::origin_bit("user_input").trailing_zeros() as usize], mine);
+        // A record whose origin is not a known one runs the conditions as written.
+        for odd in [
+            serde_json::json!({"provenance_id": "x", "origin": "telepathy"}),
+            serde_json::json!({"provenance_id": "x", "origin": 3}),
+            serde_json::json!({"provenance_id": "x"}),
+        ] {
+            assert_eq!(own_labels(&p, &draft, &odd), conditions_on(&p, &draft, &odd), "{odd}");
+        }
+    }
+
+    #[test]
+    fn conditions_reading_more_than_the_origin_are_run_each_time() {
+        for label in [
+            "label web when source == \"web\"",
+            "label deep when len(derived_from) > 0",
+            "label both when origin == tool_output and starts_with(source, \"web\")",
+        ] {
+            let p = program(label);
+            assert!(!p.labels_read_only_origin(), "{label}");
+            assert_eq!(p.labels_by_origin, None, "{label}");
+        }
+    }
 }
