@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+use smallvec::SmallVec;
 
 use crate::acs::envelope::{
     AcsResult, Approver, ApproverType, AskDetails, DeferDetails, DeferReason, ExtensionScope,
@@ -246,7 +247,8 @@ pub fn combine_fired(
     env: &Env<'_>,
     budget: &mut Budget,
 ) -> Result<Decision, VmError> {
-    let rules: Vec<(&CompiledRule, &DecisionTemplate)> = fired
+    // Scratch lists of a few entries: on the stack, not allocated per decision.
+    let rules: SmallVec<[(&CompiledRule, &DecisionTemplate); 4]> = fired
         .iter()
         .filter_map(|(i, t)| {
             let r = program.rules.get(*i as usize)?;
@@ -313,7 +315,7 @@ pub fn combine_fired(
         d.fired = fired_names;
         return Ok(d);
     }
-    let winners: Vec<(Option<&CompiledRule>, &DecisionTemplate)> = rules
+    let winners: SmallVec<[(Option<&CompiledRule>, &DecisionTemplate); 4]> = rules
         .iter()
         .filter(|(_, t)| t.kind == top)
         .map(|(r, t)| (Some(*r), *t))
@@ -341,7 +343,7 @@ fn from_templates(
     let kind = winners[0].1.kind;
     let mut codes = Vec::with_capacity(winners.len());
     // Borrowed from the templates: the text is built once, below.
-    let mut reasons: Vec<Cow<'_, str>> = Vec::with_capacity(winners.len());
+    let mut reasons: SmallVec<[Cow<'_, str>; 2]> = SmallVec::new();
     let mut refs = Vec::with_capacity(winners.len());
     for (rule, t) in winners {
         if let Some(c) = &t.code {

@@ -211,24 +211,30 @@ mod tests {
             // With other members beside the origin, as real records have them.
             let prov = serde_json::json!({"provenance_id": "x", "origin": origin,
                                           "source": "web", "derived_from": ["y"]});
-            assert_eq!(
-                Some(table[i]),
-                conditions_on(&p, &draft, &prov),
-                "{origin}"
-            );
+            assert_eq!(Some(table[i]), conditions_on(&p, &draft, &prov), "{origin}");
             assert_eq!(own_labels(&p, &draft, &prov), Some(table[i]), "{origin}");
         }
         let untrusted = 1u64 << p.label_bit("untrusted").unwrap();
         let mine = 1u64 << p.label_bit("mine").unwrap();
-        assert_eq!(table[fields::origin_bit("tool_output").trailing_zeros() as usize], untrusted);
-        assert_eq!(table[fields::origin_bit("user_input").trailing_zeros() as usize], mine);
+        assert_eq!(
+            table[fields::origin_bit("tool_output").trailing_zeros() as usize],
+            untrusted
+        );
+        assert_eq!(
+            table[fields::origin_bit("user_input").trailing_zeros() as usize],
+            mine
+        );
         // A record whose origin is not a known one runs the conditions as written.
         for odd in [
             serde_json::json!({"provenance_id": "x", "origin": "telepathy"}),
             serde_json::json!({"provenance_id": "x", "origin": 3}),
             serde_json::json!({"provenance_id": "x"}),
         ] {
-            assert_eq!(own_labels(&p, &draft, &odd), conditions_on(&p, &draft, &odd), "{odd}");
+            assert_eq!(
+                own_labels(&p, &draft, &odd),
+                conditions_on(&p, &draft, &odd),
+                "{odd}"
+            );
         }
     }
 
