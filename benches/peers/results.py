@@ -135,11 +135,11 @@ def issue19(w, a, g1, h1m, ha1m, scaling):
         w("*Server cores busy* is throughput × CPU per request: on one core the server keeps its")
         w("core nearly full; on two it gets only what the load client (which needs most of a core")
         w("itself) leaves, so the second figure is bounded by the client, not by the server.")
-        w(f"At its own")
-        w(f"CPU cost per request, two cores of its own would serve about 2 s / {two['cpu']:.1f} µs ="
-          f" {2e6 / two['cpu']:,.0f} req/s, {2e6 / two['cpu'] / one['rps']:.2f}× the one-core figure:")
-        w("an extrapolation from CPU time, not a measurement; measuring it needs a machine with")
-        w("cores for the client.")
+        w(f"At its own CPU cost per request, two cores of its own would serve about 2 s /"
+          f" {two['cpu']:.1f} µs = {2e6 / two['cpu']:,.0f} req/s,")
+        w(f"{2e6 / two['cpu'] / one['rps']:.2f}× the one-core figure: an extrapolation from CPU"
+          f" time, not a measurement;")
+        w("measuring it needs a machine with cores for the client.")
         w("")
     # The cost of inference per argument: the default policy deciding a call with K
     # destination arguments the user typed, sent without lineage (every one inferred).
