@@ -4,7 +4,8 @@
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+use smallvec::SmallVec;
 
 use crate::acs::crypto;
 
@@ -52,7 +53,9 @@ pub fn step_entry(
     params: &Value,
     decision: &str,
 ) -> Map<String, Value> {
-    let mut e = Map::new();
+    // Sized for every member a step's entry can get (the hashes and the optional ones
+    // included), so that it is never re-hashed while it is filled in.
+    let mut e = Map::with_capacity(16);
     e.insert("entry_id".into(), Value::String(entry_id));
     e.insert(
         "step_id".into(),
@@ -106,27 +109,40 @@ pub fn reload_entry(
 /// records the step takes in (`acs::fields::provenance_records`, the one walk), so the summary
 /// counts what the session's lineage holds.
 pub fn provenance_summary(payload: &Value) -> Option<Value> {
-    let mut origins: Vec<String> = Vec::new();
-    let mut by_origin = Map::new();
-    let mut count = 0u64;
+    // Each origin with its count, in the order first seen (a payload has a handful).
+    let mut counts: SmallVec<[(&str, u64); 4]> = SmallVec::new();
     for record in crate::acs::fields::provenance_records(payload) {
-        let Some(origin) = record.get("origin").and_then(Value::as_str) else {
+        let Some(origin) = crate::acs::fields::member(record, "origin").and_then(Value::as_str)
+        else {
             continue;
         };
-        count += 1;
-        if !origins.iter().any(|o| o == origin) {
-            origins.push(origin.to_string());
+        match counts.iter_mut().find(|(o, _)| *o == origin) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((origin, 1)),
         }
-        let n = by_origin.get(origin).and_then(Value::as_u64).unwrap_or(0);
-        by_origin.insert(origin.to_string(), json!(n + 1));
     }
-    (count > 0).then(|| {
-        json!({
-            "origins_seen": origins,
-            "entry_count": count,
-            "entry_count_by_origin": by_origin,
-        })
-    })
+    if counts.is_empty() {
+        return None;
+    }
+    let mut summary = Map::with_capacity(3);
+    summary.insert(
+        "origins_seen".into(),
+        Value::Array(counts.iter().map(|(o, _)| Value::from(*o)).collect()),
+    );
+    summary.insert(
+        "entry_count".into(),
+        Value::from(counts.iter().map(|(_, n)| n).sum::<u64>()),
+    );
+    summary.insert(
+        "entry_count_by_origin".into(),
+        Value::Object(
+            counts
+                .iter()
+                .map(|(o, n)| ((*o).to_owned(), Value::from(*n)))
+                .collect(),
+        ),
+    );
+    Some(Value::Object(summary))
 }
 
 /// Verifies the stored chain of each session; the first broken link of the first broken
@@ -143,4 +159,30 @@ pub fn verify_sessions(
         n += entries.len();
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn provenance_summary_counts_each_origin_in_the_order_first_seen() {
+        let payload = json!({
+            "outputs": [
+                {"value": "a", "provenance": {"provenance_id": "p1", "origin": "tool_output"}},
+                {"value": "b", "provenance": {"provenance_id": "p2", "origin": "user_input"}},
+                {"value": ["c"], "provenance": {"provenance_id": "p3", "origin": "tool_output",
+                    "elements": [{"provenance_id": "p4", "origin": "retrieved"}]}},
+                // Not a record: no string provenance_id.
+                {"value": "d", "provenance": {"origin": "system"}},
+            ]
+        });
+        let summary = provenance_summary(&payload).unwrap();
+        assert_eq!(
+            serde_json::to_string(&summary).unwrap(),
+            r#"{"origins_seen":["tool_output","user_input","retrieved"],"entry_count":4,"entry_count_by_origin":{"tool_output":2,"user_input":1,"retrieved":1}}"#
+        );
+        assert_eq!(provenance_summary(&json!({"tool": {"name": "x"}})), None);
+    }
 }
