@@ -94,14 +94,16 @@ fn state_after(policy: &Policy, events: &[serde_json::Value]) -> SessionState {
     state
 }
 
+/// The N of a count mode: the variable `var` as a number, if set.
+fn count_from_env(var: &str) -> Option<u64> {
+    std::env::var(var).ok().and_then(|v| v.parse().ok())
+}
+
 /// `WARDEN_DECIDE_COUNT=N`: decide the `decide/Recent/1000` probe N times and exit, without
 /// criterion, so that `perf stat -e instructions:u` at two values of N gives the instructions
 /// of one decision (the difference over the difference of N; setup cancels out).
 fn decide_count_mode() {
-    let Some(n) = std::env::var("WARDEN_DECIDE_COUNT")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    else {
+    let Some(n) = count_from_env("WARDEN_DECIDE_COUNT") else {
         return;
     };
     let policy = policy();
@@ -131,10 +133,7 @@ fn decide_probe_times(
 /// `handle/1000` probe's envelope N times and exit, without criterion, for a profiler
 /// (`--toggle-collect='*handle_probe_times*'`).
 fn handle_count_mode() {
-    let Some(n) = std::env::var("WARDEN_HANDLE_COUNT")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    else {
+    let Some(n) = count_from_env("WARDEN_HANDLE_COUNT") else {
         return;
     };
     let audit = std::env::var_os("WARDEN_HANDLE_AUDIT").is_some();

@@ -312,13 +312,9 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn plain_run_end(&self, from: usize) -> usize {
-        plain_run_end(self.b, from)
-    }
-
     fn string(&mut self) -> Result<String, JsonError> {
         self.pos += 1; // opening quote
-        let mut end = self.plain_run_end(self.pos);
+        let mut end = plain_run_end(self.b, self.pos);
         // The common case: no escape, so the string is the run itself, allocated once.
         if self.b.get(end) == Some(&b'"') {
             let s = self.src[self.pos..end].to_owned();
@@ -362,7 +358,7 @@ impl<'a> Parser<'a> {
                             ))
                         }
                     }
-                    end = self.plain_run_end(self.pos);
+                    end = plain_run_end(self.b, self.pos);
                 }
                 Some(_) => {
                     return Err(
