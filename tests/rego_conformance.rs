@@ -177,7 +177,7 @@ fn cases() -> Vec<(
             "data.acme.tools.tainted_arguments",
             call(
                 "t",
-                json!({"q": untrusted("web text"), "n": {"value": 3, "provenance": {"provenance_id": "u", "origin": "user_input"}}}),
+                json!({"q": untrusted("web text"), "n": {"value": 3, "provenance": {"provenance_id": "u", "origin": "system"}}}),
             ),
         ),
         (
@@ -280,8 +280,16 @@ fn warden_sees_the_values_regorus_computes() {
                 }
             }
         }
+        // Rules, Rego's included, see the payload with its provenance completed
+        // (docs/language.md §4, "Content without provenance").
+        let entered = warden::acs::payload::complete(
+            "steps/toolCallRequest",
+            "6f1c1a62-8a55-4a8e-9b8a-3f6f0f0b9b01",
+            &payload,
+        )
+        .unwrap_or_else(|| payload.clone());
         let input = json!({
-            "payload": payload,
+            "payload": entered,
             "metadata": {"agent_id": "a", "session_id": "2b0a5c56-3d3f-4d4f-8c5e-9a3f8b2a1c00"},
             "session": {"turn": 0},
             "labels": {"arguments": labels},

@@ -1,6 +1,7 @@
 //! The ACS v0.1.0 wire protocol: what the hook payloads contain (`fields`, with the walk that
 //! finds a payload's provenance records), envelopes in and out (`envelope`, with the request
-//! builder), strict JSON decoding (`json`), RFC 8785 canonical JSON (`jcs`), the signature and
+//! builder), strict JSON decoding (`json`), each payload checked against its hook's table and its content's
+//! missing provenance completed (`payload`), RFC 8785 canonical JSON (`jcs`), the signature and
 //! audit-chain hashing rules and the SHA-256/hex helpers (`crypto`), RFC 3339 timestamps
 //! (`time`), UUIDs (`ids`), and the one decision type every layer uses (`decision`).
 
@@ -11,6 +12,7 @@ pub mod fields;
 pub mod ids;
 pub mod jcs;
 pub mod json;
+pub mod payload;
 pub mod time;
 
 pub use decision::DecisionKind;

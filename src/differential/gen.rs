@@ -49,11 +49,38 @@ pub const PENDING_INFERENCE: bool = true;
 /// An optional provenance (always present, while inference is not modelled).
 fn maybe_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
     if PENDING_INFERENCE {
-        provenance().prop_map(Some).boxed()
+        provenance(ORIGINS).prop_map(Some).boxed()
     } else {
-        prop::option::weighted(p, provenance()).boxed()
+        prop::option::weighted(p, provenance(ORIGINS)).boxed()
     }
 }
+
+/// The provenance of an item whose hook has an origin of its own (a user message's content, a
+/// tool's outputs): often none at all, or a record without an id — the hook's origin and an
+/// id from the request fill in (docs/language.md §4), no inference needed.
+fn item_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
+    prop::option::weighted(p, provenance(ORIGINS)).boxed()
+}
+
+/// A tool argument's provenance. A claim that the user wrote an argument is checked against
+/// what the user said by lineage inference, which the reference does not model: while
+/// `PENDING_INFERENCE`, arguments never claim `user_input`.
+fn argument_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
+    if PENDING_INFERENCE {
+        provenance(ARGUMENT_ORIGINS).prop_map(Some).boxed()
+    } else {
+        prop::option::weighted(p, provenance(ORIGINS)).boxed()
+    }
+}
+
+const ARGUMENT_ORIGINS: &[&str] = &[
+    "system",
+    "tool_output",
+    "retrieved",
+    "agent_generated",
+    "a2a_inbound",
+    "external",
+];
 
 // ---------------------------------------------------------------------------------------------
 // Pools
@@ -613,15 +640,19 @@ pub struct GenEvent {
     pub compacted: Vec<usize>,
 }
 
-fn provenance() -> BoxedStrategy<Value> {
+fn provenance(origins: &'static [&'static str]) -> BoxedStrategy<Value> {
     (
-        select(PROV_IDS),
-        select(ORIGINS),
+        // Sometimes no id: Warden assigns one from the request and the item's place.
+        prop::option::weighted(0.85, select(PROV_IDS)),
+        select(origins),
         prop::option::weighted(0.5, select(SOURCES)),
         prop::option::weighted(0.5, prop::collection::vec(select(PARENT_IDS), 0..3)),
     )
         .prop_map(|(id, origin, source, parents)| {
-            let mut p = json!({"provenance_id": id, "origin": origin});
+            let mut p = json!({"origin": origin});
+            if let Some(id) = id {
+                p["provenance_id"] = json!(id);
+            }
             if let Some(src) = source {
                 p["source_id"] = json!(src);
             }
@@ -665,7 +696,7 @@ fn kinded(expected: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
 fn argument(value: BoxedStrategy<Value>) -> BoxedStrategy<Option<Value>> {
     prop::option::weighted(
         0.75,
-        (value, maybe_provenance(0.7)).prop_map(|(v, p)| match p {
+        (value, argument_provenance(0.7)).prop_map(|(v, p)| match p {
             Some(p) => json!({"value": v, "provenance": p}),
             None => json!({"value": v}),
         }),
@@ -734,7 +765,7 @@ fn text() -> BoxedStrategy<Value> {
 }
 
 fn item(kind: BoxedStrategy<Option<&'static str>>) -> BoxedStrategy<Value> {
-    (kind, text(), maybe_provenance(0.8))
+    (kind, text(), item_provenance(0.8))
         .prop_map(|(kind, v, p)| {
             let mut o = json!({"value": v});
             if let Some(k) = kind {

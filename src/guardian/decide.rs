@@ -60,6 +60,10 @@ pub struct Decision {
     /// For a toolCallResult that went ahead, when the policy declares effects: the
     /// reservation it settled, or that it matched none (written into the audit entry).
     pub effect_outcome: Option<Value>,
+    /// The content items whose provenance claimed the user wrote them but whose text the user
+    /// never said (JSON pointers of their provenance records): read as content with no
+    /// lineage, and reported in explain traces and decision logs.
+    pub unverified_claims: Vec<String>,
 }
 
 impl Decision {
@@ -87,6 +91,7 @@ impl Decision {
             approval_expires_ms: None,
             approval: None,
             effect_outcome: None,
+            unverified_claims: Vec::new(),
         }
     }
 
@@ -384,6 +389,7 @@ fn from_templates(
         approval_expires_ms: winners.iter().filter_map(|(_, t)| t.expires_ms).min(),
         approval: None,
         effect_outcome: None,
+        unverified_claims: Vec::new(),
     };
     let first = winners[0].1;
     match kind {

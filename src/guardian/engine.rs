@@ -23,8 +23,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{decide, explain, step_code, Decision, RuleTrace};
-use crate::acs::fields;
 use crate::acs::DecisionKind;
+use crate::acs::{fields, payload};
 use crate::compile::{self, Program};
 use crate::state::{Draft, Event, SessionState};
 use crate::vm::{self, Budget, Env, VmError};
@@ -121,6 +121,13 @@ fn run_step(
 ) -> Result<Option<Decision>, VmError> {
     let mut budget = Budget::new(program.budget);
     state.ensure_slots(program);
+    // The content as it enters: missing provenance completed, unfound claims read as none.
+    let entering = entering_payload(hook, state, ev);
+    let claims = entering.as_ref().map_or(&[][..], |(_, c)| &c[..]);
+    let ev = &Event {
+        payload: entering.as_ref().map_or(ev.payload, |(p, _)| p),
+        ..*ev
+    };
     let (decision, changes) = {
         let mut draft = Draft::new(state, step_code::own_labels);
         // Taking the content in cannot fail: its labels have a budget of their own.
@@ -135,7 +142,10 @@ fn run_step(
                 .map_err(|_| None),
             Mode::Decide { explain } | Mode::DecideLogged { explain } => {
                 decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget)
-                    .map(Some)
+                    .map(|mut d| {
+                        d.unverified_claims = claims.to_vec();
+                        Some(d)
+                    })
                     .map_err(Some)
             }
         };
@@ -182,6 +192,32 @@ fn run_step(
         state.apply_approval(note);
     }
     Ok(decision)
+}
+
+/// The payload a step takes in, when it differs from the one that arrived, with the claims
+/// that were not found (`SessionState::unverified_claims`): every content item completed with
+/// the provenance the platform left out (`acs::payload::complete`), and a claim that the user
+/// wrote an item whose text the user never said read as no claim (its origin
+/// `agent_generated`, so its sources are inferred like any other value's). Every mode runs
+/// this, so a replay and a restore take in exactly what the decision did.
+fn entering_payload(
+    hook: &'static fields::HookSpec,
+    state: &SessionState,
+    ev: &Event<'_>,
+) -> Option<(Value, Vec<String>)> {
+    let completed = payload::complete(hook.method, ev.request_id, ev.payload);
+    let current = completed.as_ref().unwrap_or(ev.payload);
+    let claims = state.unverified_claims(hook.method, current);
+    if claims.is_empty() {
+        return completed.map(|p| (p, claims));
+    }
+    let mut p = completed.unwrap_or_else(|| ev.payload.clone());
+    for ptr in &claims {
+        if let Some(Value::Object(prov)) = p.pointer_mut(ptr) {
+            prov.insert("origin".into(), Value::String("agent_generated".into()));
+        }
+    }
+    Some((p, claims))
 }
 
 /// Deciding a step: its tool declaration and a refused Intent first, then the effect keys,

@@ -533,5 +533,10 @@ pub(crate) fn to_json(
         .iter()
         .map(Rule::to_json)
         .collect();
-    serde_json::json!({"fired": decision.fired, "rules": rules})
+    let mut out = serde_json::json!({"fired": decision.fired, "rules": rules});
+    if !decision.unverified_claims.is_empty() {
+        // A platform's claim that the user wrote content whose text the user never said.
+        out["unverified_claims"] = serde_json::json!(decision.unverified_claims);
+    }
+    out
 }

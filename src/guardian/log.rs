@@ -16,6 +16,7 @@
 //! | `decision` | `allow`, `deny`, `ask`, `defer`, `modify`, or `error` (the answer was a JSON-RPC error) |
 //! | `reason_codes`, `reasoning` | the result's |
 //! | `rules` | every rule that fired, `module.rule` |
+//! | `unverified_claims` | only when there are any: the JSON pointers of the provenance records that claimed the user wrote content the user never said (read as no claim) |
 //! | `policy_digest` | the digest of the policy that decided |
 //! | `duration_us` | the time taken to decide, in microseconds (not counting the wait for the journal) |
 //! | `error` | for `error`: the JSON-RPC error object |
@@ -49,6 +50,7 @@ pub(crate) struct Facts {
     pub tool: Option<String>,
     pub arguments: Option<Value>,
     pub fired: Vec<Arc<str>>,
+    pub unverified_claims: Vec<String>,
 }
 
 /// Builds one record from a decision's facts and its response.
@@ -91,6 +93,9 @@ pub(crate) fn record(
         "rules".into(),
         Value::Array(facts.fired.iter().map(|r| json!(&**r)).collect()),
     );
+    if !facts.unverified_claims.is_empty() {
+        e.insert("unverified_claims".into(), json!(facts.unverified_claims));
+    }
     e.insert("policy_digest".into(), json!(policy_digest));
     e.insert("duration_us".into(), json!(duration_us));
     Value::Object(e)

@@ -366,6 +366,7 @@ struct Logged {
     tool: Option<String>,
     arguments: Option<Value>,
     fired: Vec<Arc<str>>,
+    unverified_claims: Vec<String>,
 }
 
 /// A decided request whose answer must wait until its journal records are durable
@@ -632,6 +633,7 @@ impl Guardian {
                 }),
                 arguments: logged.arguments,
                 fired: logged.fired,
+                unverified_claims: logged.unverified_claims,
             };
             let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             sink.record(&log::record(&facts, &response, &self.policy_digest(), took));
@@ -740,6 +742,15 @@ impl Guardian {
                 None => return fail(RpcError::method_not_found(&req.method)),
             }
         };
+        // A payload its hook's table refuses is never decided (nor does it open a session).
+        if let Some(h) = hook {
+            if let Err(e) = crate::acs::payload::check(h, &p.payload) {
+                return fail(RpcError::invalid_params(
+                    &format!("params.{}", e.path),
+                    e.why,
+                ));
+            }
+        }
         // Facts from other sessions, read before this session is locked (one lock at a time).
         let child_info = match req.method.as_str() {
             "steps/subagentStop" => p
@@ -929,11 +940,13 @@ impl Guardian {
                 .map(String::from),
             arguments,
             fired: Vec::new(),
+            unverified_claims: Vec::new(),
         });
         let (mut result, traces, proceeds, approval, effect_outcome) = match outcome {
             Ok(decision) => {
                 if let Some(l) = &mut logged {
                     l.fired = decision.fired.clone();
+                    l.unverified_claims = decision.unverified_claims.clone();
                 }
                 let traces = decision.trace.clone();
                 let mut result = decision.to_result(&p.request_id);

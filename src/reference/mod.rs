@@ -50,6 +50,79 @@ pub struct Event<'e> {
     pub time_ms: Option<i64>,
 }
 
+/// docs/language.md §4, "Content without provenance": the payload as it enters, every content
+/// item with a provenance record — its hook's own origin when it had none, an id
+/// `"{request_id}:{pointer}"` when it had none. Written out plainly, hook by hook.
+fn with_provenance(method: &str, request_id: &str, payload: &Value) -> Value {
+    let (lists, singles, origin): (&[&str], &[&str], &str) = match method {
+        "steps/userMessage" => (&["content"], &[], "user_input"),
+        "steps/agentResponse" => (&["content"], &[], "agent_generated"),
+        "steps/toolCallResult" => (&["outputs"], &[], "tool_output"),
+        "steps/memoryStore" => (&[], &["content"], "agent_generated"),
+        "steps/postCompact" | "steps/subagentStop" | "steps/turnEnd" | "steps/sessionEnd" => {
+            (&[], &["summary"], "agent_generated")
+        }
+        "steps/toolCallRequest" => (&[], &[], "agent_generated"),
+        "steps/knowledgeRetrieval" => (&["results"], &["query"], "retrieved"),
+        "steps/memoryContextRetrieval" => (&["results"], &["query"], "external"),
+        _ => return payload.clone(),
+    };
+    let mut out = payload.clone();
+    let tool = payload
+        .get("tool")
+        .and_then(|t| t.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let fill = |item: &mut Value, pointer: String, origin: &str| {
+        let Value::Object(item) = item else { return };
+        let prov = item
+            .entry("provenance")
+            .or_insert_with(|| serde_json::json!({}));
+        let Value::Object(prov) = prov else { return };
+        if !matches!(prov.get("provenance_id"), Some(Value::String(_))) {
+            prov.insert(
+                "provenance_id".into(),
+                format!("{request_id}:{pointer}").into(),
+            );
+        }
+        if !matches!(prov.get("origin"), Some(Value::String(_))) {
+            prov.insert("origin".into(), origin.into());
+            if method == "steps/toolCallResult" {
+                if let Some(t) = &tool {
+                    prov.entry("source_id").or_insert_with(|| t.clone().into());
+                }
+            }
+        }
+    };
+    for name in lists {
+        if let Some(Value::Array(items)) = out.get_mut(*name) {
+            for (i, item) in items.iter_mut().enumerate() {
+                fill(item, format!("/{name}/{i}"), origin);
+            }
+        }
+    }
+    for name in singles {
+        // A query is the agent's own text, whatever hook carries it.
+        let origin = if *name == "query" {
+            "agent_generated"
+        } else {
+            origin
+        };
+        if let Some(item) = out.get_mut(*name) {
+            fill(item, format!("/{name}"), origin);
+        }
+    }
+    if method == "steps/toolCallRequest" {
+        if let Some(Value::Object(args)) = out.get_mut("arguments") {
+            for (k, item) in args.iter_mut() {
+                let pointer = format!("/arguments/{}", k.replace('~', "~0").replace('/', "~1"));
+                fill(item, pointer, origin);
+            }
+        }
+    }
+    out
+}
+
 /// What a MODIFY decision changes.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Mods {
@@ -689,6 +762,11 @@ impl<'c> Reference<'c> {
     /// Decides one event, and records it if it goes ahead.
     pub fn step(&mut self, ev: &Event<'_>) -> Result<Outcome, String> {
         let hook = fields::hook(ev.method).ok_or_else(|| format!("no hook {}", ev.method))?;
+        let completed = with_provenance(hook.method, ev.request_id, ev.payload);
+        let ev = &Event {
+            payload: &completed,
+            ..*ev
+        };
         let payload = V::from_json(ev.payload);
         let metadata = V::from_json(ev.metadata);
         let (turn, turn_id) = self.turn_of(hook.method, &payload, &metadata);

@@ -591,6 +591,51 @@ impl SessionState {
         self.view().turns_since(bit)
     }
 
+    /// The tool arguments of a call whose provenance claims the user wrote them
+    /// (`origin: user_input`, on the argument or on an element of a list argument) and whose
+    /// value is not found in what the user said (every token of it, as lineage inference
+    /// matches). Each as the JSON pointer of its provenance record. A claim is a platform's
+    /// word; the text is the evidence: an unfound claim reads as content with no lineage
+    /// (docs/state.md, "Declared claims").
+    pub fn unverified_claims(&self, method: &str, payload: &Value) -> Vec<String> {
+        if method != "steps/toolCallRequest" {
+            return Vec::new();
+        }
+        let mut claims = Vec::new();
+        let claims_user =
+            |p: &Value| fields::member(p, "origin").and_then(Value::as_str) == Some("user_input");
+        for (ptr, item, origin) in crate::acs::payload::carriers(method, payload) {
+            if origin == "user_input" {
+                continue;
+            }
+            let (Some(prov), Some(value)) = (item.get("provenance"), item.get("value")) else {
+                continue;
+            };
+            if claims_user(prov) {
+                claims.push((format!("{ptr}/provenance"), value));
+            }
+            if let (Some(Value::Array(elements)), Value::Array(values)) =
+                (prov.get("elements"), value)
+            {
+                for (i, (e, v)) in elements.iter().zip(values).enumerate() {
+                    if claims_user(e) {
+                        claims.push((format!("{ptr}/provenance/elements/{i}"), v));
+                    }
+                }
+            }
+        }
+        if claims.is_empty() {
+            return Vec::new();
+        }
+        let view = self.view();
+        let user = origin_bit("user_input");
+        claims
+            .into_iter()
+            .filter(|(_, v)| view.infer_sources(v).is_none_or(|s| s.origins & user == 0))
+            .map(|(ptr, _)| ptr)
+            .collect()
+    }
+
     /// How many distinct tokens the lineage-inference index holds (`infer.rs`).
     pub fn indexed_tokens(&self) -> usize {
         self.tokens.len()
