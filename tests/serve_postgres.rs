@@ -9,6 +9,7 @@
 //! drops it at the end. Without the variable the tests are skipped with a message, except
 //! under CI (`CI` set), where they fail.
 
+mod common;
 mod pg_common;
 mod serve_common;
 
