@@ -117,6 +117,29 @@ class Decide(unittest.TestCase):
         asked = g.decide(tool="send_email", session_id=s, payload={"arguments": {"to": to}})
         self.assertEqual(asked["decision"], "allow")
 
+    def test_an_agent_loop_without_ids_keeps_provenance(self):
+        # The loop of docs/python.md, "An agent loop": no provenance ids anywhere.
+        g = warden.Guardian(warden.Policy.default())
+        s = str(uuid.uuid4())
+        g.decide("sessionStart", session_id=s, payload={"intent": {"raw": "summarise bill.txt for me"}})
+        self.assertEqual(g.decide("userMessage", session_id=s, text="summarise bill.txt for me")["decision"], "allow")
+        self.assertEqual(g.decide(tool="read_file", session_id=s, args={"path": "bill.txt"})["decision"], "allow")
+        read = g.decide("toolCallResult", tool="read_file", session_id=s, outputs=["Pay 98.70 to GB29 NWBK 6016 1331 9268 19"])
+        self.assertEqual(read["decision"], "allow")
+        paid = g.decide(tool="send_money", session_id=s, args={"recipient": "GB29 NWBK 6016 1331 9268 19", "amount": 98.70})
+        self.assertEqual(paid["decision"], "deny")
+        self.assertEqual(paid["reason_codes"], ["provenance.destination"])
+        # Saying the value came from the user does not make it so.
+        claimed = g.decide(
+            tool="send_money", session_id=s, origin="user_input",
+            args={"recipient": "GB29 NWBK 6016 1331 9268 19", "amount": 98.70},
+        )
+        self.assertEqual(claimed["decision"], "deny")
+        typed = str(uuid.uuid4())
+        g.decide("userMessage", session_id=typed, text="send 20 to GB29 NWBK 6016 1331 9268 19")
+        mine = g.decide(tool="send_money", session_id=typed, args={"recipient": "GB29 NWBK 6016 1331 9268 19", "amount": 20})
+        self.assertEqual(mine["decision"], "allow")
+
     def test_sessions_keep_their_history(self):
         policy = warden.Policy.from_source(
             """

@@ -17,7 +17,7 @@ envelope (bytes), for callers that already speak ACS. See docs/python.md.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from . import _warden
 from ._warden import ACS_VERSION, Policy, PolicyError
@@ -65,7 +65,9 @@ class Guardian(_warden.Guardian):
         *,
         tool: Optional[str] = None,
         args: Optional[Mapping[str, Any]] = None,
-        origin: str = "agent_generated",
+        origin: Optional[str] = None,
+        text: Optional[str] = None,
+        outputs: Optional[Sequence[Any]] = None,
         payload: Optional[Mapping[str, Any]] = None,
         session_id: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
@@ -73,10 +75,14 @@ class Guardian(_warden.Guardian):
         """Builds the request for ``hook`` and returns the ACS result as a dict.
 
         ``tool`` sets ``payload.tool.name``; each of ``args`` becomes an argument
-        ``{"value": v, "provenance": {"origin": origin}}``; ``payload`` gives any other members
-        (or the whole payload, for hooks other than tool calls). ``session_id`` defaults to the
-        Guardian's own (``guardian.session_id``); ``metadata`` adds members to the envelope's
-        metadata. In strict mode the session's handshake is sent first, once.
+        ``{"value": v}`` (with ``origin``: ``{"value": v, "provenance": {"origin": origin}}``;
+        without one Warden infers where the value was taken from). ``text`` is a
+        ``userMessage`` or ``agentResponse`` text part; ``outputs`` the values a tool
+        returned, for ``toolCallResult``. Content needs no provenance ids: Warden gives each
+        item its hook's origin and an id (docs/python.md, "An agent loop"). ``payload`` gives
+        any other members (or the whole payload). ``session_id`` defaults to the Guardian's own
+        (``guardian.session_id``); ``metadata`` adds members to the envelope's metadata. In
+        strict mode the session's handshake is sent first, once.
 
         The result has ``decision`` ("allow", "deny", "modify", "ask" or "defer"),
         ``reason_codes``, ``reasoning`` and, for "modify", ``modifications``. A JSON-RPC error
@@ -86,6 +92,8 @@ class Guardian(_warden.Guardian):
             raise TypeError("payload must be a dict")
         if args is not None and not isinstance(args, Mapping):
             raise TypeError("args must be a dict")
+        if outputs is not None and (isinstance(outputs, (str, bytes)) or not isinstance(outputs, Sequence)):
+            raise TypeError("outputs must be a list of values")
         body: Dict[str, Any] = dict(payload or {})
         if tool is not None:
             body["tool"] = {**body.get("tool", {}), "name": tool}
@@ -93,10 +101,18 @@ class Guardian(_warden.Guardian):
         if args is not None or (method == "steps/toolCallRequest" and "arguments" not in body):
             arguments = dict(body.get("arguments", {}))
             for name, value in (args or {}).items():
-                arguments[name] = {"value": value, "provenance": {"origin": origin}}
+                item: Dict[str, Any] = {"value": value}
+                if origin is not None:
+                    item["provenance"] = {"origin": origin}
+                arguments[name] = item
             body["arguments"] = arguments
-        text = self._decide(hook, session_id, json.dumps(dict(metadata or {})), json.dumps(body))
-        response = json.loads(text)
+        if text is not None:
+            body["content"] = list(body.get("content", [])) + [{"type": "text", "value": text}]
+        if outputs is not None:
+            body["outputs"] = list(body.get("outputs", [])) + [{"value": v} for v in outputs]
+            body.setdefault("exit_status", "success")
+        text_out = self._decide(hook, session_id, json.dumps(dict(metadata or {})), json.dumps(body))
+        response = json.loads(text_out)
         if "error" in response:
             error = response["error"]
             raise ProtocolError(error.get("code", 0), error.get("message", ""), error.get("data"), response)
