@@ -96,6 +96,7 @@ pub mod lsp;
 #[cfg(test)]
 mod reference;
 pub(crate) mod rego;
+pub mod actions;
 pub mod roles;
 #[cfg(feature = "server")]
 pub mod server;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["diagnostics", "acs"],
     // Vocabularies and loaders the checker reads: the grammar and AST, argument roles, Rego.
-    &["syntax", "roles", "rego"],
+    &["syntax", "roles", "actions", "rego"],
     // The checker (and the builtin registry, `check::builtins`); the formatter reads syntax.
     &["check", "fmt"],
     &["compile"],

@@ -253,6 +253,24 @@ pub const BUILTINS: &[BuiltinSpec] = &[
         "the role of the named argument in this call's tool: destination, secret, amount, identifier, text or none (its `tool` declaration's, else the standard catalogue's)",
     ),
     special(
+        "effect_class",
+        0,
+        Allowed::ToolCallRules,
+        "what this call does: read, communicate, money, credentials, create, change, delete, reserve, share, publish, execute or unknown (its `tool` declaration's `is CLASS`, else the standard catalogue's, from the tool's name)",
+    ),
+    special(
+        "requested",
+        1,
+        Allowed::Rules,
+        "whether the user's own words (the Intent's raw text, the user's messages) ask for an action of this effect class",
+    ),
+    special(
+        "delegated",
+        0,
+        Allowed::Rules,
+        "whether the user's words hand the choice of actions to content (\"do the tasks on my list\", \"follow the e-mail's instructions\")",
+    ),
+    special(
         "lineage_inferred",
         1,
         Allowed::Rules,

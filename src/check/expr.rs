@@ -990,7 +990,40 @@ impl Checker<'_> {
                     Type::Enum(crate::roles::ROLES)
                 }
             }
-            "requested_by_user" => {
+            "requested_by_user" | "delegated" => {
+                if !b.allowed.admits(cx.scope) {
+                    return self.error(rules_only(cx.file, span, bname));
+                }
+                Type::Bool
+            }
+            "effect_class" => {
+                if !b.allowed.admits(cx.scope) {
+                    return self.error(tool_call_only(cx.file, span, bname));
+                }
+                Type::Enum(crate::actions::CLASSES)
+            }
+            "requested" => {
+                let t = self.expr(cx, &args[0].value);
+                if !t.is_stringish() {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        bname,
+                        "string",
+                        &t,
+                    ));
+                }
+                if let ExprKind::String(word) = &args[0].value.kind {
+                    if crate::actions::class_word(word).is_none() {
+                        self.diagnostics.push(unknown_enum(
+                            cx.file,
+                            args[0].value.span,
+                            word,
+                            crate::actions::CLASSES,
+                            "effect class",
+                        ));
+                    }
+                }
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
@@ -1655,6 +1688,18 @@ fn rules_only(file: FileId, span: Span, name: &str) -> Diagnostic {
     )
     .with_label("not here")
     .with_help("where a value was taken from is read from the session's provenance graph, by rules")
+}
+
+/// A builtin of the call being decided outside a `toolCallRequest` rule.
+fn tool_call_only(file: FileId, span: Span, name: &str) -> Diagnostic {
+    Diagnostic::error(
+        "check::misplaced",
+        file,
+        span,
+        format!("`{name}` is only available in rules on toolCallRequest"),
+    )
+    .with_label("not here")
+    .with_help("it reads the tool call being decided: write it in a rule `on toolCallRequest`")
 }
 
 fn mismatch(file: FileId, span: Span, what: &str, wanted: &str, got: &Type) -> Diagnostic {

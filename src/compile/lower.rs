@@ -356,7 +356,10 @@ impl<'a> Lower<'a> {
                             .collect();
                         self.program.tools.insert(
                             Arc::from(t.name.value.as_str()),
-                            super::program::ToolSpec { params },
+                            super::program::ToolSpec {
+                                params,
+                                class: None,
+                            },
                         );
                     }
                     Item::Default(d) => {
@@ -1311,6 +1314,16 @@ impl<'a> Lower<'a> {
                 "role" => {
                     self.value(frame, &args[0].value, code);
                     Self::emit(code, Op::Role, span);
+                }
+                "effect_class" => {
+                    Self::emit(code, Op::EffectClass, span);
+                }
+                "requested" => {
+                    self.value(frame, &args[0].value, code);
+                    Self::emit(code, Op::AskedFor, span);
+                }
+                "delegated" => {
+                    Self::emit(code, Op::Delegated, span);
                 }
                 "found_in" => {
                     self.expr(frame, &args[0].value, code);

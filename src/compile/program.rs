@@ -158,6 +158,14 @@ pub enum Op {
     Requested,
     /// Pop an argument name; push its role in this call's tool (`Program::argument_role`).
     Role,
+    /// Push this call's effect class (`Program::effect_class`).
+    EffectClass,
+    /// Pop a class name; push whether the user's words asked for an action of that class
+    /// (`Facts::asked_for`).
+    AskedFor,
+    /// Push whether the user's words handed the choice of actions to content
+    /// (`Facts::delegated`).
+    Delegated,
     /// Pop a list argument; push its elements, each an argument with its own provenance.
     Elements,
     /// Pop a collection; begin iterating it. Each element's name or position goes into variable
@@ -321,6 +329,8 @@ pub struct Program {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
     pub params: Vec<ToolParamSpec>,
+    /// What the tool does (`tool … is CLASS`), when its declaration says.
+    pub class: Option<&'static str>,
 }
 
 impl ToolSpec {
@@ -443,6 +453,21 @@ impl Program {
                     _ => false,
                 })
             })
+    }
+
+    /// The effect class of a call of `tool` with these arguments: its declaration's, else the
+    /// standard catalogue's (src/actions.rs), which reads the tool's name and, failing that,
+    /// its argument names; `unknown` for a tool neither can read.
+    pub fn effect_class(&self, tool: Option<&str>, args: Option<&serde_json::Value>) -> &'static str {
+        let Some(tool) = tool else { return "unknown" };
+        if let Some(class) = self.tools.get(tool).and_then(|spec| spec.class) {
+            return class;
+        }
+        let names = args
+            .and_then(serde_json::Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.keys().map(String::as_str));
+        crate::actions::catalogue_class(tool, names)
     }
 
     /// The role of argument `arg` in a call of `tool`: its declaration's, else the standard

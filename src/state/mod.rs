@@ -63,6 +63,12 @@ impl Facts for Draft<'_> {
     fn requested_now(&self) -> bool {
         self.requested_now
     }
+    fn asked_for(&self, class: &str) -> bool {
+        Draft::asked_for(self, class)
+    }
+    fn delegated(&self) -> bool {
+        Draft::delegated(self)
+    }
     fn turn(&self) -> u64 {
         self.scalars.turn
     }
@@ -294,6 +300,10 @@ pub struct Scalars {
     /// `requested_by_user()` reads when their results come back. A ring: 16 calls in flight.
     requested: [u128; REQUESTED_CALLS],
     requested_next: usize,
+    /// The classes of action the user's own words asked for in this session (the Intent's
+    /// `raw`, the user's messages), as `actions::requested_classes` bits: what
+    /// `requested(class)` and `delegated()` read.
+    pub asked: u16,
 }
 
 /// How many requested calls are remembered until their results come back.
@@ -310,6 +320,7 @@ impl Default for Scalars {
             intent: None,
             requested: [0; REQUESTED_CALLS],
             requested_next: 0,
+            asked: 0,
         }
     }
 }
@@ -1049,6 +1060,7 @@ impl<'a> Draft<'a> {
                 _ => {}
             }
         }
+        self.note_asked(ev);
         match ev.method {
             "steps/toolCallRequest" if program.reads_requested => self.note_requested(program, ev),
             "steps/toolCallResult" => {
@@ -1062,6 +1074,42 @@ impl<'a> Draft<'a> {
             _ => {}
         }
         self.insert_provenance(program, ev);
+    }
+
+    /// Reads the classes of action the user's words ask for (`actions::requested_classes`):
+    /// the Intent's `raw` at `sessionStart` / `agentTrigger`, and each text part of a user
+    /// message whose provenance (completed: `acs::payload`) says `user_input`. O(words).
+    fn note_asked(&mut self, ev: &Event<'_>) {
+        let mut read = |text: &str| self.scalars.asked |= crate::actions::requested_classes(text);
+        match ev.method {
+            "steps/sessionStart" | "steps/agentTrigger" => {
+                if let Some(raw) = ev.payload.pointer("/intent/raw").and_then(Value::as_str) {
+                    read(raw);
+                }
+            }
+            "steps/userMessage" => {
+                let items = fields::member(ev.payload, "content").and_then(Value::as_array);
+                for item in items.into_iter().flatten() {
+                    let origin = item.pointer("/provenance/origin").and_then(Value::as_str);
+                    if let (Some("user_input"), Some(text)) =
+                        (origin, item.get("value").and_then(Value::as_str))
+                    {
+                        read(text);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the user's words asked for an action of this class (`actions::admits`).
+    pub fn asked_for(&self, class: &str) -> bool {
+        crate::actions::admits(self.scalars.asked, class)
+    }
+
+    /// Whether the user's words handed the choice of actions to content.
+    pub fn delegated(&self) -> bool {
+        self.scalars.asked & crate::actions::DELEGATES != 0
     }
 
     /// Whether the event being decided is the result of a call the user requested.

@@ -53,6 +53,10 @@ pub trait Facts {
     fn effect_state(&self, id: u32) -> Option<&'static str>;
     /// Whether the event is the result of a call the user requested.
     fn requested_now(&self) -> bool;
+    /// Whether the user's words asked for an action of this effect class (`actions::admits`).
+    fn asked_for(&self, class: &str) -> bool;
+    /// Whether the user's words handed the choice of actions to content.
+    fn delegated(&self) -> bool;
     /// The current turn.
     fn turn(&self) -> u64;
     /// Whether the session declared an Intent.

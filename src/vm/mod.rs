@@ -698,6 +698,31 @@ pub fn run<'a>(
                 traced_call!(r, stack.len(), &[name]);
                 stack.push(r);
             }
+            Op::EffectClass => {
+                let tool = crate::acs::fields::tool_name(env.payload);
+                let args = crate::acs::fields::member(env.payload, "arguments");
+                let r = Val::Str(Cow::Borrowed(program.effect_class(tool, args)));
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
+            }
+            Op::AskedFor => {
+                let class = pop!();
+                let r = match &class {
+                    Val::Str(c) => Val::Bool(env.state.asked_for(c)),
+                    Val::Undef => Val::Undef,
+                    other => typed!(Err(format!(
+                        "requested(…) needs an effect class (a string), not {}",
+                        other.what()
+                    ))),
+                };
+                traced_call!(r, stack.len(), &[class]);
+                stack.push(r);
+            }
+            Op::Delegated => {
+                let r = Val::Bool(env.state.delegated());
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
+            }
             Op::Elements => {
                 let v = pop!();
                 stack.push(typed!(v.argument_elements()));
