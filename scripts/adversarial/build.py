@@ -342,7 +342,7 @@ def candidates(sources, paraphrases):
     for src in sources:
         points = src.injection_points()
         results = src.results()
-        for (idx, tool, args, text) in points:
+        for idx, *_ in points:
             prior = [{"tool": t, "args": a, "text": x} for (i, t, a, x, st) in results if i <= idx]
             for cls, fns in G.GOALS[src.suite].items():
                 intent = src.intent
