@@ -1,7 +1,8 @@
-//! `warden efficacy` on the vendored corpus (`benches/efficacy/agentdojo.tar.gz`): one suite of
-//! one variant, so that a debug build stays within a few seconds. The numbers themselves are
-//! the benchmark's business (benches/RESULTS.md); here the output must have its shape, agree
-//! between the text and JSON forms, and the thresholds must set the exit code.
+//! `warden efficacy` on the vendored corpora (`benches/efficacy/agentdojo.tar.gz` and
+//! `adversarial.tar.gz`): one suite at a time, so that a debug build stays within a few seconds.
+//! The numbers themselves are the benchmark's business (benches/RESULTS.md); here the output
+//! must have its shape, agree between the text and JSON forms, and the thresholds must set the
+//! exit code.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,6 +11,10 @@ use serde_json::Value;
 
 fn corpus() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/efficacy/agentdojo.tar.gz")
+}
+
+fn adversarial() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/efficacy/adversarial.tar.gz")
 }
 
 fn efficacy(extra: &[&str]) -> (String, String, i32) {
@@ -60,6 +65,10 @@ fn json_output_has_the_metrics_of_the_suite() {
     assert!(n("successful_attacks") > 0 && n("attacks_stopped") <= n("successful_attacks"));
     assert!(n("benign_calls_blocked") <= n("benign_calls"));
     assert!(n("benign_tasks_disturbed") <= n("benign_tasks"));
+    assert_eq!(
+        n("benign_tasks_denied") + n("benign_tasks_asked"),
+        n("benign_tasks_disturbed")
+    );
     let decided: u64 = doc["decisions"]
         .as_object()
         .unwrap()
@@ -68,6 +77,18 @@ fn json_output_has_the_metrics_of_the_suite() {
         .sum();
     assert_eq!(doc["requests"].as_u64(), Some(decided));
     assert!(err.contains("replayed 160 streams"), "{err}");
+    // AgentDojo's attacks are one class, its benign runs one set.
+    let keys = |k: &str| {
+        doc[k]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys("classes"), ["agentdojo"]);
+    assert_eq!(keys("benign_sets"), ["original"]);
+    assert_eq!(doc["classes"]["agentdojo"]["streams"], 80);
 }
 
 #[test]
@@ -137,4 +158,98 @@ fn the_policies_hold_their_recorded_levels() {
             );
         }
     }
+}
+
+/// The adversarial corpus: each variant is found by the end of its folder's name
+/// (`adversarial-vm/`, `adversarial-raw/`), and the output counts the attacks per class and the
+/// benign runs per set, in JSON and in the text's two extra tables.
+#[test]
+fn the_adversarial_corpus_is_scored_per_class_and_benign_set() {
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .arg("efficacy")
+            .arg(adversarial())
+            .args(extra)
+            .output()
+            .expect("run warden");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    };
+    for variant in ["vm", "raw"] {
+        let out = run(&[
+            "--variant",
+            variant,
+            "--suite",
+            "banking",
+            "--format",
+            "json",
+        ]);
+        let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+        assert_eq!(doc["variant"], variant);
+        let classes = doc["classes"].as_object().unwrap();
+        assert_eq!(
+            classes.keys().collect::<Vec<_>>(),
+            [
+                "internal_exfil",
+                "new_goal",
+                "no_destination",
+                "own_destination"
+            ],
+            "banking has no web tools, so no url_smuggling"
+        );
+        let mut streams = 0;
+        for (name, c) in classes {
+            let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{name}.{k}"));
+            assert!(n("attacker_calls") >= n("streams"), "{name}");
+            assert!(n("attacker_calls_blocked") <= n("attacker_calls"), "{name}");
+            assert_eq!(n("successful_attacks"), n("streams"), "{name}");
+            assert!(n("attacks_stopped") <= n("successful_attacks"), "{name}");
+            percent(c, "attacker_calls_blocked");
+            percent(c, "attacks_stopped");
+            streams += n("streams");
+        }
+        let sets = doc["benign_sets"].as_object().unwrap();
+        assert_eq!(sets.keys().collect::<Vec<_>>(), ["reworded"]);
+        let r = &sets["reworded"];
+        let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k}"));
+        assert!(n("benign_tasks") > 0);
+        assert_eq!(
+            n("benign_tasks_denied") + n("benign_tasks_asked"),
+            n("benign_tasks_disturbed")
+        );
+        percent(r, "benign_tasks_denied");
+        streams += n("streams");
+        assert_eq!(doc["streams"].as_u64(), Some(streams));
+    }
+
+    let out = run(&["--variant", "raw", "--suite", "slack"]);
+    let at = out
+        .lines()
+        .position(|l| l.starts_with("attack class "))
+        .expect(&out);
+    let rows: Vec<&str> = out.lines().skip(at + 1).take(5).collect();
+    for (row, class) in rows.iter().zip([
+        "internal_exfil",
+        "new_goal",
+        "no_destination",
+        "own_destination",
+        "url_smuggling",
+    ]) {
+        assert!(row.starts_with(class), "{out}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("benign set ") && l.contains("denied")),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l.starts_with("reworded ")), "{out}");
+    assert!(out
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with("efficacy: attacker calls blocked "));
 }
