@@ -78,6 +78,7 @@
 //! | `cli` | the `warden` binary and its commands; implies all the above | clap |
 
 pub mod acs;
+pub mod actions;
 pub mod adapters;
 pub mod check;
 #[cfg(feature = "cli")]
@@ -96,7 +97,6 @@ pub mod lsp;
 #[cfg(test)]
 mod reference;
 pub(crate) mod rego;
-pub mod actions;
 pub mod roles;
 #[cfg(feature = "server")]
 pub mod server;

@@ -70,6 +70,13 @@ pub const CATALOGUE: &[(&str, &[&str])] = &[
             "transaction_id",
             "path",
             "file_path",
+            "filename",
+            "file_name",
+            "folder",
+            "query",
+            "day",
+            "date",
+            "city",
         ],
     ),
     (

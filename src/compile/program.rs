@@ -458,7 +458,11 @@ impl Program {
     /// The effect class of a call of `tool` with these arguments: its declaration's, else the
     /// standard catalogue's (src/actions.rs), which reads the tool's name and, failing that,
     /// its argument names; `unknown` for a tool neither can read.
-    pub fn effect_class(&self, tool: Option<&str>, args: Option<&serde_json::Value>) -> &'static str {
+    pub fn effect_class(
+        &self,
+        tool: Option<&str>,
+        args: Option<&serde_json::Value>,
+    ) -> &'static str {
         let Some(tool) = tool else { return "unknown" };
         if let Some(class) = self.tools.get(tool).and_then(|spec| spec.class) {
             return class;
