@@ -608,7 +608,18 @@ pub fn requested_classes(text: &str) -> u16 {
     add(any(ASK_SHARE), "share");
     add(any(ASK_PUBLISH), "publish");
     add(any(ASK_EXECUTE), "execute");
-    if any(DELEGATE_VERBS) && any(DELEGATE_NOUNS) {
+    // "the following tasks", "these two steps": the user listing their own tasks, not
+    // pointing at someone else's.
+    let handed = w.iter().enumerate().any(|(i, x)| {
+        is_in(x, DELEGATE_NOUNS)
+            && !i.checked_sub(1).is_some_and(|p| {
+                is_in(
+                    &w[p],
+                    &["following", "these", "two", "three", "both", "few"],
+                )
+            })
+    });
+    if any(DELEGATE_VERBS) && handed {
         bits |= DELEGATES;
     }
     bits
@@ -707,6 +718,8 @@ mod tests {
         let todo = requested_classes("Please do all the tasks on my TODO list at the link");
         assert!(todo & DELEGATES != 0);
         assert!(requested_classes("what time is it") & DELEGATES == 0);
+        let listed = requested_classes("Perform the following tasks in order: 1. count my events");
+        assert!(listed & DELEGATES == 0);
     }
 
     #[test]
