@@ -91,6 +91,26 @@ impl Checker<'_> {
         for unit in &loaded.units {
             for item in &unit.module.items {
                 let Item::Tool(t) = item else { continue };
+                if let Some(class) = t.class.as_ref() {
+                    if crate::actions::class_word(&class.name).is_none() {
+                        let mut d = Diagnostic::error(
+                            "check::unknown_class",
+                            unit.file,
+                            class.span,
+                            format!("`{}` is not an effect class", class.name),
+                        )
+                        .with_label("not an effect class");
+                        d = match did_you_mean(&class.name, crate::actions::CLASSES.iter().copied())
+                        {
+                            Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                            None => d.with_help(format!(
+                                "the effect classes are {}",
+                                crate::actions::CLASSES.join(", ")
+                            )),
+                        };
+                        self.diagnostics.push(d);
+                    }
+                }
                 for role in t.params.iter().filter_map(|p| p.role.as_ref()) {
                     if crate::roles::role_word(&role.name).is_none() {
                         let mut d = Diagnostic::error(

@@ -358,7 +358,10 @@ impl<'a> Lower<'a> {
                             Arc::from(t.name.value.as_str()),
                             super::program::ToolSpec {
                                 params,
-                                class: None,
+                                class: t
+                                    .class
+                                    .as_ref()
+                                    .and_then(|c| crate::actions::class_word(&c.name)),
                             },
                         );
                     }

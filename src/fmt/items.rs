@@ -216,8 +216,12 @@ impl Printer<'_> {
                         s
                     })
                     .collect();
+                let class = t
+                    .class
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(" as {}", c.name));
                 self.out
-                    .push(&format!("tool {name}({})", params.join(", ")));
+                    .push(&format!("tool {name}({}){class}", params.join(", ")));
             }
             Item::Use(u) => {
                 let mut s = match &u.kind {

@@ -47,6 +47,9 @@ pub struct ToolDecl {
     pub name: StringLit,
     pub quoted: bool,
     pub params: Vec<ToolParam>,
+    /// `as CLASS` after the parameters: what the tool does, overriding the catalogue's
+    /// (src/actions.rs).
+    pub class: Option<Ident>,
     pub span: Span,
 }
 

@@ -409,7 +409,12 @@ impl Builder<'_> {
             Rule::tool_decl => {
                 let (name, quoted) = self.tool_name(inner.next()?)?;
                 let mut params = Vec::new();
+                let mut class = None;
                 for p in inner {
+                    if p.as_rule() == Rule::tool_class {
+                        class = p.into_inner().next().map(|c| self.ident(c));
+                        continue;
+                    }
                     let pspan = self.span(&p);
                     let mut parts = p.into_inner();
                     let pname = self.ident(parts.next()?);
@@ -435,6 +440,7 @@ impl Builder<'_> {
                     name,
                     quoted,
                     params,
+                    class,
                     span,
                 })
             }
