@@ -5,11 +5,13 @@
 //! postCompact whose conditions combine `==`, `!=`, `<`, `>`, `in`, `not in`, `has`,
 //! `and`/`or`/`not`, `any`/`all` over arguments, payload lists and constant lists, the builtins
 //! `len`, `lower`, `upper`, `starts_with`, `ends_with`, `contains`, `present`, `derived_from`,
-//! `lineage_depth`, `turns_since`, and `count`/`exists` with every window, `by` keys and `$`
-//! keys; decisions of every kind; a default or none. Events: sessionStart, turnStart/turnEnd,
-//! userMessage, toolCallRequest (arguments of every JSON kind, or absent), toolCallResult and
-//! postCompact, with provenance whose `derived_from` points at ids seen before, not yet, or
-//! never.
+//! `lineage_depth`, `turns_since`, `effect_class`, `requested`, `delegated`, and
+//! `count`/`exists` with every window, `by` keys and `$` keys; decisions of every kind; a
+//! default or none. Events: sessionStart (with or without an Intent's `raw` request),
+//! turnStart/turnEnd, userMessage (texts the request lexicon reads and texts it does not),
+//! toolCallRequest (arguments of every JSON kind, or absent), toolCallResult and postCompact,
+//! with provenance whose `derived_from` points at ids seen before, not yet, or never, or with
+//! no id or no provenance at all where the hook's own origin applies.
 //!
 //! It knows which constructs the VM does not implement yet: the `PENDING_*` switches (semantics
 //! docs/language.md states that the VM did not follow yet) and `BUG_*` switches (VM bugs this test found) keep them out of
@@ -272,6 +274,13 @@ fn request_atom() -> BoxedStrategy<String> {
             .prop_map(|(a, l)| format!("any k, a in args: (k == \"{a}\" and a has {l})")),
         select(ORIGINS).prop_map(|o| format!("derived_from(args.to, {o})")),
         small().prop_map(|n| format!("lineage_depth(args.to) > {n}")),
+        // What the call does and whether the user's words asked for it (src/actions.rs).
+        select(&["read", "communicate", "execute", "money"][..])
+            .prop_map(|c| format!("effect_class() == {c}")),
+        select(&["communicate", "execute", "money", "delete"][..])
+            .prop_map(|c| format!("requested(\"{c}\")")),
+        Just("not requested(effect_class())".to_string()),
+        Just("delegated()".to_string()),
     ];
     let mut atoms = vec![
         (3, tool_atom()),
@@ -764,8 +773,25 @@ fn text() -> BoxedStrategy<Value> {
     kinded(select(STRS).prop_map(|x| json!(x)).boxed())
 }
 
+/// What a user might say: words the request lexicon reads (src/actions.rs) and words it does not.
+const SAYINGS: &[&str] = &[
+    "please send it to bob",
+    "run the nightly job",
+    "do all the tasks on my list",
+    "pay bob 5",
+    "what is on my calendar",
+    "cancel it",
+];
+
 fn item(kind: BoxedStrategy<Option<&'static str>>) -> BoxedStrategy<Value> {
-    (kind, text(), item_provenance(0.8))
+    item_with(kind, text())
+}
+
+fn item_with(
+    kind: BoxedStrategy<Option<&'static str>>,
+    text: BoxedStrategy<Value>,
+) -> BoxedStrategy<Value> {
+    (kind, text, item_provenance(0.8))
         .prop_map(|(kind, v, p)| {
             let mut o = json!({"value": v});
             if let Some(k) = kind {
@@ -798,7 +824,12 @@ fn result_payload() -> BoxedStrategy<Value> {
 
 fn message_payload() -> BoxedStrategy<Value> {
     let kind = select(&[Some("text"), Some("image")][..]).boxed();
-    prop::collection::vec(item(kind), 1..3)
+    let said = prop_oneof![
+        2 => text(),
+        3 => select(SAYINGS).prop_map(|x| json!(x)),
+    ]
+    .boxed();
+    prop::collection::vec(item_with(kind, said), 1..3)
         .prop_map(|content| json!({"content": content}))
         .boxed()
 }
@@ -843,7 +874,13 @@ fn metadata() -> BoxedStrategy<Value> {
 
 fn event() -> BoxedStrategy<GenEvent> {
     let body: BoxedStrategy<(&'static str, Value, Vec<usize>)> = prop_oneof![
-        1 => Just(("steps/sessionStart", json!({}), Vec::new())),
+        1 => prop::option::weighted(0.5, select(SAYINGS)).prop_map(|raw| {
+            let p = match raw {
+                Some(r) => json!({"intent": {"raw": r}}),
+                None => json!({}),
+            };
+            ("steps/sessionStart", p, Vec::new())
+        }),
         3 => prop::option::weighted(0.7, select(TURN_IDS))
             .prop_map(|t| {
                 let p = match t {

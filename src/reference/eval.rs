@@ -590,6 +590,16 @@ fn call(cx: &mut Cx<'_>, callee: &Expr, args: &[Arg]) -> R<V> {
     };
     let arg = |i: usize| &args[i].value;
     match builtin {
+        "effect_class" => Ok(V::Str(cx.view.effect_class(cx.root))),
+        "requested" => match value(cx, arg(0))? {
+            V::Str(class) => Ok(V::Bool(cx.view.asked_for(&class))),
+            V::Undef => Ok(V::Undef),
+            other => Err(Fail::Type(format!(
+                "requested(…) needs an effect class, not {}",
+                other.kind()
+            ))),
+        },
+        "delegated" => Ok(V::Bool(cx.view.delegated())),
         "turns_since" => {
             let label = label_name(cx, arg(0))?;
             Ok(V::Num(cx.view.turns_since(&label)))

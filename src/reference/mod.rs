@@ -10,8 +10,10 @@
 //! those records; provenance labels are walked along `derived_from` through the recorded
 //! nodes. Everything is O(history) per question, on purpose.
 //!
-//! It reads the parsed policy and the checker's resolutions (`syntax`, `check`) and the ACS
-//! hook table (`acs::fields`: names, legal decisions). It must not know `compile`, `vm`,
+//! It reads the parsed policy and the checker's resolutions (`syntax`, `check`), the ACS
+//! hook table (`acs::fields`: names, legal decisions) and the effect-class vocabulary
+//! (`actions`: which tool names and which words mean what; when words count it models itself,
+//! by rescanning the recorded steps). It must not know `compile`, `vm`,
 //! `state` or `guardian`: it shares no code with the path it checks.
 //!
 //! Not modelled (the generator never writes them; the evaluator answers `Unsupported`):
@@ -198,6 +200,8 @@ pub(crate) struct Policy<'c> {
     constant_values: eval::Constants,
     /// The labels content of unknown lineage gets: those an `external` origin earns.
     unknown_labels: BTreeSet<String>,
+    /// `tool NAME(…) as CLASS`: the classes tool declarations state.
+    tool_classes: BTreeMap<String, String>,
 }
 
 impl<'c> Policy<'c> {
@@ -210,6 +214,7 @@ impl<'c> Policy<'c> {
             constants: BTreeMap::new(),
             constant_values: RefCell::default(),
             unknown_labels: BTreeSet::new(),
+            tool_classes: BTreeMap::new(),
         };
         for unit in &checked.loaded.units {
             for item in &unit.module.items {
@@ -221,6 +226,11 @@ impl<'c> Policy<'c> {
                     Item::Let(l) => {
                         p.constants
                             .insert(l.name.name.clone(), (&l.value, unit.file));
+                    }
+                    Item::Tool(t) => {
+                        if let Some(c) = &t.class {
+                            p.tool_classes.insert(t.name.value.clone(), c.name.clone());
+                        }
                     }
                     Item::Rule(r) => p.rules.push(Rule {
                         name: r.name.name.clone(),
@@ -347,6 +357,9 @@ pub struct View<'a> {
     turn: u64,
     now: i64,
     touched: RefCell<BTreeSet<Touch>>,
+    /// The classes of action the user's words asked for (docs/language.md §4): read afresh
+    /// from every recorded step and the event being decided.
+    asked: u16,
 }
 
 impl<'a> View<'a> {
@@ -394,6 +407,30 @@ impl<'a> View<'a> {
         self.node(id)
             .map(|n| n.view.labels.clone())
             .unwrap_or_default()
+    }
+
+    /// What the call in `payload` does: its declaration's class, else the catalogue's from
+    /// the tool's name and its argument names.
+    pub(crate) fn effect_class(&self, payload: &V) -> String {
+        let V::Str(tool) = payload.get("tool").get("name") else {
+            return "unknown".into();
+        };
+        if let Some(c) = self.policy.tool_classes.get(&tool) {
+            return c.clone();
+        }
+        let names: Vec<String> = match payload.get("arguments") {
+            V::Obj(members) => members.into_iter().map(|(k, _)| k).collect(),
+            _ => Vec::new(),
+        };
+        crate::actions::catalogue_class(&tool, names.iter().map(String::as_str)).to_string()
+    }
+
+    pub(crate) fn asked_for(&self, class: &str) -> bool {
+        crate::actions::admits(self.asked, class)
+    }
+
+    pub(crate) fn delegated(&self) -> bool {
+        self.asked & crate::actions::DELEGATES != 0
     }
 
     /// Turns since content carrying `label` last entered the context; ∞ if it never did.
@@ -599,6 +636,7 @@ impl<'c> Reference<'c> {
                 turn: 0,
                 now: 0,
                 touched: RefCell::default(),
+                asked: 0,
             };
             policy.own_labels(&view, &external)
         };
@@ -627,7 +665,44 @@ impl<'c> Reference<'c> {
             turn,
             now,
             touched: RefCell::default(),
+            asked: 0,
         }
+    }
+
+    /// docs/language.md §4, "What a call does": the classes the user's words ask for — the
+    /// Intent's `raw` of a session start or trigger, the text parts of a user message whose
+    /// provenance says `user_input` — over every recorded step and the event being decided.
+    fn asked(&self, method: &str, payload: &V) -> u16 {
+        let mut texts: Vec<String> = Vec::new();
+        let steps = self
+            .committed
+            .iter()
+            .map(|r| (r.method, &r.payload))
+            .chain([(method, payload)]);
+        for (m, p) in steps {
+            match m {
+                "steps/sessionStart" | "steps/agentTrigger" => {
+                    if let V::Str(raw) = p.get("intent").get("raw") {
+                        texts.push(raw);
+                    }
+                }
+                "steps/userMessage" => {
+                    if let V::List(items) = p.get("content") {
+                        for item in items {
+                            let said =
+                                item.get("provenance").get("origin") == V::Str("user_input".into());
+                            if let (true, V::Str(t)) = (said, item.get("value")) {
+                                texts.push(t);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        texts
+            .iter()
+            .fold(0, |bits, t| bits | crate::actions::requested_classes(t))
     }
 
     /// The session's turn number: 0 before the first turn.
@@ -813,7 +888,8 @@ impl<'c> Reference<'c> {
         }
 
         let out = {
-            let view = self.view(&draft, &ids, turn, now);
+            let mut view = self.view(&draft, &ids, turn, now);
+            view.asked = self.asked(hook.method, &payload);
             let out = self.decide(hook, &view, &payload, &metadata);
             out.map(|mut o| {
                 o.touched.extend(view.touched.take());
