@@ -347,3 +347,35 @@ fn the_stripping_sample_has_denies_to_keep() {
         .sum();
     assert!(denies >= 5, "only {denies} denies in the sample");
 }
+
+#[test]
+fn found_in_the_users_words_means_one_contiguous_run() {
+    let p = Policy::from_source("m.ward", MINE).unwrap();
+    let said = "send 5 to DE89 3704 0044 0532 0130 00 today";
+    for (recipient, want) in [
+        ("DE89 3704 0044 0532 0130 00", "allow"),
+        ("de89 3704 0044 0532 0130 00", "allow"),
+        // One group changed: every token of three characters or more is still in the message.
+        ("DE89 3704 0044 0532 0130 99", "deny"),
+        // The same groups in another order.
+        ("DE89 0044 3704 0532 0130 00", "deny"),
+    ] {
+        let g = Guardian::new(p.clone());
+        let pay = (
+            "steps/toolCallRequest",
+            json!({"tool": {"name": "send_money"}, "arguments": {
+                "recipient": {"value": recipient}, "amount": {"value": 5}}}),
+        );
+        let answers = run(
+            &g,
+            &[
+                (
+                    "steps/userMessage",
+                    json!({"content": [{"type": "text", "value": said}]}),
+                ),
+                pay,
+            ],
+        );
+        assert_eq!(decision(&answers[1]), want, "{recipient}: {}", answers[1]);
+    }
+}

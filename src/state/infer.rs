@@ -120,3 +120,29 @@ mod tests {
         assert_eq!(toks("a an of"), Vec::<String>::new());
     }
 }
+
+/// A text cut to its lower-cased letters and digits, for the contiguous match of
+/// `found_in(x, user_input)`: a URL first loses its scheme, `www.` and trailing `/`.
+pub fn compact(text: &str) -> String {
+    let lower = text.trim().to_lowercase();
+    let rest = lower.split_once("://").map_or(lower.as_str(), |(_, r)| r);
+    let rest = rest
+        .strip_prefix("www.")
+        .unwrap_or(rest)
+        .trim_end_matches('/');
+    rest.chars().filter(|c| c.is_alphanumeric()).collect()
+}
+
+/// [`compact`] of every string and number leaf of a JSON value.
+pub fn compact_leaves(v: &Value, out: &mut Vec<String>, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    match v {
+        Value::String(s) => out.push(compact(s)),
+        Value::Number(n) => out.push(compact(&n.to_string())),
+        Value::Array(a) => a.iter().for_each(|x| compact_leaves(x, out, depth + 1)),
+        Value::Object(m) => m.values().for_each(|x| compact_leaves(x, out, depth + 1)),
+        _ => {}
+    }
+}

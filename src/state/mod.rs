@@ -69,6 +69,9 @@ impl Facts for Draft<'_> {
     fn delegated(&self) -> bool {
         Draft::delegated(self)
     }
+    fn said_by_user(&self, value: &Value) -> bool {
+        Draft::said_by_user(self, value)
+    }
     fn turn(&self) -> u64 {
         self.scalars.turn
     }
@@ -304,7 +307,16 @@ pub struct Scalars {
     /// `raw`, the user's messages), as `actions::requested_classes` bits: what
     /// `requested(class)` and `delegated()` read.
     pub asked: u16,
+    /// Everything the user said (the Intent's `raw`, `user_input` content), each piece cut to
+    /// its letters and digits, lower-cased, pieces apart (`|`): what `found_in(x, user_input)`
+    /// searches for `x` as one contiguous run (`infer::compact`). `None` once it would pass
+    /// [`MAX_USER_TEXT`] bytes: nothing is found in it from then on (fail closed).
+    user_text: Option<Arc<str>>,
 }
+
+/// The most the user's words may take in a session, compacted, before `found_in(x,
+/// user_input)` stops finding anything.
+pub const MAX_USER_TEXT: usize = 1 << 20;
 
 /// How many requested calls are remembered until their results come back.
 pub const REQUESTED_CALLS: usize = 16;
@@ -321,6 +333,7 @@ impl Default for Scalars {
             requested: [0; REQUESTED_CALLS],
             requested_next: 0,
             asked: 0,
+            user_text: Some(Arc::from("")),
         }
     }
 }
@@ -642,7 +655,9 @@ impl SessionState {
         let user = origin_bit("user_input");
         claims
             .into_iter()
-            .filter(|(_, v)| view.infer_sources(v).is_none_or(|s| s.origins & user == 0))
+            .filter(|(_, v)| {
+                view.infer_sources(v).is_none_or(|s| s.origins & user == 0) || !view.said_by_user(v)
+            })
             .map(|(ptr, _)| ptr)
             .collect()
     }
@@ -1102,6 +1117,44 @@ impl<'a> Draft<'a> {
         }
     }
 
+    /// Adds what the user said to the text `found_in(x, user_input)` searches (every string and
+    /// number in `value`, compacted).
+    fn note_user_text(&mut self, value: &Value) {
+        let Some(text) = &self.scalars.user_text else {
+            return;
+        };
+        let mut pieces = Vec::new();
+        infer::compact_leaves(value, &mut pieces, 0);
+        let added: usize = pieces.iter().map(|p| p.len() + 1).sum();
+        if text.len() + added > MAX_USER_TEXT {
+            self.scalars.user_text = None;
+            return;
+        }
+        let mut next = String::with_capacity(text.len() + added);
+        next.push_str(text);
+        for p in pieces {
+            next.push('|');
+            next.push_str(&p);
+        }
+        self.scalars.user_text = Some(Arc::from(next));
+    }
+
+    /// Whether every string and number in `value` occurs in what the user said as one
+    /// contiguous run, once both are cut to their lower-cased letters and digits (a URL's
+    /// scheme, `www.` and trailing `/` aside): `DE89 3704 0044 0532 0130 99` is not in a message
+    /// that said `… 0130 00`, nor is a reordered IBAN. A value with no letter or digit is not.
+    pub fn said_by_user(&self, value: &Value) -> bool {
+        let Some(text) = &self.scalars.user_text else {
+            return false;
+        };
+        let mut pieces = Vec::new();
+        infer::compact_leaves(value, &mut pieces, 0);
+        !pieces.is_empty()
+            && pieces
+                .iter()
+                .all(|p| !p.is_empty() && text.contains(p.as_str()))
+    }
+
     /// Whether the user's words asked for an action of this class (`actions::admits`).
     pub fn asked_for(&self, class: &str) -> bool {
         crate::actions::admits(self.scalars.asked, class)
@@ -1194,6 +1247,10 @@ impl<'a> Draft<'a> {
         if found.is_empty() {
             // A step with no content is known to carry nothing (compaction may name it).
             self.step = step_id.map(|id| (id, 0));
+            // An Intent without a provenance record still says what the user asked.
+            if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") {
+                self.index_content(program, ev);
+            }
             return;
         }
         // Compaction: the summary inherits the labels of the steps it replaces.
@@ -1257,6 +1314,9 @@ impl<'a> Draft<'a> {
                 continue;
             }
             let Some(node) = self.node(id) else { continue };
+            if node.own_origin == origin_bit("user_input") {
+                self.note_user_text(value);
+            }
             found.clear();
             infer::value_tokens(value, &mut found, 0);
             let seen = seen_in(&node);
@@ -1267,6 +1327,7 @@ impl<'a> Draft<'a> {
         // The user's request, as the Intent states it.
         if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") {
             if let Some(raw) = ev.payload.pointer("/intent/raw").and_then(Value::as_str) {
+                self.note_user_text(&Value::String(raw.to_string()));
                 let prov = serde_json::json!({"provenance_id": "", "origin": "user_input"});
                 let seen = seen_in(&self.make_node(program, &prov, &[], 0));
                 infer::tokens(raw, &mut found);

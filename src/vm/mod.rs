@@ -416,7 +416,13 @@ pub fn run<'a>(
                 let r = match json.or(owned.as_ref()) {
                     Some(value) => {
                         let n = env.state.infer_node(program, value, 0);
-                        Val::Bool(n.source_origins & origin != 0)
+                        // What the user said is searched as text: the value must occur in it
+                        // as one contiguous run, not only token by token.
+                        let user = crate::acs::fields::origin_bit("user_input");
+                        Val::Bool(
+                            n.source_origins & origin != 0
+                                && (origin != user || env.state.said_by_user(value)),
+                        )
                     }
                     None => Val::Undef,
                 };
