@@ -96,31 +96,6 @@ pub fn value_tokens(v: &Value, out: &mut Vec<String>, depth: usize) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn toks(s: &str) -> Vec<String> {
-        let mut v = Vec::new();
-        tokens(s, &mut v);
-        v
-    }
-
-    #[test]
-    fn identifiers_are_normalised() {
-        assert_eq!(
-            toks("Visit https://www.Example.com/a/ now."),
-            vec!["visit", "example.com", "example.com/a", "now"]
-        );
-        assert_eq!(
-            toks("mail bob@x.io, IBAN GB29NWBK60161331926819"),
-            vec!["mail", "bob@x.io", "iban", "gb29nwbk60161331926819"]
-        );
-        assert_eq!(toks("www.true-site.com"), vec!["true-site.com"]);
-        assert_eq!(toks("a an of"), Vec::<String>::new());
-    }
-}
-
 /// A text cut to its lower-cased letters and digits, for the contiguous match of
 /// `found_in(x, user_input)`: a URL first loses its scheme, `www.` and trailing `/`.
 pub fn compact(text: &str) -> String {
@@ -144,5 +119,30 @@ pub fn compact_leaves(v: &Value, out: &mut Vec<String>, depth: usize) {
         Value::Array(a) => a.iter().for_each(|x| compact_leaves(x, out, depth + 1)),
         Value::Object(m) => m.values().for_each(|x| compact_leaves(x, out, depth + 1)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(s: &str) -> Vec<String> {
+        let mut v = Vec::new();
+        tokens(s, &mut v);
+        v
+    }
+
+    #[test]
+    fn identifiers_are_normalised() {
+        assert_eq!(
+            toks("Visit https://www.Example.com/a/ now."),
+            vec!["visit", "example.com", "example.com/a", "now"]
+        );
+        assert_eq!(
+            toks("mail bob@x.io, IBAN GB29NWBK60161331926819"),
+            vec!["mail", "bob@x.io", "iban", "gb29nwbk60161331926819"]
+        );
+        assert_eq!(toks("www.true-site.com"), vec!["true-site.com"]);
+        assert_eq!(toks("a an of"), Vec::<String>::new());
     }
 }
