@@ -217,8 +217,14 @@ fn an_unverified_claim_is_in_the_explain_trace() {
 // ---------------------------------------------------------------------------------------------
 // Stripping ids never turns a deny into an allow.
 
-/// A sample of recorded sessions: one model's streams (with lineage) from the vendored corpus.
-fn sample_streams() -> Vec<Vec<Value>> {
+/// A sample of recorded sessions: one model's streams (with lineage) from the vendored corpus,
+/// unpacked once per test process (tests of one binary may run on threads side by side).
+fn sample_streams() -> &'static [Vec<Value>] {
+    static SAMPLE: std::sync::OnceLock<Vec<Vec<Value>>> = std::sync::OnceLock::new();
+    SAMPLE.get_or_init(unpack_sample)
+}
+
+fn unpack_sample() -> Vec<Vec<Value>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::temp_dir().join(format!("warden-strip-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -320,10 +326,8 @@ proptest! {
         strip_ids in prop::collection::vec(any::<bool>(), 1..9),
         strip_whole in prop::collection::vec(prop::bool::weighted(0.3), 1..9),
     ) {
-        thread_local! {
-            static STREAMS: Vec<Vec<Value>> = sample_streams();
-        }
-        let stream = STREAMS.with(|s| s[which.index(s.len())].clone());
+        let streams = sample_streams();
+        let stream = streams[which.index(streams.len())].clone();
         let before = decisions(&stream);
         let after = decisions(&strip(&stream, &strip_ids, &strip_whole));
         for (i, (b, a)) in before.iter().zip(&after).enumerate() {
@@ -378,4 +382,36 @@ fn found_in_the_users_words_means_one_contiguous_run() {
         );
         assert_eq!(decision(&answers[1]), want, "{recipient}: {}", answers[1]);
     }
+}
+
+/// Collects decision-log records in memory.
+#[derive(Default)]
+struct Collect(std::sync::Mutex<Vec<Value>>);
+
+impl warden::guardian::log::DecisionLog for Collect {
+    fn record(&self, record: &Value) {
+        self.0.lock().unwrap().push(record.clone());
+    }
+}
+
+#[test]
+fn an_unverified_claim_is_a_decision_log_field() {
+    let g = Guardian::new(Policy::from_source("m.ward", MINE).unwrap());
+    let sink = std::sync::Arc::new(Collect::default());
+    assert!(g.set_decision_log(sink.clone()));
+    run(
+        &g,
+        &[(
+            "steps/toolCallRequest",
+            json!({"tool": {"name": "send_money"}, "arguments": {
+                "recipient": {"value": "GB33 BUKB 2020 1555 5555 55", "provenance": {"origin": "user_input"}}}}),
+        )],
+    );
+    let records = sink.0.lock().unwrap();
+    assert_eq!(
+        records[0]["unverified_claims"],
+        json!(["/arguments/recipient/provenance"]),
+        "{}",
+        records[0]
+    );
 }
