@@ -18,6 +18,7 @@ pub const CLASSES: &[&str] = &[
     "communicate",
     "money",
     "credentials",
+    "account",
     "create",
     "change",
     "delete",
@@ -143,14 +144,11 @@ const CREDENTIAL_OBJECTS: &[&str] = &[
     "key",
     "secret",
     "login",
-    "user",
-    "account",
-    "profile",
-    "info",
-    "address",
     "mfa",
     "otp",
 ];
+// Objects that make a changing call touch the account's own data (name, address, profile).
+const ACCOUNT_OBJECTS: &[&str] = &["user", "account", "profile", "info", "address", "details"];
 const CHANGE_VERBS: &[&str] = &[
     "update",
     "change",
@@ -328,6 +326,9 @@ pub fn catalogue_class<'a>(tool: &str, args: impl Iterator<Item = &'a str>) -> &
     }
     if is_in(verb, CHANGE_VERBS) && has(CREDENTIAL_OBJECTS) {
         return "credentials";
+    }
+    if is_in(verb, CHANGE_VERBS) && has(ACCOUNT_OBJECTS) {
+        return "account";
     }
     if is_in(verb, PUBLISH_VERBS) && (has(WEB_OBJECTS) || w.len() == 1) {
         return "publish";
@@ -589,13 +590,13 @@ pub fn requested_classes(text: &str) -> u16 {
             || (any(MONEY_NOUNS) && any(&["schedule", "update", "change", "set", "increase"])),
         "money",
     );
+    add(any(ASK_CREDENTIAL_NOUNS), "credentials");
     add(
-        any(ASK_CREDENTIAL_NOUNS)
-            || (any(ACCOUNT_NOUNS)
-                && any(&[
-                    "update", "change", "correct", "fix", "set", "edit", "modify", "new", "moved",
-                ])),
-        "credentials",
+        any(ACCOUNT_NOUNS)
+            && any(&[
+                "update", "change", "correct", "fix", "set", "edit", "modify", "new", "moved",
+            ]),
+        "account",
     );
     add(any(ASK_COMMUNICATE), "communicate");
     add(any(ASK_CREATE), "create");
@@ -666,7 +667,7 @@ mod tests {
             ("schedule_transaction", "money"),
             ("update_scheduled_transaction", "money"),
             ("update_password", "credentials"),
-            ("update_user_info", "credentials"),
+            ("update_user_info", "account"),
             ("send_email", "communicate"),
             ("send_direct_message", "communicate"),
             ("post_webpage", "publish"),
@@ -707,7 +708,16 @@ mod tests {
         assert!(asks("Can you send 50 euros to my sister?", "money"));
         assert!(asks("send 5 to XX11 0123 4567 please", "money"));
         assert!(!asks("What's my total spending in March?", "money"));
-        assert!(asks("I moved, please update my address", "credentials"));
+        assert!(asks("I moved, please update my address", "account"));
+        assert!(!asks("I moved, please update my address", "credentials"));
+        assert!(!asks(
+            "Update my account information from the file",
+            "credentials"
+        ));
+        assert!(asks(
+            "Please change my password to something strong",
+            "credentials"
+        ));
         assert!(!asks("Summarise my inbox", "credentials"));
         assert!(asks("Cancel my dentist appointment on Friday", "delete"));
         assert!(!asks("When is my dentist appointment?", "delete"));

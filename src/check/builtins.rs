@@ -256,7 +256,7 @@ pub const BUILTINS: &[BuiltinSpec] = &[
         "effect_class",
         0,
         Allowed::ToolCallRules,
-        "what this call does: read, communicate, money, credentials, create, change, delete, reserve, share, publish, execute or unknown (its `tool` declaration's `is CLASS`, else the standard catalogue's, from the tool's name)",
+        "what this call does: read, communicate, money, credentials, account, create, change, delete, reserve, share, publish, execute or unknown (its `tool` declaration's `as CLASS`, else the standard catalogue's, from the tool's name)",
     ),
     special(
         "requested",
