@@ -470,5 +470,28 @@ fn inference(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide, handle, rego, effects, inference);
+/// What the effect guard adds (issue 30): reading the classes a user message asks for (once,
+/// when the message comes in: O(its words)) and the class of a call (per call: O(the tool
+/// name's words)). Reading `requested(…)` afterwards is a bit test, whatever the history.
+fn actions(c: &mut Criterion) {
+    let mut group = c.benchmark_group("actions");
+    let message =
+        "Hi! I moved last week - please update my address to 12 Elm Street, Springfield, \
+                   then pay the rent for this month to my landlord and cancel the Friday meeting";
+    group.bench_function("requested_classes_per_user_message", |b| {
+        b.iter(|| warden::actions::requested_classes(black_box(message)))
+    });
+    let args = ["recipient", "amount", "subject", "date"];
+    group.bench_function("catalogue_class_per_call", |b| {
+        b.iter(|| {
+            warden::actions::catalogue_class(
+                black_box("update_scheduled_transaction"),
+                args.iter().copied(),
+            )
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decide, handle, rego, effects, inference, actions);
 criterion_main!(benches);

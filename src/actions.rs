@@ -71,17 +71,20 @@ fn words(text: &str) -> Vec<String> {
 /// Whether a word, or the word without a common English ending (`paying`, `cancelled`,
 /// `messages`, `books` → `pay`, `cancel`, `message`, `book`), is in `set`.
 fn is_in(w: &str, set: &[&str]) -> bool {
-    if set.contains(&w) {
-        return true;
-    }
-    ["ing", "ed", "es", "s", "d"].iter().any(|end| {
-        w.strip_suffix(end).is_some_and(|s| {
-            s.len() >= 2
-                && (set.contains(&s)
-                    || (s.ends_with("ll") && set.contains(&&s[..s.len() - 1]))
-                    || set.contains(&format!("{s}e").as_str()))
-        })
-    })
+    let stem_in = |s: &str| {
+        s.len() >= 2
+            && set.iter().any(|x| {
+                *x == s
+                    // `cancelled` → `cancel`
+                    || (s.ends_with("ll") && *x == &s[..s.len() - 1])
+                    // `closed` → `close`
+                    || (x.len() == s.len() + 1 && x.starts_with(s) && x.ends_with('e'))
+            })
+    };
+    set.contains(&w)
+        || ["ing", "ed", "es", "s", "d"]
+            .iter()
+            .any(|end| w.strip_suffix(end).is_some_and(stem_in))
 }
 
 // Verbs that only read, as the first word of a tool's name.

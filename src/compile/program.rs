@@ -323,6 +323,10 @@ pub struct Program {
     /// Some rule or label reads `requested_by_user()`: only then does a session remember
     /// which calls the user asked for (work on every `toolCallRequest` otherwise wasted).
     pub reads_requested: bool,
+    /// The catalogue's effect class of each tool name seen so far (`effect_class`): the
+    /// catalogue reads a name's words against its lists, which costs more than a decision,
+    /// so each name is read once per program.
+    pub class_memo: ClassMemo,
 }
 
 /// `tool NAME(ARG: TYPE, …)`: what a call of the tool must look like.
@@ -466,6 +470,16 @@ impl Program {
         let Some(tool) = tool else { return "unknown" };
         if let Some(class) = self.tools.get(tool).and_then(|spec| spec.class) {
             return class;
+        }
+        if let Some(class) = self.class_memo.get(tool) {
+            return class;
+        }
+        // A class read from the name alone holds for every call of the tool, so it is read
+        // once per program; one that needs the argument names is read for each call.
+        let by_name = crate::actions::catalogue_class(tool, std::iter::empty());
+        if by_name != "unknown" {
+            self.class_memo.put(tool, by_name);
+            return by_name;
         }
         let names = args
             .and_then(serde_json::Value::as_object)
@@ -624,5 +638,45 @@ mod tests {
     #[test]
     fn instructions_stay_small() {
         assert!(std::mem::size_of::<super::Op>() <= 16);
+    }
+}
+
+/// [`Program::effect_class`]'s memo: tool name to the class its name alone gives, at most
+/// 4096 names (past that, names are read each time). A clone starts empty; memos never make
+/// two programs differ.
+#[derive(Default)]
+pub struct ClassMemo(std::sync::RwLock<std::collections::HashMap<Box<str>, &'static str>>);
+
+impl ClassMemo {
+    const CAP: usize = 4096;
+
+    fn get(&self, tool: &str) -> Option<&'static str> {
+        self.0.read().ok()?.get(tool).copied()
+    }
+
+    fn put(&self, tool: &str, class: &'static str) {
+        if let Ok(mut m) = self.0.write() {
+            if m.len() < Self::CAP {
+                m.insert(Box::from(tool), class);
+            }
+        }
+    }
+}
+
+impl Clone for ClassMemo {
+    fn clone(&self) -> Self {
+        ClassMemo::default()
+    }
+}
+
+impl PartialEq for ClassMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for ClassMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClassMemo")
     }
 }
