@@ -128,7 +128,7 @@ class Decide(unittest.TestCase):
         self.assertEqual(read["decision"], "allow")
         paid = g.decide(tool="send_money", session_id=s, args={"recipient": "GB29 NWBK 6016 1331 9268 19", "amount": 98.70})
         self.assertEqual(paid["decision"], "deny")
-        self.assertEqual(paid["reason_codes"], ["provenance.destination"])
+        self.assertIn("provenance.destination", paid["reason_codes"])
         # Saying the value came from the user does not make it so.
         claimed = g.decide(
             tool="send_money", session_id=s, origin="user_input",
