@@ -7,6 +7,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+mod common;
+
+use common::Collect;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use warden::acs::{envelope, ids};
@@ -381,16 +384,6 @@ fn found_in_the_users_words_means_one_contiguous_run() {
             ],
         );
         assert_eq!(decision(&answers[1]), want, "{recipient}: {}", answers[1]);
-    }
-}
-
-/// Collects decision-log records in memory.
-#[derive(Default)]
-struct Collect(std::sync::Mutex<Vec<Value>>);
-
-impl warden::guardian::log::DecisionLog for Collect {
-    fn record(&self, record: &Value) {
-        self.0.lock().unwrap().push(record.clone());
     }
 }
 

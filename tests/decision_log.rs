@@ -3,6 +3,7 @@
 //! HTTP collector), `-` refused on stdio; and `warden audit show|export --operator` reading a
 //! running server's chains through the operator endpoint.
 
+mod common;
 mod serve_common;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::Collect;
 use serde_json::{json, Value};
 use serve_common::{announced, tmp, WAIT};
 use warden::acs::{envelope, ids, time};
@@ -428,16 +430,6 @@ fn audit_show_and_export_read_a_running_server_through_the_operator_endpoint() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
-}
-
-/// Collects records in memory: an embedder's own sink.
-#[derive(Default)]
-struct Collect(std::sync::Mutex<Vec<Value>>);
-
-impl warden::guardian::log::DecisionLog for Collect {
-    fn record(&self, record: &Value) {
-        self.0.lock().unwrap().push(record.clone());
-    }
 }
 
 #[test]

@@ -36,3 +36,13 @@ pub fn unavailable(why: &str) {
     }
     eprintln!("skipped: {why}");
 }
+
+/// Collects decision-log records in memory: an embedder's own sink.
+#[derive(Default)]
+pub struct Collect(pub std::sync::Mutex<Vec<serde_json::Value>>);
+
+impl warden::guardian::log::DecisionLog for Collect {
+    fn record(&self, record: &serde_json::Value) {
+        self.0.lock().unwrap().push(record.clone());
+    }
+}
