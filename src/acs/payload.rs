@@ -56,88 +56,91 @@ pub fn check(hook: &HookSpec, payload: &Value) -> Result<(), PayloadError> {
         }
         let (name, shape) = shape_of(path);
         let Some(v) = obj.get(name) else { continue };
-        let at = format!("payload.{name}");
+        // Paths are written only for a refusal: a payload that passes allocates nothing.
+        let under = |e: PayloadError, item: String| e.under(&format!("payload.{name}{item}"));
         match shape {
             Shape::List => {
                 let Some(items) = v.as_array() else {
-                    return refuse(
-                        &at,
-                        format!("must be an array of content items, not {}", kind(v)),
-                    );
+                    return refuse(format!(
+                        "must be an array of content items, not {}",
+                        kind(v)
+                    ))
+                    .map_err(|e| under(e, String::new()));
                 };
                 for (i, item) in items.iter().enumerate() {
-                    check_item(item, &format!("{at}[{i}]"), false)?;
+                    check_item(item, false).map_err(|e| under(e, format!("[{i}]")))?;
                 }
             }
             Shape::Map => {
                 let Some(items) = v.as_object() else {
-                    return refuse(&at, format!("must be an object, not {}", kind(v)));
+                    return refuse(format!("must be an object, not {}", kind(v)))
+                        .map_err(|e| under(e, String::new()));
                 };
                 for (k, item) in items {
-                    check_item(item, &format!("{at}.{k}"), true)?;
+                    check_item(item, true).map_err(|e| under(e, format!(".{k}")))?;
                 }
             }
-            Shape::One => check_item(v, &at, false)?,
+            Shape::One => check_item(v, false).map_err(|e| under(e, String::new()))?,
         }
     }
     Ok(())
 }
 
-fn refuse(path: &str, why: String) -> Result<(), PayloadError> {
+impl PayloadError {
+    /// The same refusal, its path now under `prefix` (paths are built from the inside out).
+    fn under(mut self, prefix: &str) -> PayloadError {
+        self.path.insert_str(0, prefix);
+        self
+    }
+}
+
+/// A refusal of the member being checked (its path added by the callers).
+fn refuse(why: String) -> Result<(), PayloadError> {
     Err(PayloadError {
-        path: path.into(),
+        path: String::new(),
         why,
     })
 }
 
 /// One content item: an object with a `value` and, when present, a well-typed `provenance`.
 /// `bare_ok`: a tool argument may be a bare value.
-fn check_item(item: &Value, at: &str, bare_ok: bool) -> Result<(), PayloadError> {
+fn check_item(item: &Value, bare_ok: bool) -> Result<(), PayloadError> {
     let Some(o) = item.as_object() else {
         if bare_ok {
             return Ok(());
         }
-        return refuse(
-            at,
-            format!(
-                "must be a content item {{value, provenance}}, not {}",
-                kind(item)
-            ),
-        );
+        return refuse(format!(
+            "must be a content item {{value, provenance}}, not {}",
+            kind(item)
+        ));
     };
     if !o.contains_key("value") {
-        return refuse(&format!("{at}.value"), "is required".into());
+        return refuse("is required".into()).map_err(|e| e.under(".value"));
     }
     match o.get("provenance") {
         None => Ok(()),
-        Some(Value::Object(p)) => check_provenance(p, &format!("{at}.provenance")),
-        Some(other) => refuse(
-            &format!("{at}.provenance"),
-            format!("must be a Provenance object, not {}", kind(other)),
-        ),
+        Some(Value::Object(p)) => check_provenance(p),
+        Some(other) => refuse(format!("must be a Provenance object, not {}", kind(other))),
     }
+    .map_err(|e| e.under(".provenance"))
 }
 
 /// A Provenance object's members, typed by [`PROVENANCE`] (`provenance_id` and `origin` may be
 /// missing: the completion supplies them). The `elements` of a list argument are Provenance
 /// objects too.
-fn check_provenance(o: &Map<String, Value>, at: &str) -> Result<(), PayloadError> {
+fn check_provenance(o: &Map<String, Value>) -> Result<(), PayloadError> {
     for (k, v) in o {
-        let at = format!("{at}.{k}");
+        let member = |e: PayloadError| e.under(&format!(".{k}"));
         if k == "elements" {
             let Some(items) = v.as_array() else {
-                return refuse(&at, format!("must be an array, not {}", kind(v)));
+                return refuse(format!("must be an array, not {}", kind(v))).map_err(member);
             };
             for (i, e) in items.iter().enumerate() {
                 match e {
-                    Value::Object(p) => check_provenance(p, &format!("{at}[{i}]"))?,
-                    other => {
-                        return refuse(
-                            &format!("{at}[{i}]"),
-                            format!("must be a Provenance object, not {}", kind(other)),
-                        )
-                    }
+                    Value::Object(p) => check_provenance(p),
+                    other => refuse(format!("must be a Provenance object, not {}", kind(other))),
                 }
+                .map_err(|e| member(e.under(&format!("[{i}]"))))?;
             }
             continue;
         }
@@ -156,7 +159,7 @@ fn check_provenance(o: &Map<String, Value>, at: &str) -> Result<(), PayloadError
                 Ty::List => "an array of strings".into(),
                 _ => "a string".into(),
             };
-            return refuse(&at, format!("must be {want}, not {}", kind(v)));
+            return refuse(format!("must be {want}, not {}", kind(v))).map_err(member);
         }
     }
     Ok(())

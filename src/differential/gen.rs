@@ -51,9 +51,9 @@ pub const PENDING_INFERENCE: bool = true;
 /// An optional provenance (always present, while inference is not modelled).
 fn maybe_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
     if PENDING_INFERENCE {
-        provenance(ORIGINS).prop_map(Some).boxed()
+        provenance(ORIGINS.to_vec()).prop_map(Some).boxed()
     } else {
-        prop::option::weighted(p, provenance(ORIGINS)).boxed()
+        prop::option::weighted(p, provenance(ORIGINS.to_vec())).boxed()
     }
 }
 
@@ -61,7 +61,7 @@ fn maybe_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
 /// tool's outputs): often none at all, or a record without an id — the hook's origin and an
 /// id from the request fill in (docs/language.md §4), no inference needed.
 fn item_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
-    prop::option::weighted(p, provenance(ORIGINS)).boxed()
+    prop::option::weighted(p, provenance(ORIGINS.to_vec())).boxed()
 }
 
 /// A tool argument's provenance. A claim that the user wrote an argument is checked against
@@ -69,20 +69,20 @@ fn item_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
 /// `PENDING_INFERENCE`, arguments never claim `user_input`.
 fn argument_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
     if PENDING_INFERENCE {
-        provenance(ARGUMENT_ORIGINS).prop_map(Some).boxed()
+        provenance(argument_origins()).prop_map(Some).boxed()
     } else {
-        prop::option::weighted(p, provenance(ORIGINS)).boxed()
+        prop::option::weighted(p, provenance(ORIGINS.to_vec())).boxed()
     }
 }
 
-const ARGUMENT_ORIGINS: &[&str] = &[
-    "system",
-    "tool_output",
-    "retrieved",
-    "agent_generated",
-    "a2a_inbound",
-    "external",
-];
+/// Every origin but `user_input`.
+fn argument_origins() -> Vec<&'static str> {
+    ORIGINS
+        .iter()
+        .copied()
+        .filter(|o| *o != "user_input")
+        .collect()
+}
 
 // ---------------------------------------------------------------------------------------------
 // Pools
@@ -649,7 +649,7 @@ pub struct GenEvent {
     pub compacted: Vec<usize>,
 }
 
-fn provenance(origins: &'static [&'static str]) -> BoxedStrategy<Value> {
+fn provenance(origins: Vec<&'static str>) -> BoxedStrategy<Value> {
     (
         // Sometimes no id: Warden assigns one from the request and the item's place.
         prop::option::weighted(0.85, select(PROV_IDS)),
