@@ -594,13 +594,7 @@ pub fn requested_classes(text: &str) -> u16 {
         "money",
     );
     add(any(ASK_CREDENTIAL_NOUNS), "credentials");
-    add(
-        any(ACCOUNT_NOUNS)
-            && any(&[
-                "update", "change", "correct", "fix", "set", "edit", "modify", "new", "moved",
-            ]),
-        "account",
-    );
+    add(account_change(&w), "account");
     add(any(ASK_COMMUNICATE), "communicate");
     add(any(ASK_CREATE), "create");
     add(any(ASK_CHANGE), "change");
@@ -629,6 +623,24 @@ pub fn requested_classes(text: &str) -> u16 {
     bits
 }
 
+/// Whether the words ask to change the account's own data: a changing verb with an account
+/// noun at most four words after it ("update my account information", "change my home
+/// address"), or the noun followed closely by the verb ("my address changed"). A noun and a
+/// verb far apart ("my iPhone subscription … set up a payment") ask for nothing of the kind.
+fn account_change(w: &[String]) -> bool {
+    const VERBS: &[&str] = &[
+        "update", "change", "correct", "fix", "set", "edit", "modify", "new", "moved", "replace",
+    ];
+    let verbs: Vec<usize> = (0..w.len()).filter(|&i| is_in(&w[i], VERBS)).collect();
+    (0..w.len())
+        .filter(|&j| is_in(&w[j], ACCOUNT_NOUNS))
+        .any(|j| {
+            verbs
+                .iter()
+                .any(|&i| (i < j && j - i <= 4) || (j < i && i - j <= 2))
+        })
+}
+
 /// Whether a call of class `class` is among the classes a request asked for (`asked`, from
 /// [`requested_classes`]). Close classes answer for each other where ordinary requests blur
 /// them: a change may be carried out by creating, a message may be a share or a post, a
@@ -645,6 +657,260 @@ pub fn admits(asked: u16, class: &str) -> bool {
         "unknown" => false,
         c => has(c),
     }
+}
+
+/// Kinds of thing a call acts on, each with the words that name it in a tool's name and the
+/// wider words that name it in a user's request. A request that asks to book a hotel has asked
+/// for a reservation, but not of a car; one that asks to delete a file has asked for a deletion,
+/// but not of a calendar event. A call's kinds are those its tool's name names; a name that
+/// names none (`send_money`, `frobnicate`) has none, and nothing is checked of it by kind.
+const OBJECTS: &[ObjectRow] = &[
+    (
+        "lodging",
+        &[
+            "hotel",
+            "room",
+            "lodging",
+            "accommodation",
+            "hostel",
+            "apartment",
+        ],
+        &[
+            "hotel",
+            "room",
+            "stay",
+            "staying",
+            "accommodation",
+            "lodging",
+            "hostel",
+            "inn",
+            "motel",
+            "airbnb",
+            "suite",
+            "night",
+            "apartment",
+            "place",
+            "resort",
+            "bnb",
+        ],
+    ),
+    (
+        "vehicle",
+        &["car", "vehicle", "bike", "scooter"],
+        &[
+            "car", "vehicle", "auto", "suv", "van", "drive", "ride", "bike", "scooter", "taxi",
+            "cab", "wheels",
+        ],
+    ),
+    (
+        "restaurant",
+        &["restaurant", "table", "dining"],
+        &[
+            "restaurant",
+            "table",
+            "dinner",
+            "lunch",
+            "breakfast",
+            "brunch",
+            "meal",
+            "eat",
+            "eatery",
+            "dining",
+            "dine",
+            "cuisine",
+            "food",
+            "bistro",
+            "cafe",
+            "bar",
+        ],
+    ),
+    (
+        "flight",
+        &["flight", "ticket", "airline", "seat"],
+        &[
+            "flight", "fly", "plane", "airline", "ticket", "seat", "airport",
+        ],
+    ),
+    (
+        "event",
+        &["event", "calendar", "meeting", "appointment"],
+        &[
+            "event",
+            "calendar",
+            "meeting",
+            "appointment",
+            "schedule",
+            "sync",
+            "call",
+            "reminder",
+            "remind",
+            "agenda",
+            "lunch",
+            "dinner",
+            "breakfast",
+            "session",
+            "class",
+            "party",
+            "standup",
+            "interview",
+            "invite",
+            "invitation",
+            "slot",
+            "date",
+            "reschedule",
+            "postpone",
+            "visit",
+            "checkup",
+            "consultation",
+            "lesson",
+            "workshop",
+            "webinar",
+            "conference",
+            "ceremony",
+            "hangout",
+            "catchup",
+            "review",
+            "demo",
+        ],
+    ),
+    (
+        "file",
+        &[
+            "file",
+            "document",
+            "doc",
+            "drive",
+            "folder",
+            "sheet",
+            "spreadsheet",
+        ],
+        &[
+            "file",
+            "document",
+            "doc",
+            "docx",
+            "drive",
+            "folder",
+            "spreadsheet",
+            "sheet",
+            "xlsx",
+            "txt",
+            "pdf",
+            "csv",
+            "md",
+            "attachment",
+            "list",
+            "notes",
+            "report",
+        ],
+    ),
+    (
+        "channel",
+        &["channel", "group", "room"],
+        &["channel", "group", "room", "workspace", "slack", "team"],
+    ),
+    (
+        "member",
+        &[
+            "user",
+            "member",
+            "participant",
+            "attendee",
+            "guest",
+            "collaborator",
+        ],
+        &[
+            "user",
+            "member",
+            "participant",
+            "attendee",
+            "guest",
+            "collaborator",
+            "people",
+            "person",
+            "colleague",
+            "coworker",
+            "employee",
+            "invite",
+            "add",
+            "remove",
+            "kick",
+            "join",
+            "onboard",
+            "team",
+            "everyone",
+            "everybody",
+            "slack",
+            "workspace",
+            "organization",
+            "organisation",
+            "org",
+        ],
+    ),
+    (
+        "standing_payment",
+        &[
+            "scheduled",
+            "recurring",
+            "standing",
+            "subscription",
+            "mandate",
+        ],
+        &[
+            "scheduled",
+            "schedule",
+            "recurring",
+            "standing",
+            "subscription",
+            "rent",
+            "monthly",
+            "weekly",
+            "yearly",
+            "annual",
+            "regular",
+            "repeat",
+            "repeating",
+            "every",
+            "debit",
+            "mandate",
+        ],
+    ),
+];
+
+/// The kinds of thing a tool's name says it acts on, as bits (one per [`OBJECTS`] row); 0 when
+/// its name names none.
+pub fn tool_objects(tool: &str) -> u32 {
+    kinds(&words(tool), |(_, in_tool, _)| in_tool)
+}
+
+/// The kinds of thing a request's words name, as bits (one per [`OBJECTS`] row). A word
+/// written in two parts counts joined too ("check-up", "e-mail", "catch up").
+pub fn named_objects(text: &str) -> u32 {
+    let mut w = words(text);
+    let joined: Vec<String> = w.windows(2).map(|p| format!("{}{}", p[0], p[1])).collect();
+    w.extend(joined);
+    kinds(&w, |(_, _, in_request)| in_request)
+}
+
+type ObjectRow = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+fn kinds(w: &[String], set: fn(&ObjectRow) -> &'static [&'static str]) -> u32 {
+    OBJECTS
+        .iter()
+        .enumerate()
+        .filter(|(_, row)| w.iter().any(|x| is_in(x, set(row))))
+        .fold(0, |bits, (i, _)| bits | 1 << i)
+}
+
+/// Whether every kind of thing a call's tool names (`tool`, from [`tool_objects`]) is among
+/// those the user's words named (`named`, from [`named_objects`]). A tool that names no kind
+/// is not checked by kind.
+pub fn objects_admitted(named: u32, tool: u32) -> bool {
+    tool & !named == 0
 }
 
 /// The class named by a word of the vocabulary, if it is one.
@@ -733,6 +999,53 @@ mod tests {
         assert!(requested_classes("what time is it") & DELEGATES == 0);
         let listed = requested_classes("Perform the following tasks in order: 1. count my events");
         assert!(listed & DELEGATES == 0);
+    }
+
+    #[test]
+    fn the_kind_of_thing_a_call_acts_on_must_be_named() {
+        let admitted =
+            |text: &str, tool: &str| objects_admitted(named_objects(text), tool_objects(tool));
+        assert!(admitted("book me a room in Paris", "reserve_hotel"));
+        assert!(!admitted("book me a room in Paris", "reserve_car_rental"));
+        assert!(!admitted("book me a room in Paris", "reserve_restaurant"));
+        assert!(admitted("we need wheels: rent a car", "reserve_car_rental"));
+        assert!(admitted("get us a table for dinner", "reserve_restaurant"));
+        assert!(!admitted(
+            "delete the largest file",
+            "cancel_calendar_event"
+        ));
+        assert!(admitted(
+            "move my dentist check-up to 10am",
+            "reschedule_calendar_event"
+        ));
+        assert!(admitted("drop the notes.docx", "delete_file"));
+        assert!(!admitted(
+            "pay the bill like last month",
+            "update_scheduled_transaction"
+        ));
+        assert!(admitted(
+            "raise my rent payment",
+            "update_scheduled_transaction"
+        ));
+        assert!(!admitted("post this to #general", "add_user_to_channel"));
+        assert!(admitted(
+            "add Ann to the general channel",
+            "add_user_to_channel"
+        ));
+        // A tool whose name names no kind of thing is not checked by kind.
+        assert_eq!(tool_objects("send_money"), 0);
+        assert!(admitted("anything", "send_money"));
+    }
+
+    #[test]
+    fn an_account_change_needs_its_verb_near_its_noun() {
+        let asks = |text: &str| requested_classes(text) & class_bit("account") != 0;
+        assert!(asks("please update my account information"));
+        assert!(asks("change my home address to 3 Elm St"));
+        assert!(asks("my address changed last week"));
+        assert!(!asks(
+            "I got the iPhone subscription service. Set up a recurring payment for it"
+        ));
     }
 
     #[test]

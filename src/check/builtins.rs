@@ -265,6 +265,12 @@ pub const BUILTINS: &[BuiltinSpec] = &[
         "whether the user's own words (the Intent's raw text, the user's messages) ask for an action of this effect class",
     ),
     special(
+        "requested_object",
+        0,
+        Allowed::ToolCallRules,
+        "whether the user's own words name every kind of thing this call's tool acts on (a hotel, a car, a restaurant, a flight, an event, a file, a channel, a member, a standing payment), read from the tool's name; true for a tool whose name names none",
+    ),
+    special(
         "delegated",
         0,
         Allowed::Rules,

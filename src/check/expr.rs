@@ -1002,6 +1002,12 @@ impl Checker<'_> {
                 }
                 Type::Enum(crate::actions::CLASSES)
             }
+            "requested_object" => {
+                if !b.allowed.admits(cx.scope) {
+                    return self.error(tool_call_only(cx.file, span, bname));
+                }
+                Type::Bool
+            }
             "requested" => {
                 let t = self.expr(cx, &args[0].value);
                 if !t.is_stringish() {

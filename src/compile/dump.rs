@@ -130,6 +130,7 @@ fn op_text(program: &Program, op: &Op) -> String {
         Op::EffectClass => "effect_class".to_string(),
         Op::AskedFor => "requested".to_string(),
         Op::Delegated => "delegated".to_string(),
+        Op::RequestedObject => "requested_object".to_string(),
         Op::Requested => "requested_by_user".to_string(),
         Op::Links => "links".to_string(),
         Op::AnyStep(l, d) => format!("any_step   loop @{l} done @{d}"),

@@ -1328,6 +1328,9 @@ impl<'a> Lower<'a> {
                 "delegated" => {
                     Self::emit(code, Op::Delegated, span);
                 }
+                "requested_object" => {
+                    Self::emit(code, Op::RequestedObject, span);
+                }
                 "found_in" => {
                     self.expr(frame, &args[0].value, code);
                     let k = self.origin_const(&args[1].value);

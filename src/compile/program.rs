@@ -166,6 +166,9 @@ pub enum Op {
     /// Push whether the user's words handed the choice of actions to content
     /// (`Facts::delegated`).
     Delegated,
+    /// `requested_object()`: whether the user's words named every kind of thing this call's
+    /// tool acts on (`actions::objects_admitted`).
+    RequestedObject,
     /// Pop a list argument; push its elements, each an argument with its own provenance.
     Elements,
     /// Pop a collection; begin iterating it. Each element's name or position goes into variable

@@ -281,6 +281,7 @@ fn request_atom() -> BoxedStrategy<String> {
             .prop_map(|c| format!("requested(\"{c}\")")),
         Just("not requested(effect_class())".to_string()),
         Just("delegated()".to_string()),
+        Just("requested_object()".to_string()),
     ];
     let mut atoms = vec![
         (3, tool_atom()),

@@ -600,6 +600,7 @@ fn call(cx: &mut Cx<'_>, callee: &Expr, args: &[Arg]) -> R<V> {
             ))),
         },
         "delegated" => Ok(V::Bool(cx.view.delegated())),
+        "requested_object" => Ok(V::Bool(cx.view.requested_object(cx.root))),
         "turns_since" => {
             let label = label_name(cx, arg(0))?;
             Ok(V::Num(cx.view.turns_since(&label)))

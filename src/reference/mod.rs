@@ -360,6 +360,8 @@ pub struct View<'a> {
     /// The classes of action the user's words asked for (docs/language.md §4): read afresh
     /// from every recorded step and the event being decided.
     asked: u16,
+    /// The kinds of thing the user's words named, read from the same texts.
+    objects: u32,
 }
 
 impl<'a> View<'a> {
@@ -431,6 +433,15 @@ impl<'a> View<'a> {
 
     pub(crate) fn delegated(&self) -> bool {
         self.asked & crate::actions::DELEGATES != 0
+    }
+
+    /// Whether the user's words named every kind of thing the call in `payload` acts on.
+    pub(crate) fn requested_object(&self, payload: &V) -> bool {
+        let tool = match payload.get("tool").get("name") {
+            V::Str(t) => t,
+            _ => String::new(),
+        };
+        crate::actions::objects_admitted(self.objects, crate::actions::tool_objects(&tool))
     }
 
     /// Turns since content carrying `label` last entered the context; ∞ if it never did.
@@ -637,6 +648,7 @@ impl<'c> Reference<'c> {
                 now: 0,
                 touched: RefCell::default(),
                 asked: 0,
+                objects: 0,
             };
             policy.own_labels(&view, &external)
         };
@@ -666,13 +678,14 @@ impl<'c> Reference<'c> {
             now,
             touched: RefCell::default(),
             asked: 0,
+            objects: 0,
         }
     }
 
     /// docs/language.md §4, "What a call does": the classes the user's words ask for — the
     /// Intent's `raw` of a session start or trigger, the text parts of a user message whose
     /// provenance says `user_input` — over every recorded step and the event being decided.
-    fn asked(&self, method: &str, payload: &V) -> u16 {
+    fn asked(&self, method: &str, payload: &V) -> (u16, u32) {
         let mut texts: Vec<String> = Vec::new();
         let steps = self
             .committed
@@ -700,9 +713,12 @@ impl<'c> Reference<'c> {
                 _ => {}
             }
         }
-        texts
-            .iter()
-            .fold(0, |bits, t| bits | crate::actions::requested_classes(t))
+        texts.iter().fold((0, 0), |(classes, objects), t| {
+            (
+                classes | crate::actions::requested_classes(t),
+                objects | crate::actions::named_objects(t),
+            )
+        })
     }
 
     /// The session's turn number: 0 before the first turn.
@@ -889,7 +905,7 @@ impl<'c> Reference<'c> {
 
         let out = {
             let mut view = self.view(&draft, &ids, turn, now);
-            view.asked = self.asked(hook.method, &payload);
+            (view.asked, view.objects) = self.asked(hook.method, &payload);
             let out = self.decide(hook, &view, &payload, &metadata);
             out.map(|mut o| {
                 o.touched.extend(view.touched.take());

@@ -69,6 +69,9 @@ impl Facts for Draft<'_> {
     fn delegated(&self) -> bool {
         Draft::delegated(self)
     }
+    fn named_objects(&self) -> u32 {
+        self.scalars.objects
+    }
     fn said_by_user(&self, value: &Value) -> bool {
         Draft::said_by_user(self, value)
     }
@@ -307,6 +310,9 @@ pub struct Scalars {
     /// `raw`, the user's messages), as `actions::requested_classes` bits: what
     /// `requested(class)` and `delegated()` read.
     pub asked: u16,
+    /// The kinds of thing the user's own words named (the same texts, as
+    /// `actions::named_objects` bits): what `requested_object()` reads.
+    pub objects: u32,
     /// Everything the user said (the Intent's `raw`, `user_input` content), each piece cut to
     /// its letters and digits, lower-cased, pieces apart (`|`): what `found_in(x, user_input)`
     /// searches for `x` as one contiguous run (`infer::compact`). `None` once it would pass
@@ -333,6 +339,7 @@ impl Default for Scalars {
             requested: [0; REQUESTED_CALLS],
             requested_next: 0,
             asked: 0,
+            objects: 0,
             user_text: Some(Arc::from("")),
         }
     }
@@ -1091,11 +1098,15 @@ impl<'a> Draft<'a> {
         self.insert_provenance(program, ev);
     }
 
-    /// Reads the classes of action the user's words ask for (`actions::requested_classes`):
+    /// Reads the classes of action the user's words ask for (`actions::requested_classes`) and
+    /// the kinds of thing they name (`actions::named_objects`):
     /// the Intent's `raw` at `sessionStart` / `agentTrigger`, and each text part of a user
     /// message whose provenance (completed: `acs::payload`) says `user_input`. O(words).
     fn note_asked(&mut self, ev: &Event<'_>) {
-        let mut read = |text: &str| self.scalars.asked |= crate::actions::requested_classes(text);
+        let mut read = |text: &str| {
+            self.scalars.asked |= crate::actions::requested_classes(text);
+            self.scalars.objects |= crate::actions::named_objects(text);
+        };
         match ev.method {
             "steps/sessionStart" | "steps/agentTrigger" => {
                 if let Some(raw) = ev.payload.pointer("/intent/raw").and_then(Value::as_str) {

@@ -57,6 +57,8 @@ pub trait Facts {
     fn asked_for(&self, class: &str) -> bool;
     /// Whether the user's words handed the choice of actions to content.
     fn delegated(&self) -> bool;
+    /// The kinds of thing the user's words named (`actions::named_objects` bits).
+    fn named_objects(&self) -> u32;
     /// Whether every leaf of a value occurs, as one contiguous run, in what the user said
     /// (after cutting both to lower-cased letters and digits): `found_in(x, user_input)`.
     fn said_by_user(&self, value: &Value) -> bool;

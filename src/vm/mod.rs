@@ -729,6 +729,16 @@ pub fn run<'a>(
                 traced_call!(r, stack.len(), &[]);
                 stack.push(r);
             }
+            Op::RequestedObject => {
+                let tool = crate::acs::fields::tool_name(env.payload).unwrap_or("");
+                let kinds = crate::actions::tool_objects(tool);
+                let r = Val::Bool(crate::actions::objects_admitted(
+                    env.state.named_objects(),
+                    kinds,
+                ));
+                traced_call!(r, stack.len(), &[]);
+                stack.push(r);
+            }
             Op::Elements => {
                 let v = pop!();
                 stack.push(typed!(v.argument_elements()));
