@@ -490,6 +490,12 @@ fn actions(c: &mut Criterion) {
             )
         })
     });
+    group.bench_function("named_objects_per_user_message", |b| {
+        b.iter(|| warden::actions::named_objects(black_box(message)))
+    });
+    group.bench_function("tool_objects_per_call", |b| {
+        b.iter(|| warden::actions::tool_objects(black_box("reschedule_calendar_event")))
+    });
     group.finish();
 }
 

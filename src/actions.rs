@@ -12,6 +12,8 @@
 //! What it cannot see is said in the docs: a request that names no verb of the class ("the
 //! usual for Friday"), other languages, and negation ("don't pay yet" still asks for `money`).
 
+use std::sync::LazyLock;
+
 /// Every class, and `unknown` (a tool the catalogue cannot read: consequential, fail closed).
 pub const CLASSES: &[&str] = &[
     "read",
@@ -880,16 +882,20 @@ const OBJECTS: &[ObjectRow] = &[
 /// The kinds of thing a tool's name says it acts on, as bits (one per [`OBJECTS`] row); 0 when
 /// its name names none.
 pub fn tool_objects(tool: &str) -> u32 {
-    kinds(&words(tool), |(_, in_tool, _)| in_tool)
+    static IN_TOOL: LazyLock<Lexicon> = LazyLock::new(|| Lexicon::of(|(_, t, _)| t));
+    words(tool).iter().fold(0, |bits, w| bits | IN_TOOL.bits(w))
 }
 
 /// The kinds of thing a request's words name, as bits (one per [`OBJECTS`] row). A word
 /// written in two parts counts joined too ("check-up", "e-mail", "catch up").
 pub fn named_objects(text: &str) -> u32 {
-    let mut w = words(text);
-    let joined: Vec<String> = w.windows(2).map(|p| format!("{}{}", p[0], p[1])).collect();
-    w.extend(joined);
-    kinds(&w, |(_, _, in_request)| in_request)
+    static IN_REQUEST: LazyLock<Lexicon> = LazyLock::new(|| Lexicon::of(|(_, _, r)| r));
+    let w = words(text);
+    let joined = w.windows(2).map(|p| format!("{}{}", p[0], p[1]));
+    w.iter()
+        .map(|x| IN_REQUEST.bits(x))
+        .chain(joined.map(|x| IN_REQUEST.bits(&x)))
+        .fold(0, |bits, b| bits | b)
 }
 
 type ObjectRow = (
@@ -898,12 +904,37 @@ type ObjectRow = (
     &'static [&'static str],
 );
 
-fn kinds(w: &[String], set: fn(&ObjectRow) -> &'static [&'static str]) -> u32 {
-    OBJECTS
-        .iter()
-        .enumerate()
-        .filter(|(_, row)| w.iter().any(|x| is_in(x, set(row))))
-        .fold(0, |bits, (i, _)| bits | 1 << i)
+/// One column of [`OBJECTS`] as a map from word to the kinds it names, looked up with the
+/// same endings [`is_in`] strips (so a lookup costs a few hash probes, not a scan).
+struct Lexicon(std::collections::HashMap<&'static str, u32>);
+
+impl Lexicon {
+    fn of(column: fn(&ObjectRow) -> &'static [&'static str]) -> Lexicon {
+        let mut m = std::collections::HashMap::new();
+        for (i, row) in OBJECTS.iter().enumerate() {
+            for w in column(row) {
+                *m.entry(*w).or_insert(0) |= 1 << i;
+            }
+        }
+        Lexicon(m)
+    }
+
+    /// The kinds `w` names: as it stands, or without a common English ending (the candidates
+    /// [`is_in`] accepts: `cancelled` → `cancel`, `closed` → `close`).
+    fn bits(&self, w: &str) -> u32 {
+        let get = |s: &str| self.0.get(s).copied().unwrap_or(0);
+        let mut bits = get(w);
+        for end in ["ing", "ed", "es", "s", "d"] {
+            let Some(s) = w.strip_suffix(end).filter(|s| s.len() >= 2) else {
+                continue;
+            };
+            bits |= get(s) | get(&format!("{s}e"));
+            if s.ends_with("ll") {
+                bits |= get(&s[..s.len() - 1]);
+            }
+        }
+        bits
+    }
 }
 
 /// Whether every kind of thing a call's tool names (`tool`, from [`tool_objects`]) is among
@@ -1035,6 +1066,33 @@ mod tests {
         // A tool whose name names no kind of thing is not checked by kind.
         assert_eq!(tool_objects("send_money"), 0);
         assert!(admitted("anything", "send_money"));
+    }
+
+    #[test]
+    fn the_object_lexicon_answers_as_the_word_scan_does() {
+        let scan = |w: &str, col: fn(&ObjectRow) -> &'static [&'static str]| {
+            OBJECTS
+                .iter()
+                .enumerate()
+                .filter(|(_, row)| is_in(w, col(row)))
+                .fold(0u32, |b, (i, _)| b | 1 << i)
+        };
+        let lex = Lexicon::of(|(_, _, r)| r);
+        let mut probes: Vec<String> = Vec::new();
+        for (_, t, r) in OBJECTS {
+            for w in t.iter().chain(r.iter()) {
+                for end in ["", "s", "es", "d", "ed", "ing", "led", "ling", "x"] {
+                    probes.push(format!("{w}{end}"));
+                }
+                probes.push(w[..w.len() - 1].to_string());
+            }
+        }
+        probes.extend(
+            ["closed", "cancelled", "calling", "dated", "the", "a", "zz"].map(String::from),
+        );
+        for p in &probes {
+            assert_eq!(lex.bits(p), scan(p, |(_, _, r)| r), "{p}");
+        }
     }
 
     #[test]
