@@ -274,6 +274,15 @@ fn request_atom() -> BoxedStrategy<String> {
             .prop_map(|(a, l)| format!("any k, a in args: (k == \"{a}\" and a has {l})")),
         select(ORIGINS).prop_map(|o| format!("derived_from(args.to, {o})")),
         small().prop_map(|n| format!("lineage_depth(args.to) > {n}")),
+        // Direct sources: by origin and by label, some and every one.
+        (select(&["to", "x"][..]), select(ORIGINS))
+            .prop_map(|(a, o)| format!("taken_from(args.{a}, {o})")),
+        (select(&["to", "x"][..]), select(ORIGINS))
+            .prop_map(|(a, o)| format!("taken_only_from(args.{a}, {o})")),
+        (select(&["to", "x"][..]), label()).prop_map(|(a, l)| format!("taken_from(args.{a}, {l})")),
+        (select(&["to", "x"][..]), label())
+            .prop_map(|(a, l)| format!("taken_only_from(args.{a}, {l})")),
+        select(ORIGINS).prop_map(|o| format!("\"{o}\" in sources(args.to)")),
         // What the call does and whether the user's words asked for it (src/actions.rs).
         select(&["read", "communicate", "execute", "money"][..])
             .prop_map(|c| format!("effect_class() == {c}")),

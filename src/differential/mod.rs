@@ -277,30 +277,62 @@ fn compare_state(
             reference.turn()
         ));
     }
-    // Provenance nodes.
-    let mut vm_nodes: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>, u32)> = BTreeMap::new();
-    for (id, n) in state.nodes.iter() {
-        let labels = program
-            .label_names(n.labels)
+    // Provenance nodes: labels, origins, depth, and the direct sources `taken_from` reads.
+    type Seen = (
+        BTreeSet<String>,
+        BTreeSet<String>,
+        u32,
+        BTreeSet<String>,
+        BTreeSet<String>,
+        BTreeSet<String>,
+    );
+    let labels = |bits: u64| -> BTreeSet<String> {
+        program
+            .label_names(bits)
             .into_iter()
             .map(str::to_string)
-            .collect();
-        let origins = crate::acs::fields::ORIGINS
+            .collect()
+    };
+    let origins = |bits: u8| -> BTreeSet<String> {
+        crate::acs::fields::ORIGINS
             .iter()
             .enumerate()
-            .filter(|(i, _)| n.origins & (1 << i) != 0)
+            .filter(|(i, _)| bits & (1 << i) != 0)
             .map(|(_, o)| o.to_string())
-            .collect();
-        vm_nodes.insert(id.to_string(), (labels, origins, u32::from(n.depth)));
+            .collect()
+    };
+    let mut vm_nodes: BTreeMap<String, Seen> = BTreeMap::new();
+    for (id, n) in state.nodes.iter() {
+        vm_nodes.insert(
+            id.to_string(),
+            (
+                labels(n.labels),
+                origins(n.origins),
+                u32::from(n.depth),
+                origins(n.source_origins),
+                labels(n.source_any),
+                labels(n.source_all),
+            ),
+        );
     }
-    let ref_nodes: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>, u32)> = reference
+    let ref_nodes: BTreeMap<String, Seen> = reference
         .nodes()
         .into_iter()
-        .map(|(id, n)| (id, (n.labels, n.origins, n.depth)))
+        .map(|(id, n)| {
+            let seen = (
+                n.labels,
+                n.origins,
+                n.depth,
+                n.sources,
+                n.source_any,
+                n.source_all,
+            );
+            (id, seen)
+        })
         .collect();
     if vm_nodes != ref_nodes {
         return Err(format!(
-            "provenance nodes (labels, origins, depth):\n  vm        {vm_nodes:?}\n  reference {ref_nodes:?}"
+            "provenance nodes (labels, origins, depth, sources, labels of some / every source):\n  vm        {vm_nodes:?}\n  reference {ref_nodes:?}"
         ));
     }
     for label in reference.label_names() {

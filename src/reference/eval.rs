@@ -605,6 +605,41 @@ fn call(cx: &mut Cx<'_>, callee: &Expr, args: &[Arg]) -> R<V> {
             let label = label_name(cx, arg(0))?;
             Ok(V::Num(cx.view.turns_since(&label)))
         }
+        "taken_from" | "taken_only_from" | "sources" => {
+            let c = carrier(cx, arg(0))?;
+            let Some(node) = cx.view.node_of(&c) else {
+                return Ok(V::Undef);
+            };
+            if builtin == "sources" {
+                return Ok(V::List(
+                    crate::acs::fields::ORIGINS
+                        .iter()
+                        .filter(|o| node.sources.contains(**o))
+                        .map(|o| V::Str(o.to_string()))
+                        .collect(),
+                ));
+            }
+            let only = builtin == "taken_only_from";
+            Ok(V::Bool(match cx.resolution(arg(1).span) {
+                Some((Resolution::Label { name: l, .. }, _)) if only => {
+                    node.source_all.contains(l.as_str())
+                }
+                Some((Resolution::Label { name: l, .. }, _)) => {
+                    node.source_any.contains(l.as_str())
+                }
+                _ => {
+                    let origin = match &arg(1).kind {
+                        ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
+                        _ => return Err(Fail::Unsupported("taken_from's origin".into())),
+                    };
+                    if only {
+                        !node.sources.is_empty() && node.sources.iter().all(|o| *o == origin)
+                    } else {
+                        node.sources.contains(&origin)
+                    }
+                }
+            }))
+        }
         "derived_from" | "lineage_depth" => {
             let c = carrier(cx, arg(0))?;
             let Some(node) = cx.view.node_of(&c) else {
@@ -706,6 +741,13 @@ pub struct NodeView {
     pub labels: BTreeSet<String>,
     pub origins: BTreeSet<String>,
     pub depth: u32,
+    /// The node's own origin (what its record says).
+    pub own: String,
+    /// Its direct sources: their own origins, and the labels some / every one of them
+    /// carries (`taken_from`, `taken_only_from`, `sources`).
+    pub sources: BTreeSet<String>,
+    pub source_any: BTreeSet<String>,
+    pub source_all: BTreeSet<String>,
 }
 
 /// The provenance id a carrier names: the object itself when it is a Provenance record, or its

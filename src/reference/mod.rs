@@ -382,12 +382,23 @@ impl<'a> View<'a> {
         let id = eval::provenance_id(carrier)?;
         Some(match self.node(&id) {
             Some(n) => n.view.clone(),
-            None => NodeView {
-                labels: self.policy.unknown_labels.clone(),
-                origins: BTreeSet::from(["external".to_string()]),
-                depth: 1,
-            },
+            None => self.unknown_node(),
         })
+    }
+
+    /// What a provenance id never seen stands for: unknown lineage, an `external` source, the
+    /// labels an `external` origin earns.
+    fn unknown_node(&self) -> NodeView {
+        let unknown = self.policy.unknown_labels.clone();
+        NodeView {
+            labels: unknown.clone(),
+            origins: BTreeSet::from(["external".to_string()]),
+            depth: 1,
+            own: "external".into(),
+            sources: BTreeSet::from(["external".to_string()]),
+            source_any: unknown.clone(),
+            source_all: unknown,
+        }
     }
 
     /// The labels a value carries: its node's, or for a list, those of its items that have
@@ -822,25 +833,42 @@ impl<'c> Reference<'c> {
         let mut n = NodeView {
             labels: self.policy.own_labels(&view, record)?,
             origins: BTreeSet::from([origin.clone()]),
-            depth: 0,
+            own: origin.clone(),
+            ..NodeView::default()
         };
         n.labels.extend(inherited.iter().cloned());
+        let mut source_all: Option<BTreeSet<String>> = None;
         for p in &parents {
-            match view.node(p) {
-                Some(parent) => {
-                    n.labels.extend(parent.view.labels.iter().cloned());
-                    n.origins.extend(parent.view.origins.iter().cloned());
-                    n.depth = n.depth.max(parent.view.depth);
-                }
-                None => {
-                    n.labels.extend(self.policy.unknown_labels.iter().cloned());
-                    n.origins.insert("external".into());
-                    n.depth = n.depth.max(1);
-                }
-            }
+            let parent = view
+                .node(p)
+                .map_or_else(|| view.unknown_node(), |p| p.view.clone());
+            n.labels.extend(parent.labels.iter().cloned());
+            n.origins.extend(parent.origins.iter().cloned());
+            n.depth = n.depth.max(parent.depth);
+            n.sources.insert(parent.own.clone());
+            n.source_any.extend(parent.labels.iter().cloned());
+            source_all = Some(match source_all {
+                Some(all) => all.intersection(&parent.labels).cloned().collect(),
+                None => parent.labels.clone(),
+            });
         }
-        if origin == "agent_generated" && parents.is_empty() {
-            n.labels.extend(self.entered_in_turn(turn, draft, so_far));
+        n.source_all = source_all.unwrap_or_default();
+        if parents.is_empty() {
+            if origin == "agent_generated" {
+                // Model output without stated lineage: everything that entered this turn, and
+                // sources unknown (an external one, never the user's request).
+                n.labels.extend(self.entered_in_turn(turn, draft, so_far));
+                n.sources = BTreeSet::from(["external".to_string()]);
+                n.source_any = n.labels.clone();
+                n.source_any
+                    .extend(self.policy.unknown_labels.iter().cloned());
+                n.source_all = BTreeSet::new();
+            } else {
+                // Content with no parents is its own source.
+                n.sources = BTreeSet::from([origin.clone()]);
+                n.source_any = n.labels.clone();
+                n.source_all = n.labels.clone();
+            }
         }
         n.depth += 1;
         let id = match record.get("provenance_id") {
