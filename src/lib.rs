@@ -103,4 +103,5 @@ pub mod server;
 pub mod state;
 pub mod syntax;
 pub mod testing;
+pub mod text;
 pub mod vm;

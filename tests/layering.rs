@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["diagnostics", "acs"],
     // Vocabularies and loaders the checker reads: the grammar and AST, argument roles, Rego.
-    &["syntax", "roles", "actions", "rego"],
+    &["syntax", "roles", "actions", "text", "rego"],
     // The checker (and the builtin registry, `check::builtins`); the formatter reads syntax.
     &["check", "fmt"],
     &["compile"],
@@ -41,6 +41,9 @@ const REFERENCE_READS: &[&str] = &[
     // The effect-class vocabulary and the request lexicon are data, like the hook table: the
     // reference reads them, and models on its own which words count and when.
     "actions",
+    // How text is cut into tokens and compacted: the reference models inference on its own,
+    // over the same cuts.
+    "text",
 ];
 
 /// The one module that may read `reference`: the differential test that holds the compiled

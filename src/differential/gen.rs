@@ -46,7 +46,7 @@ pub const PENDING_REGEX_MATCHES: bool = false;
 /// provenance, or `agent_generated` content with no `derived_from`, has its sources inferred
 /// from the session's content by the VM. While set, every carrier has a provenance and
 /// `agent_generated` content always names a parent.
-pub const PENDING_INFERENCE: bool = true;
+pub const PENDING_INFERENCE: bool = false;
 
 /// An optional provenance (always present, while inference is not modelled).
 fn maybe_provenance(p: f64) -> BoxedStrategy<Option<Value>> {
@@ -283,6 +283,10 @@ fn request_atom() -> BoxedStrategy<String> {
         (select(&["to", "x"][..]), label())
             .prop_map(|(a, l)| format!("taken_only_from(args.{a}, {l})")),
         select(ORIGINS).prop_map(|o| format!("\"{o}\" in sources(args.to)")),
+        // Lineage inference (state/infer.rs; the reference's own model in reference/infer.rs).
+        (select(&["to", "x"][..]), select(ORIGINS))
+            .prop_map(|(a, o)| format!("found_in(args.{a}, {o})")),
+        select(&["to", "x"][..]).prop_map(|a| format!("lineage_inferred(args.{a})")),
         // What the call does and whether the user's words asked for it (src/actions.rs).
         select(&["read", "communicate", "execute", "money"][..])
             .prop_map(|c| format!("effect_class() == {c}")),

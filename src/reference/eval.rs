@@ -34,6 +34,24 @@ pub enum V {
 }
 
 impl V {
+    /// The JSON a value came from (an integral number as an integer, as it arrived).
+    pub fn to_json(&self) -> Value {
+        match self {
+            V::Undef => Value::Null,
+            V::Bool(b) => Value::Bool(*b),
+            V::Num(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => Value::from(*n as i64),
+            V::Num(n) => serde_json::Number::from_f64(*n).map_or(Value::Null, Value::Number),
+            V::Str(s) => Value::String(s.clone()),
+            V::List(items) => Value::Array(items.iter().map(V::to_json).collect()),
+            V::Obj(members) => Value::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+
     pub fn from_json(v: &Value) -> V {
         match v {
             Value::Null => V::Undef,
@@ -605,6 +623,29 @@ fn call(cx: &mut Cx<'_>, callee: &Expr, args: &[Arg]) -> R<V> {
             let label = label_name(cx, arg(0))?;
             Ok(V::Num(cx.view.turns_since(&label)))
         }
+        "found_in" => {
+            let x = carrier(cx, arg(0))?;
+            let value = match &x {
+                V::Undef => return Ok(V::Undef),
+                V::Obj(m) => m
+                    .iter()
+                    .find(|(k, _)| k == "value")
+                    .map_or(x.clone(), |(_, v)| v.clone()),
+                _ => x.clone(),
+            };
+            let origin = match &arg(1).kind {
+                ExprKind::Name(n) | ExprKind::String(n) => n.clone(),
+                _ => return Err(Fail::Unsupported("found_in's origin".into())),
+            };
+            Ok(V::Bool(cx.view.found_in(&value, &origin)))
+        }
+        "lineage_inferred" => {
+            let c = carrier(cx, arg(0))?;
+            Ok(cx
+                .view
+                .node_of(&c)
+                .map_or(V::Undef, |n| V::Bool(n.inferred)))
+        }
         "taken_from" | "taken_only_from" | "sources" => {
             let c = carrier(cx, arg(0))?;
             let Some(node) = cx.view.node_of(&c) else {
@@ -748,6 +789,8 @@ pub struct NodeView {
     pub sources: BTreeSet<String>,
     pub source_any: BTreeSet<String>,
     pub source_all: BTreeSet<String>,
+    /// Whether its sources were inferred (no stated lineage).
+    pub inferred: bool,
 }
 
 /// The provenance id a carrier names: the object itself when it is a Provenance record, or its

@@ -20,6 +20,7 @@
 //! the session intent (`intent.…`), effects, Rego, `domain`, `string`, subagents and MCP.
 
 mod eval;
+mod infer;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -332,6 +333,8 @@ struct Recorded {
     turn_id: Option<(String, u64)>,
     /// The provenance ids of the records it carried, in document order.
     records: Vec<String>,
+    /// The payload as it entered (completed), for lineage inference's tokens.
+    json: Value,
     /// Whether history counts it: a step whose decision failed leaves its content (a failure
     /// never drops taint) but no history.
     counts: bool,
@@ -362,6 +365,10 @@ pub struct View<'a> {
     asked: u16,
     /// The kinds of thing the user's words named, read from the same texts.
     objects: u32,
+    /// What lineage inference sees: the recorded steps' content and the event's own.
+    index: infer::Index,
+    /// The labels of everything that entered this turn, the event's content included.
+    turn_labels: BTreeSet<String>,
 }
 
 impl<'a> View<'a> {
@@ -379,11 +386,79 @@ impl<'a> View<'a> {
     /// The node behind a carrier; a provenance id never seen has unknown lineage: the labels
     /// an `external` origin earns.
     fn node_of(&self, carrier: &V) -> Option<NodeView> {
+        if let Some(n) = self.inferred(carrier) {
+            return Some(n);
+        }
         let id = eval::provenance_id(carrier)?;
         Some(match self.node(&id) {
             Some(n) => n.view.clone(),
             None => self.unknown_node(),
         })
+    }
+
+    /// A carrier whose value came with no stated lineage (no `derived_from`, and no origin or
+    /// `agent_generated`): its sources are inferred from the session's content. It carries
+    /// the labels of its own node (or, without one, of everything that entered this turn).
+    fn inferred(&self, carrier: &V) -> Option<NodeView> {
+        let V::Obj(members) = carrier else {
+            return None;
+        };
+        let value = &members.iter().find(|(k, _)| k == "value")?.1;
+        let prov = carrier.get("provenance");
+        let declared = matches!(prov.get("derived_from"), V::List(l) if !l.is_empty());
+        let unstated = match prov.get("origin") {
+            V::Str(o) => o == "agent_generated",
+            _ => true,
+        };
+        if declared || !unstated {
+            return None;
+        }
+        let labels = match prov.get("provenance_id") {
+            V::Str(id) => self.node(&id).map(|n| n.view.labels.clone()),
+            _ => None,
+        };
+        Some(self.inferred_node(value, labels.unwrap_or_else(|| self.turn_labels.clone())))
+    }
+
+    /// The node of a value of inferred lineage: found in content of some origins, those are its
+    /// sources; found nowhere, unknown (an external source, every origin possible).
+    fn inferred_node(&self, value: &V, labels: BTreeSet<String>) -> NodeView {
+        let gen = "agent_generated".to_string();
+        let n = NodeView {
+            labels,
+            depth: 1,
+            own: gen.clone(),
+            inferred: true,
+            ..NodeView::default()
+        };
+        match self.index.sources(&value.to_json()) {
+            Some(found) => NodeView {
+                origins: found.origins.iter().cloned().chain([gen]).collect(),
+                sources: found.origins,
+                source_any: found.any,
+                source_all: found.all,
+                ..n
+            },
+            None => NodeView {
+                origins: fields::ORIGINS.iter().map(|o| o.to_string()).collect(),
+                sources: BTreeSet::from(["external".to_string()]),
+                source_any: self.policy.unknown_labels.clone(),
+                source_all: self.policy.unknown_labels.clone(),
+                ..n
+            },
+        }
+    }
+
+    /// `found_in(x, origin)`: every token of the value appeared in content of `origin` (a value
+    /// found nowhere has an unknown, `external`, source), and for `user_input` the value occurs
+    /// in what the user said as one run.
+    pub(crate) fn found_in(&self, value: &V, origin: &str) -> bool {
+        let json = value.to_json();
+        let sources = self
+            .index
+            .sources(&json)
+            .map_or_else(|| BTreeSet::from(["external".to_string()]), |f| f.origins);
+        sources.contains(origin) && (origin != "user_input" || self.index.said_by_user(&json))
     }
 
     /// What a provenance id never seen stands for: unknown lineage, an `external` source, the
@@ -398,6 +473,7 @@ impl<'a> View<'a> {
             sources: BTreeSet::from(["external".to_string()]),
             source_any: unknown.clone(),
             source_all: unknown,
+            inferred: false,
         }
     }
 
@@ -660,6 +736,8 @@ impl<'c> Reference<'c> {
                 touched: RefCell::default(),
                 asked: 0,
                 objects: 0,
+                index: infer::Index::default(),
+                turn_labels: BTreeSet::new(),
             };
             policy.own_labels(&view, &external)
         };
@@ -690,6 +768,8 @@ impl<'c> Reference<'c> {
             touched: RefCell::default(),
             asked: 0,
             objects: 0,
+            index: infer::Index::default(),
+            turn_labels: BTreeSet::new(),
         }
     }
 
@@ -730,6 +810,98 @@ impl<'c> Reference<'c> {
                 objects | crate::actions::named_objects(t),
             )
         })
+    }
+
+    /// What lineage inference sees: for every recorded step (and `current`, the event being
+    /// decided with its new nodes), the content whose provenance id first entered with it — a
+    /// tool call's own arguments never — and the Intent's text of a session start or trigger.
+    fn index(&self, current: Option<(&str, &Value, &[Node])>) -> infer::Index {
+        let mut index = infer::Index::default();
+        let mut known: BTreeSet<&str> = BTreeSet::new();
+        let recorded = self
+            .committed
+            .iter()
+            .map(|r| (r.method, &r.json, &[][..], Some(&r.records)));
+        let steps = recorded.chain(current.map(|(m, p, d)| (m, p, d, None)));
+        for (method, payload, draft, records) in steps {
+            if method != "steps/toolCallRequest" {
+                self.index_step(&mut index, &known, method, payload, draft);
+            }
+            for id in records.into_iter().flatten() {
+                known.insert(id);
+            }
+        }
+        index
+    }
+
+    fn index_step(
+        &self,
+        index: &mut infer::Index,
+        known: &BTreeSet<&str>,
+        method: &str,
+        payload: &Value,
+        draft: &[Node],
+    ) {
+        let mut found = Vec::new();
+        infer::carriers(payload, &mut found);
+        for (id, value) in found {
+            if known.contains(id) {
+                continue;
+            }
+            let node = draft.iter().chain(&self.nodes).find(|n| n.id == id);
+            if let Some(n) = node {
+                index.add(value, &n.view.own, &n.view.labels);
+            }
+        }
+        if matches!(method, "steps/sessionStart" | "steps/agentTrigger") {
+            if let Some(raw) = payload.pointer("/intent/raw").filter(|r| r.is_string()) {
+                let record = V::Obj(vec![
+                    ("provenance_id".into(), V::Str(String::new())),
+                    ("origin".into(), V::Str("user_input".into())),
+                ]);
+                let view = self.view(draft, &[], self.turn(), 0);
+                let labels = self
+                    .policy
+                    .own_labels(&view, &record)
+                    .unwrap_or_else(|_| self.policy.unknown_labels.clone());
+                index.add(raw, "user_input", &labels);
+            }
+        }
+    }
+
+    /// A tool call's arguments (and list elements) that claim the user wrote them but are not
+    /// found in what the user said read as no claim: their origin becomes `agent_generated`.
+    fn without_unfound_claims(&self, mut payload: Value) -> Value {
+        let index = self.index(None);
+        let found = |v: &Value| {
+            index
+                .sources(v)
+                .is_some_and(|f| f.origins.contains("user_input"))
+                && index.said_by_user(v)
+        };
+        let Some(Value::Object(args)) = payload.get_mut("arguments") else {
+            return payload;
+        };
+        for arg in args.values_mut() {
+            let value = arg.get("value").cloned().unwrap_or(Value::Null);
+            let Some(Value::Object(prov)) = arg.get_mut("provenance") else {
+                continue;
+            };
+            if prov.get("origin").and_then(Value::as_str) == Some("user_input") && !found(&value) {
+                prov.insert("origin".into(), Value::String("agent_generated".into()));
+            }
+            if let (Some(Value::Array(elements)), Value::Array(values)) =
+                (prov.get_mut("elements"), &value)
+            {
+                for (e, v) in elements.iter_mut().zip(values) {
+                    let claims = e.get("origin").and_then(Value::as_str) == Some("user_input");
+                    if let (true, Value::Object(e)) = (claims && !found(v), e) {
+                        e.insert("origin".into(), Value::String("agent_generated".into()));
+                    }
+                }
+            }
+        }
+        payload
     }
 
     /// The session's turn number: 0 before the first turn.
@@ -881,7 +1053,10 @@ impl<'c> Reference<'c> {
     /// Decides one event, and records it if it goes ahead.
     pub fn step(&mut self, ev: &Event<'_>) -> Result<Outcome, String> {
         let hook = fields::hook(ev.method).ok_or_else(|| format!("no hook {}", ev.method))?;
-        let completed = with_provenance(hook.method, ev.request_id, ev.payload);
+        let mut completed = with_provenance(hook.method, ev.request_id, ev.payload);
+        if hook.method == "steps/toolCallRequest" {
+            completed = self.without_unfound_claims(completed);
+        }
         let ev = &Event {
             payload: &completed,
             ..*ev
@@ -934,6 +1109,8 @@ impl<'c> Reference<'c> {
         let out = {
             let mut view = self.view(&draft, &ids, turn, now);
             (view.asked, view.objects) = self.asked(hook.method, &payload);
+            view.index = self.index(Some((hook.method, ev.payload, &draft)));
+            view.turn_labels = self.entered_in_turn(turn, &draft, &ids);
             let out = self.decide(hook, &view, &payload, &metadata);
             out.map(|mut o| {
                 o.touched.extend(view.touched.take());
@@ -1048,6 +1225,7 @@ impl<'c> Reference<'c> {
             time: now,
             turn_id,
             records,
+            json: ev.payload.clone(),
         });
         self.nodes.extend(draft);
     }

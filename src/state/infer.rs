@@ -9,9 +9,8 @@
 //! value), whatever the history; the index is capped per session, and once full every
 //! inference answers "unknown" (fail closed).
 //!
-//! This module owns tokenising and the index entries; it must not know about rules or the VM.
-
-use serde_json::Value;
+//! This module owns the index entries (how text is cut is `text`'s); it must not know about
+//! rules or the VM.
 
 /// What the index keeps per token: the own origins (bits) of the content it appeared in, and
 /// the union and intersection of that content's labels.
@@ -46,81 +45,7 @@ pub fn token_key(token: &str) -> u64 {
 /// Tokens indexed per session at most; past it, inference answers "unknown".
 pub const MAX_TOKENS: usize = 262_144;
 
-/// Tokens longer than this are cut (an identifier is rarely longer).
-const MAX_TOKEN_LEN: usize = 256;
-
-/// The identifier-like tokens of a text, normalised: lower-cased; URLs without scheme, `www.`
-/// and trailing `/` (and their host as a token of its own); e-mail addresses, IBAN-like and
-/// account ids, file names and numbers as they stand; words of three or more characters.
-/// Spaces inside an IBAN (`DE89 3704 …`) are not joined: such a value's parts are tokens.
-pub fn tokens(text: &str, out: &mut Vec<String>) {
-    let is_part = |c: char| c.is_alphanumeric() || "@.-_:/+%#?=&~".contains(c);
-    for raw in text.split(|c: char| !is_part(c)) {
-        let t = raw.trim_matches(|c: char| ".,:;-_/?#&=+%~".contains(c));
-        if t.chars().count() < 3 {
-            continue;
-        }
-        let lower: String = t.to_lowercase().chars().take(MAX_TOKEN_LEN).collect();
-        let url = lower
-            .split_once("://")
-            .map(|(_, rest)| rest.to_string())
-            .or_else(|| lower.starts_with("www.").then(|| lower.clone()));
-        match url {
-            Some(rest) => {
-                let rest = rest.strip_prefix("www.").unwrap_or(&rest);
-                let rest = rest.trim_end_matches('/');
-                let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-                if !host.is_empty() {
-                    out.push(host.to_string());
-                }
-                if rest != host && !rest.is_empty() {
-                    out.push(rest.to_string());
-                }
-            }
-            None => out.push(lower),
-        }
-    }
-}
-
-/// The tokens of a JSON value: every string and number leaf.
-pub fn value_tokens(v: &Value, out: &mut Vec<String>, depth: usize) {
-    if depth > 32 {
-        return;
-    }
-    match v {
-        Value::String(s) => tokens(s, out),
-        Value::Number(n) => tokens(&n.to_string(), out),
-        Value::Array(a) => a.iter().for_each(|x| value_tokens(x, out, depth + 1)),
-        Value::Object(m) => m.values().for_each(|x| value_tokens(x, out, depth + 1)),
-        _ => {}
-    }
-}
-
-/// A text cut to its lower-cased letters and digits, for the contiguous match of
-/// `found_in(x, user_input)`: a URL first loses its scheme, `www.` and trailing `/`.
-pub fn compact(text: &str) -> String {
-    let lower = text.trim().to_lowercase();
-    let rest = lower.split_once("://").map_or(lower.as_str(), |(_, r)| r);
-    let rest = rest
-        .strip_prefix("www.")
-        .unwrap_or(rest)
-        .trim_end_matches('/');
-    rest.chars().filter(|c| c.is_alphanumeric()).collect()
-}
-
-/// [`compact`] of every string and number leaf of a JSON value.
-pub fn compact_leaves(v: &Value, out: &mut Vec<String>, depth: usize) {
-    if depth > 32 {
-        return;
-    }
-    match v {
-        Value::String(s) => out.push(compact(s)),
-        Value::Number(n) => out.push(compact(&n.to_string())),
-        Value::Array(a) => a.iter().for_each(|x| compact_leaves(x, out, depth + 1)),
-        Value::Object(m) => m.values().for_each(|x| compact_leaves(x, out, depth + 1)),
-        _ => {}
-    }
-}
+pub use crate::text::{compact_leaves, tokens, value_tokens};
 
 #[cfg(test)]
 mod tests {
