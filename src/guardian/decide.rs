@@ -64,6 +64,10 @@ pub struct Decision {
     /// never said (JSON pointers of their provenance records): read as content with no
     /// lineage, and reported in explain traces and decision logs.
     pub unverified_claims: Vec<String>,
+    /// The places (JSON pointers into the payload) that the `modify` rules that fired redact,
+    /// whether or not their decision won: their values are masked wherever the step's values
+    /// are shown (explain traces, decision logs, approval requests).
+    pub redacted: Vec<String>,
 }
 
 impl Decision {
@@ -92,11 +96,13 @@ impl Decision {
             approval: None,
             effect_outcome: None,
             unverified_claims: Vec::new(),
+            redacted: Vec::new(),
         }
     }
 
     /// Binds an `ask` on a tool call to its action (docs/effects.md): a granted approval
-    /// for exactly this action turns it into an allow (and is used up); one granted for
+    /// for exactly this action turns it into an allow, or a modify when the ask carries
+    /// modifications (and is used up); one granted for
     /// another action of the same kind turns it into a deny; otherwise the ask opens a
     /// pending approval under this request's id.
     pub fn bind_approval(
@@ -109,7 +115,12 @@ impl Decision {
         match found {
             Found::Approved(id) => {
                 let mut d = self;
-                d.kind = DecisionKind::Allow;
+                // The approved call runs as it was asked about: modified, if it was.
+                d.kind = if d.modifications.is_some() {
+                    DecisionKind::Modify
+                } else {
+                    DecisionKind::Allow
+                };
                 d.reasoning = Some(format!(
                     "approved (ask {id}) for exactly this call; {}",
                     d.reasoning.as_deref().unwrap_or("the policy asked")
@@ -135,6 +146,7 @@ impl Decision {
                 );
                 d.winners = self.winners;
                 d.fired = self.fired;
+                d.redacted = self.redacted;
                 d
             }
             Found::Nothing => {
@@ -149,7 +161,7 @@ impl Decision {
                     expires_ms.div_ceil(1000)
                 ));
                 let approval = Approval {
-                    action: action.canonical.clone(),
+                    action: action.shown.clone(),
                     action_hash: action.hash.clone(),
                     kind: action.kind.clone(),
                     tool: action.tool.clone(),
@@ -326,8 +338,66 @@ pub fn combine_fired(
         .map(|(r, t)| (Some(*r), *t))
         .collect();
     let mut d = from_templates(program, hook, &winners, env, budget)?;
+    if top == DecisionKind::Ask {
+        d = carry_modifications(d, hook, &rules, env, budget)?;
+    }
     d.fired = fired_names;
     Ok(d)
+}
+
+/// An `ask` keeps the modifications of the `modify` rules that fired beside it (docs/language.md
+/// §9): the approver is asked about the modified call, and the call that runs once approved
+/// carries them. Their codes follow the ask's, and their rules are cited too. Modifications that
+/// cannot be applied together make the step a deny, as they would without the ask.
+fn carry_modifications(
+    mut d: Decision,
+    hook: &'static HookSpec,
+    rules: &[(&CompiledRule, &DecisionTemplate)],
+    env: &Env<'_>,
+    budget: &mut Budget,
+) -> Result<Decision, VmError> {
+    let modifiers: SmallVec<[(Option<&CompiledRule>, &DecisionTemplate); 4]> = rules
+        .iter()
+        .filter(|(_, t)| t.kind == DecisionKind::Modify)
+        .map(|(r, t)| (Some(*r), *t))
+        .collect();
+    if modifiers.is_empty() {
+        return Ok(d);
+    }
+    match merge_modifications(&modifiers, env, budget)? {
+        Ok(m) => d.modifications = Some(Box::new(m)),
+        Err(why) => return Ok(conflict_deny(d.winners, hook, &why)),
+    }
+    for (rule, t) in &modifiers {
+        if let Some(c) = &t.code {
+            push_unique(&mut d.reason_codes, c);
+        }
+        if let Some(rule) = rule {
+            let cited = (rule.module.clone(), rule.name.clone());
+            if !d.winners.contains(&cited) {
+                d.winners.push(cited);
+            }
+        }
+    }
+    Ok(d)
+}
+
+/// The deny (an allow where deny is illegal) for modifications that cannot be applied together.
+fn conflict_deny(
+    winners: Vec<(Arc<str>, Arc<str>)>,
+    hook: &'static HookSpec,
+    why: &str,
+) -> Decision {
+    let mut deny = Decision::simple(
+        DecisionKind::Deny,
+        CONFLICTING_MODIFICATIONS,
+        format!("the policy's modifications cannot be applied together: {why}"),
+    );
+    deny.winners = winners;
+    if !hook.allows(DecisionKind::Deny) {
+        deny.kind = DecisionKind::Allow;
+    }
+    deny
 }
 
 fn approver_word(t: ApproverType) -> &'static str {
@@ -390,6 +460,7 @@ fn from_templates(
         approval: None,
         effect_outcome: None,
         unverified_claims: Vec::new(),
+        redacted: Vec::new(),
     };
     let first = winners[0].1;
     match kind {
@@ -478,18 +549,7 @@ fn from_templates(
         }
         DecisionKind::Modify => match merge_modifications(winners, env, budget)? {
             Ok(m) => d.modifications = Some(Box::new(m)),
-            Err(why) => {
-                let mut deny = Decision::simple(
-                    DecisionKind::Deny,
-                    CONFLICTING_MODIFICATIONS,
-                    format!("the policy's modifications cannot be applied together: {why}"),
-                );
-                deny.winners = d.winners;
-                if !hook.allows(DecisionKind::Deny) {
-                    deny.kind = DecisionKind::Allow;
-                }
-                return Ok(deny);
-            }
+            Err(why) => return Ok(conflict_deny(d.winners, hook, &why)),
         },
         DecisionKind::Allow | DecisionKind::Deny => {}
     }
@@ -554,6 +614,71 @@ fn merge_modifications(
         }
     }
     Ok(m.validate().map(|()| m).map_err(|e| e.to_string()))
+}
+
+/// A tool call's payload with modifications applied: each redaction's place (a JSON pointer
+/// into the payload) holds its replacement, each overridden argument its new value, and a
+/// replaced content is kept under `modified_content`. An approval binds to the action of this
+/// payload (docs/language.md §9). A redaction whose place is absent changes nothing.
+pub(crate) fn modified_payload(payload: &Value, m: &Modifications) -> Value {
+    let mut p = payload.clone();
+    for r in &m.redactions {
+        if let Some(at) = p.pointer_mut(&r.path) {
+            *at = Value::String(r.effective_replacement().to_string());
+        }
+    }
+    if !m.parameter_overrides.is_empty() {
+        if let Some(obj) = p.as_object_mut() {
+            let args = obj
+                .entry("arguments")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(args) = args.as_object_mut() {
+                for (name, v) in &m.parameter_overrides {
+                    match args.get_mut(name) {
+                        Some(Value::Object(a)) => {
+                            a.insert("value".into(), v.clone());
+                        }
+                        _ => {
+                            args.insert(name.clone(), serde_json::json!({ "value": v }));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let (Some(text), Some(obj)) = (&m.modified_content, p.as_object_mut()) {
+        obj.insert("modified_content".into(), Value::String(text.clone()));
+    }
+    p
+}
+
+/// The places the `modify` rules among `fired` redact (their static `redact` places), each
+/// once: what [`Decision::redacted`] holds.
+pub(crate) fn fired_redactions(
+    program: &Program,
+    fired: &[(u32, Option<DecisionTemplate>)],
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, t) in fired {
+        let Some(t) = t
+            .as_ref()
+            .or_else(|| program.rules.get(*i as usize).map(|r| &r.decision))
+        else {
+            continue;
+        };
+        for m in t
+            .modifications
+            .iter()
+            .filter(|_| t.kind == DecisionKind::Modify)
+        {
+            if let ModTemplate::Redact { pointer, .. } = m {
+                if !out.contains(pointer) {
+                    out.push(pointer.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The payload of a `system/ping` answer.

@@ -132,9 +132,6 @@ fn run_step(
         let mut draft = Draft::new(state, step_code::own_labels);
         // Taking the content in cannot fail: its labels have a budget of their own.
         draft.begin_event(program, ev);
-        if let Mode::DecideLogged { .. } = mode {
-            *masked = explain::masked_arguments(program, &draft, ev.payload);
-        }
         let decided = match mode {
             Mode::Taint => Err(None),
             Mode::Reapply => step_code::effect_keys(program, &mut draft, ev, &mut budget)
@@ -162,6 +159,12 @@ fn run_step(
             }
             Ok(decision)
         });
+        if let Mode::DecideLogged { .. } = mode {
+            // Masked after deciding: what the decision redacts is masked too.
+            let decision = decided.as_ref().ok().and_then(Option::as_ref);
+            let redacted = decision.map_or(&[][..], |d| &d.redacted[..]);
+            *masked = explain::masked_arguments(program, &draft, ev.payload, redacted);
+        }
         match decided {
             // A refused Intent stays refused even though the step does not go ahead.
             Ok(Some(decision)) if !decision.proceeds() && draft.intent_refused.is_some() => {
@@ -301,21 +304,45 @@ fn decide_in_draft(
                 });
             }
         }
-        decide::combine_fired(program, hook, &fired, &env, budget)?
+        let mut d = decide::combine_fired(program, hook, &fired, &env, budget)?;
+        d.redacted = decide::fired_redactions(program, &fired);
+        d
     };
+    let secrets = explain::Secrets::of(program, draft, ev.payload)
+        .with_redactions(ev.payload, &decision.redacted);
     // An ask on a tool call is bound to the exact action (docs/effects.md).
     if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
-        if let Some(action) = crate::state::Action::of(ev.payload, ev.metadata) {
-            let found = draft.find_approval(&action);
-            decision = decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms);
-        }
+        decision = bind_to_action(draft, ev, decision, &secrets);
     }
     if explain {
-        let secrets = explain::Secrets::of(program, draft, ev.payload);
         explain::redact(&mut traces, &secrets);
         decision.trace = traces;
     }
     Ok(decision)
+}
+
+/// Binds an ask to the action of the call as it would run: with the modifications the ask
+/// carries applied (docs/language.md §9), so the approver approves the modified call and the
+/// call that consumes the grant is the modified one. The approver is shown the action with
+/// every secret masked.
+fn bind_to_action(
+    draft: &Draft<'_>,
+    ev: &Event<'_>,
+    decision: Decision,
+    secrets: &explain::Secrets,
+) -> Decision {
+    let modified = decision
+        .modifications
+        .as_deref()
+        .map(|m| decide::modified_payload(ev.payload, m));
+    let Some(mut action) =
+        crate::state::Action::of(modified.as_ref().unwrap_or(ev.payload), ev.metadata)
+    else {
+        return decision;
+    };
+    action.shown = secrets.mask_canonical(&action.canonical);
+    let found = draft.find_approval(&action);
+    decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms)
 }
 
 /// The decisions a Rego deny set asks for: one per message. A message is a string (the

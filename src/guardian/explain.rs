@@ -86,6 +86,32 @@ impl Secrets {
         s
     }
 
+    /// Adds the values at the places a step's `modify` rules redact ([`Decision::redacted`],
+    /// read from the payload): what a `modify` hides is a secret wherever else it would show.
+    pub(crate) fn with_redactions(mut self, payload: &Value, places: &[String]) -> Self {
+        for place in places {
+            if let Some(v) = payload.pointer(place) {
+                self.add(v);
+            }
+        }
+        self
+    }
+
+    /// A canonical JSON text with every secret in it masked (the JSON re-rendered canonically);
+    /// text that is not JSON is masked as text.
+    pub(crate) fn mask_canonical(&self, canonical: &str) -> String {
+        if self.is_empty() {
+            return canonical.to_string();
+        }
+        match serde_json::from_str::<Value>(canonical) {
+            Ok(mut v) => {
+                self.scrub(&mut v, 0);
+                crate::acs::jcs::canonicalize(&v)
+            }
+            Err(_) => scrub_text(canonical, &self.texts),
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.values.is_empty() && self.texts.is_empty()
     }
@@ -209,15 +235,17 @@ impl Secrets {
 
 /// A tool call's arguments as `{name: value}` (each argument's `value`, without its
 /// provenance), with what an explain trace would mask masked: values carrying a `redact`
-/// label, values at `mask` paths, and anything containing them. `None` when the payload has
-/// no `arguments` object. Decision logs record this.
+/// label, values at `mask` paths, values the step's `modify` rules redact, and anything
+/// containing them. `None` when the payload has no `arguments` object. Decision logs record
+/// this.
 pub(crate) fn masked_arguments(
     program: &Program,
     state: &Draft<'_>,
     payload: &Value,
+    redacted: &[String],
 ) -> Option<Value> {
     let args = payload.get("arguments")?.as_object()?;
-    let secrets = Secrets::of(program, state, payload);
+    let secrets = Secrets::of(program, state, payload).with_redactions(payload, redacted);
     let mut out = Map::new();
     for (name, a) in args {
         let mut v = match a {

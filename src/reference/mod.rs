@@ -1210,9 +1210,26 @@ fn combine(
             }
         }
     }
+    // An ask keeps the changes (and codes) of the modify rules beside it (docs/language.md §9).
+    let changers: Vec<(&ast::Decision, FileId)> = match top {
+        DecisionKind::Modify => winners,
+        DecisionKind::Ask => fired
+            .iter()
+            .filter(|r| r.decision.kind == DecisionKind::Modify)
+            .map(|r| (r.decision, r.file))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if top == DecisionKind::Ask {
+        for c in changers.iter().flat_map(|(d, _)| code(d)) {
+            if !codes.contains(&c) {
+                codes.push(c);
+            }
+        }
+    }
     let mut out = outcome(top, codes);
-    if top == DecisionKind::Modify {
-        match merge(view, &winners, payload, metadata)? {
+    if !changers.is_empty() {
+        match merge(view, &changers, payload, metadata)? {
             Ok(m) => out.modifications = Some(m),
             Err(_) => return Ok(conflict(hook, out)),
         }
