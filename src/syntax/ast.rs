@@ -378,7 +378,9 @@ pub struct Place {
 
 impl Place {
     /// The JSON Pointer (relative to the payload) this place names: `args` is `arguments`, and
-    /// `args.x` is the argument's value (`/arguments/x/value`), not its provenance.
+    /// `args.x` is the argument's value (`/arguments/x/value`), not its provenance; what is
+    /// inside an argument is inside its value (`args.to[0]` is `/arguments/to/value/0`, as the
+    /// ACS `modifications` schema's pointers into the payload need).
     pub fn pointer(&self) -> String {
         pointer_of(&self.segments)
     }
@@ -386,19 +388,20 @@ impl Place {
 
 /// [`Place::pointer`] of a place's segments.
 pub fn pointer_of(segments: &[PlaceSegment]) -> String {
+    let on_argument =
+        matches!(segments.first(), Some(PlaceSegment::Field(id)) if id.name == "args");
     let mut out = String::new();
     for (i, seg) in segments.iter().enumerate() {
         out.push('/');
         match seg {
-            PlaceSegment::Field(id) if i == 0 && id.name == "args" => out.push_str("arguments"),
+            PlaceSegment::Field(id) if i == 0 && on_argument => out.push_str("arguments"),
             PlaceSegment::Field(id) => out.push_str(&id.name.replace('~', "~0").replace('/', "~1")),
             PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
         }
-    }
-    let on_argument =
-        matches!(segments.first(), Some(PlaceSegment::Field(id)) if id.name == "args");
-    if on_argument && segments.len() == 2 {
-        out.push_str("/value");
+        // After the argument's name: its value.
+        if on_argument && i == 1 {
+            out.push_str("/value");
+        }
     }
     out
 }

@@ -525,19 +525,30 @@ impl<'s> Run<'s> {
             }
         }
         let (line, column) = self.line_col(span);
+        // What the decision masked stays masked in the report too: the step's own text (a
+        // test writes the secret it sends) and everything around it.
+        let masked: Vec<String> = sent
+            .map(|s| {
+                s.traces
+                    .iter()
+                    .flat_map(|t| t.masked.iter().cloned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mask = |t: String| guardian::explain::scrub_text(&t, &masked);
         self.failures.push(Failure {
-            step: self.first_line(span),
+            step: mask(self.first_line(span)),
             file: self.suite.display.clone(),
             line,
             column,
             method: sent.map(|s| s.method.clone()),
             request_id: sent.map(|s| s.request_id.clone()),
-            expected,
-            actual,
-            message,
+            expected: expected.map(mask),
+            actual: actual.map(mask),
+            message: mask(message),
             fired,
             trace,
-            rendered,
+            rendered: mask(rendered),
         });
     }
 
