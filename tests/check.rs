@@ -443,6 +443,48 @@ fn warden_check_of_a_folder_pairs_tests_and_knows_libraries() {
 }
 
 #[test]
+fn warden_check_of_a_policy_checks_its_test_file_as_warden_test_loads_it() {
+    let dir = scratch("pair");
+    write(
+        &dir,
+        "pay.ward",
+        "rule big on toolCallRequest when args.n > 3 => deny \"pay.big\"\ndefault allow\n",
+    );
+    write(
+        &dir,
+        "pay_test.ward",
+        "test \"big\" { call f(n: 9) => deny \"pay.big\" \n",
+    );
+    // The test file's syntax error fails `check` of the policy, as it fails `test`.
+    let (code, codes) = check_codes(&["pay.ward"], &dir);
+    assert_eq!(code, 1);
+    assert_eq!(codes, vec!["syntax::unexpected"]);
+    let (code, _, err) = warden(&["check", "pay.ward"], &dir);
+    assert_eq!(code, 1);
+    assert!(err.contains("pay_test.ward"), "{err}");
+    assert!(
+        err.ends_with("checked 2 files: 1 error(s), 0 warning(s)\n"),
+        "{err}"
+    );
+    let (code, _, _) = warden(&["test", "pay.ward"], &dir);
+    assert_ne!(code, 0);
+    // Mended, both pass.
+    write(
+        &dir,
+        "pay_test.ward",
+        "test \"big\" { call f(n: 9) => deny \"pay.big\" }\n",
+    );
+    let (code, _, err) = warden(&["check", "pay.ward"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.ends_with("checked 2 files: 0 error(s), 0 warning(s)\n"),
+        "{err}"
+    );
+    let (code, out, err) = warden(&["test", "pay.ward"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+#[test]
 fn predicates_are_checked_at_each_call() {
     let base = "use std.taint\npred endorsed(v) = v has trusted and not v has untrusted\npred failed_call() = exit_status == failure\n";
     for (rest, want) in [

@@ -32,7 +32,7 @@ enum Command {
     /// Check policies for errors (files or folders of .ward files)
     Check {
         /// Files or folders; each .ward file is checked as its own policy (a foo_test.ward
-        /// together with its foo.ward)
+        /// together with its foo.ward; naming foo.ward brings its foo_test.ward along)
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Output format
