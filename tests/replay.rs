@@ -360,3 +360,60 @@ fn malformed_lines_are_named_by_line_on_stderr() {
     // malformed input.
     assert!(!err.contains("malformed.jsonl:2:"), "{err}");
 }
+
+#[test]
+fn text_explanations_give_one_short_paragraph_per_decided_request() {
+    let (out, code) = replay(
+        None,
+        &root().join("examples/traces/injection.jsonl"),
+        &["--format", "text"],
+    );
+    assert_eq!(code, 0, "{out}");
+    let paragraphs: Vec<&str> = out.trim_end().split("\n\n").collect();
+    // Every request of the trace is answered (the ping too).
+    assert_eq!(paragraphs.len(), 14, "{out}");
+    let injected = paragraphs[5];
+    assert!(
+        injected.starts_with("#6 toolCallRequest send_money: deny (provenance.destination): "),
+        "{injected}"
+    );
+    assert!(
+        injected
+            .contains("  fired: std.defaults.defaults_destination_not_from_user (<std.defaults>:"),
+        "{injected}"
+    );
+    assert!(injected.contains("\n  because: "), "{injected}");
+    assert!(injected.contains("\n  labels: "), "{injected}");
+    // Short: the JSON form of the same request is many times longer.
+    let (json, _) = replay(
+        None,
+        &root().join("examples/traces/injection.jsonl"),
+        &["--explain"],
+    );
+    assert!(
+        out.len() * 4 < json.len(),
+        "{} vs {}",
+        out.len(),
+        json.len()
+    );
+}
+
+#[test]
+fn only_keeps_the_answers_with_the_named_decisions() {
+    let trace = root().join("examples/traces/injection.jsonl");
+    let (out, code) = replay(None, &trace, &["--format", "text", "--only", "deny,ask"]);
+    assert_eq!(code, 0);
+    let paragraphs: Vec<&str> = out.trim_end().split("\n\n").collect();
+    assert_eq!(paragraphs.len(), 1, "{out}");
+    assert!(
+        paragraphs[0].starts_with("#6 toolCallRequest send_money: deny"),
+        "{out}"
+    );
+    // In JSON, too: one line per kept answer.
+    let (out, _) = replay(None, &trace, &["--only", "deny"]);
+    let rs = responses(&out);
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0]["result"]["decision"], "deny");
+    let (out, _) = replay(None, &trace, &["--only", "allow"]);
+    assert_eq!(responses(&out).len(), 13);
+}
