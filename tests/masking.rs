@@ -30,6 +30,8 @@ rule leak on toolCallRequest when tool.name == "post" and args.body has vault_se
   => deny "vault.leak"
 rule note on toolCallRequest when tool.name == "post" and contains(args.body, "SECRET")
   => modify "note.secret" redact args.body
+rule tokens on toolCallRequest when tool.name == "store"
+  => modify "store.tokens" redact each k, a in args when a matches "^SECRET" with "[TOKEN]"
 default allow
 "#;
 
@@ -46,6 +48,8 @@ enum Step {
     },
     /// A post whose body is derived from the latest vault output (or written by the agent).
     Post { derived: bool, secret: usize },
+    /// A call with a secret among plain arguments and in a list (`redact each`).
+    Store(usize),
     /// The approver grants the latest ask, and the same call comes again.
     ApproveAndRetry,
 }
@@ -61,6 +65,7 @@ fn step() -> impl Strategy<Value = Step> {
             }
         ),
         (any::<bool>(), 0..3usize).prop_map(|(derived, secret)| Step::Post { derived, secret }),
+        (0..3usize).prop_map(Step::Store),
         Just(Step::ApproveAndRetry),
     ]
 }
@@ -172,6 +177,13 @@ impl Run {
                 self.call(
                     "post",
                     json!({"body": {"value": body, "provenance": provenance}}),
+                );
+            }
+            Step::Store(i) => {
+                self.call(
+                    "store",
+                    json!({"name": plain(json!("db")), "token": plain(json!(secrets[*i])),
+                           "tags": plain(json!(["x", secrets[*i]]))}),
                 );
             }
             Step::ApproveAndRetry => {
@@ -303,4 +315,54 @@ fn a_list_element_is_redacted_inside_its_argument_s_value() {
     // The pointer names the element in the payload the platform sent.
     assert_eq!(payload.pointer(path), Some(&json!("a@example.com")));
     common::schema::assert_valid_response(&out);
+}
+
+/// The answer's redactions for one call of `tool` with `arguments` (plain values) under `policy`.
+fn redactions(policy: &str, tool: &str, arguments: Value) -> Value {
+    let guardian =
+        Guardian::new(Policy::from_source("p.ward", policy).unwrap_or_else(|d| panic!("{d}")));
+    let arguments: serde_json::Map<String, Value> = arguments
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), json!({"value": v})))
+        .collect();
+    let req = envelope::request(
+        1,
+        "steps/toolCallRequest",
+        &ids::counter(0, 1),
+        &time::rfc3339(T0),
+        json!({"agent_id": "a", "session_id": SESSION}),
+        json!({"tool": {"name": tool}, "arguments": arguments}),
+    );
+    let out: Value =
+        serde_json::from_slice(&guardian.handle(&serde_json::to_vec(&req).unwrap())).unwrap();
+    common::schema::assert_valid_response(&out);
+    out["result"]["modifications"]["redactions"].clone()
+}
+
+#[test]
+fn redact_each_redacts_exactly_the_chosen_places() {
+    let policy = "let aws = \"AKIA[0-9A-Z]{16}\"\nrule r on toolCallRequest when tool.name == \"send\"\n  => modify \"k\" redact each k, a in args when type_of(a) == \"string\" and a matches aws with \"[\" + \"KEY]\"\ndefault allow\n";
+    let got = redactions(
+        policy,
+        "send",
+        json!({"memo": "AKIA0123456789ABCDEF", "note": "hello", "n": 3, "token": "AKIAZZZZZZZZZZZZZZZZ"}),
+    );
+    assert_eq!(
+        got,
+        json!([{"path": "/arguments/memo/value", "replacement": "[KEY]"},
+               {"path": "/arguments/token/value", "replacement": "[KEY]"}])
+    );
+    let list = "rule r on toolCallRequest when tool.name == \"mail\"\n  => modify \"x\" redact each r in args.to when not ends_with(r, \"@corp.example\")\ndefault allow\n";
+    let got = redactions(
+        list,
+        "mail",
+        json!({"to": ["a@corp.example", "eve@evil.example", "b@corp.example", "x@y.example"]}),
+    );
+    assert_eq!(
+        got,
+        json!([{"path": "/arguments/to/value/1", "replacement": "[REDACTED]"},
+               {"path": "/arguments/to/value/3", "replacement": "[REDACTED]"}])
+    );
 }

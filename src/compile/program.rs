@@ -179,6 +179,11 @@ pub enum Op {
     AllStep(u32, u32),
     /// The loop ran out: push false (`any`) / true (`all`), or undefined if a body was.
     IterEnd(bool),
+    /// Pop the body's result. `each` (`redact each`): when it is true or undefined, keep the
+    /// element's key (variable `k`); loop to `loop`.
+    SelectStep(u16, u32),
+    /// The `each` loop ran out: push the list of the keys it kept.
+    SelectEnd,
     Return,
 }
 
@@ -196,6 +201,13 @@ pub enum ModTemplate {
     Redact {
         /// JSON Pointer relative to the payload.
         pointer: String,
+        replacement: String,
+    },
+    /// `redact each`: `select` gives the keys (names or positions) of the elements of the
+    /// collection at `base` (a JSON pointer) to redact.
+    RedactEach {
+        base: String,
+        select: Code,
         replacement: String,
     },
     Override {
@@ -421,6 +433,22 @@ pub struct ToolParamSpec {
     pub ty: crate::syntax::ast::ArgType,
     /// The declared role (`as ROLE`), a word of `roles::ROLES`.
     pub role: Option<&'static str>,
+}
+
+impl Program {
+    /// Whether any rule or default redacts (`redact`, `redact each`): a failed decision's
+    /// arguments are then masked whole in the decision log.
+    pub fn redacts(&self) -> bool {
+        let redacting = |t: &DecisionTemplate| {
+            t.modifications.iter().any(|m| {
+                matches!(
+                    m,
+                    ModTemplate::Redact { .. } | ModTemplate::RedactEach { .. }
+                )
+            })
+        };
+        self.rules.iter().any(|r| redacting(&r.decision)) || self.defaults.values().any(redacting)
+    }
 }
 
 impl Program {

@@ -15,7 +15,7 @@ use crate::acs::envelope::{
 };
 use crate::acs::fields::HookSpec;
 use crate::acs::DecisionKind;
-use crate::compile::{CompiledRule, DecisionTemplate, ModTemplate, Program};
+use crate::compile::{Code, CompiledRule, DecisionTemplate, ModTemplate, Program};
 use crate::state::{Action, Approval, ApprovalNote, Found, DEFAULT_APPROVAL_EXPIRY_MS};
 use crate::syntax::ast::{ApproverKind, ExtendScope};
 use crate::vm::{self, Budget, Env, VmError};
@@ -365,6 +365,7 @@ fn carry_modifications(
         return Ok(d);
     }
     match merge_modifications(&modifiers, env, budget)? {
+        Ok(m) if is_unchanged(&m) => {}
         Ok(m) => d.modifications = Some(Box::new(m)),
         Err(why) => return Ok(conflict_deny(d.winners, hook, &why)),
     }
@@ -548,6 +549,14 @@ fn from_templates(
             });
         }
         DecisionKind::Modify => match merge_modifications(winners, env, budget)? {
+            // A `redact each` that chose nothing changes nothing: the step goes ahead as it is.
+            Ok(m) if is_unchanged(&m) => {
+                d.kind = DecisionKind::Allow;
+                d.reasoning = Some(format!(
+                    "{}; nothing to change",
+                    d.reasoning.as_deref().unwrap_or("modified by the policy")
+                ));
+            }
             Ok(m) => d.modifications = Some(Box::new(m)),
             Err(why) => return Ok(conflict_deny(d.winners, hook, &why)),
         },
@@ -569,16 +578,19 @@ fn merge_modifications(
                     pointer,
                     replacement,
                 } => {
-                    let r = Redaction {
-                        path: pointer.clone(),
-                        replacement: Some(replacement.clone()),
-                    };
-                    match m.redactions.iter().find(|x| x.path == r.path) {
-                        Some(x) if x.replacement != r.replacement => {
-                            return Ok(Err(format!("two different redactions of {pointer}")))
+                    if let Err(why) = add_redaction(&mut m, pointer, replacement) {
+                        return Ok(Err(why));
+                    }
+                }
+                ModTemplate::RedactEach {
+                    base,
+                    select,
+                    replacement,
+                } => {
+                    for pointer in each_pointers(env, base, select, budget)? {
+                        if let Err(why) = add_redaction(&mut m, &pointer, replacement) {
+                            return Ok(Err(why));
                         }
-                        Some(_) => {}
-                        None => m.redactions.push(r),
                     }
                 }
                 ModTemplate::Override { argument, value } => {
@@ -613,7 +625,76 @@ fn merge_modifications(
             }
         }
     }
+    if is_unchanged(&m) {
+        return Ok(Ok(m));
+    }
     Ok(m.validate().map(|()| m).map_err(|e| e.to_string()))
+}
+
+/// Modifications that change nothing (every `redact each` chose nothing).
+fn is_unchanged(m: &Modifications) -> bool {
+    m.redactions.is_empty() && m.parameter_overrides.is_empty() && m.modified_content.is_none()
+}
+
+/// Adds one redaction; the same place redacted two ways is a conflict.
+fn add_redaction(m: &mut Modifications, pointer: &str, replacement: &str) -> Result<(), String> {
+    match m.redactions.iter().find(|x| x.path == pointer) {
+        Some(x) if x.replacement.as_deref() != Some(replacement) => {
+            Err(format!("two different redactions of {pointer}"))
+        }
+        Some(_) => Ok(()),
+        None => {
+            m.redactions.push(Redaction {
+                path: pointer.to_string(),
+                replacement: Some(replacement.to_string()),
+            });
+            Ok(())
+        }
+    }
+}
+
+/// The places a `redact each` chooses: `select` gives the keys of the chosen elements of the
+/// collection at `base`; each place is `base/KEY`, and its `value` when the element is a
+/// carrier (`{value, provenance}`: an argument, an output). An argument holding one value
+/// rather than a list is its own single element.
+fn each_pointers(
+    env: &Env<'_>,
+    base: &str,
+    select: &Code,
+    budget: &mut Budget,
+) -> Result<Vec<String>, VmError> {
+    let keys = match vm::run(env, select, budget, None)? {
+        vm::Val::List(keys) => keys,
+        _ => return Ok(Vec::new()),
+    };
+    let Some(collection) = env.payload.pointer(base) else {
+        return Ok(Vec::new());
+    };
+    if !collection.is_array() && !collection.is_object() {
+        return Ok(if keys.is_empty() {
+            Vec::new()
+        } else {
+            vec![base.to_string()]
+        });
+    }
+    let mut out = Vec::new();
+    for key in keys.iter() {
+        let segment = match key {
+            vm::Val::Str(name) => name.replace('~', "~0").replace('/', "~1"),
+            vm::Val::Num(n) if *n >= 0.0 && n.fract() == 0.0 => (*n as u64).to_string(),
+            _ => continue,
+        };
+        let mut pointer = format!("{base}/{segment}");
+        if env
+            .payload
+            .pointer(&pointer)
+            .is_some_and(|v| v.get("value").is_some())
+        {
+            pointer.push_str("/value");
+        }
+        out.push(pointer);
+    }
+    Ok(out)
 }
 
 /// A tool call's payload with modifications applied: each redaction's place (a JSON pointer
@@ -657,7 +738,9 @@ pub(crate) fn modified_payload(payload: &Value, m: &Modifications) -> Value {
 pub(crate) fn fired_redactions(
     program: &Program,
     fired: &[(u32, Option<DecisionTemplate>)],
-) -> Vec<String> {
+    env: &Env<'_>,
+    budget: &mut Budget,
+) -> Result<Vec<String>, VmError> {
     let mut out: Vec<String> = Vec::new();
     for (i, t) in fired {
         let Some(t) = t
@@ -671,14 +754,21 @@ pub(crate) fn fired_redactions(
             .iter()
             .filter(|_| t.kind == DecisionKind::Modify)
         {
-            if let ModTemplate::Redact { pointer, .. } = m {
-                if !out.contains(pointer) {
-                    out.push(pointer.clone());
+            let places = match m {
+                ModTemplate::Redact { pointer, .. } => vec![pointer.clone()],
+                ModTemplate::RedactEach { base, select, .. } => {
+                    each_pointers(env, base, select, budget)?
+                }
+                ModTemplate::Override { .. } | ModTemplate::Replace { .. } => Vec::new(),
+            };
+            for p in places {
+                if !out.contains(&p) {
+                    out.push(p);
                 }
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// The payload of a `system/ping` answer.

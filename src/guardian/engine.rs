@@ -160,10 +160,7 @@ fn run_step(
             Ok(decision)
         });
         if let Mode::DecideLogged { .. } = mode {
-            // Masked after deciding: what the decision redacts is masked too.
-            let decision = decided.as_ref().ok().and_then(Option::as_ref);
-            let redacted = decision.map_or(&[][..], |d| &d.redacted[..]);
-            *masked = explain::masked_arguments(program, &draft, ev.payload, redacted);
+            *masked = logged_arguments(program, &draft, ev.payload, &decided);
         }
         match decided {
             // A refused Intent stays refused even though the step does not go ahead.
@@ -195,6 +192,25 @@ fn run_step(
         state.apply_approval(note);
     }
     Ok(decision)
+}
+
+/// The arguments a decision-log record shows, masked after deciding (what the decision redacts
+/// is masked too). When the decision failed, what the policy's redactions would have chosen is
+/// unknown: if the policy redacts anything, every argument value is masked (fail closed).
+fn logged_arguments(
+    program: &Program,
+    draft: &Draft<'_>,
+    payload: &Value,
+    decided: &Result<Option<Decision>, Option<VmError>>,
+) -> Option<Value> {
+    match decided {
+        Err(Some(_)) if program.redacts() => explain::all_masked(payload),
+        _ => {
+            let decision = decided.as_ref().ok().and_then(Option::as_ref);
+            let redacted = decision.map_or(&[][..], |d| &d.redacted[..]);
+            explain::masked_arguments(program, draft, payload, redacted)
+        }
+    }
 }
 
 /// The payload a step takes in, when it differs from the one that arrived, with the claims
@@ -305,7 +321,7 @@ fn decide_in_draft(
             }
         }
         let mut d = decide::combine_fired(program, hook, &fired, &env, budget)?;
-        d.redacted = decide::fired_redactions(program, &fired);
+        d.redacted = decide::fired_redactions(program, &fired, &env, budget)?;
         d
     };
     let secrets = explain::Secrets::of(program, draft, ev.payload)

@@ -260,6 +260,17 @@ pub(crate) fn masked_arguments(
     Some(Value::Object(out))
 }
 
+/// A tool call's arguments as `{name: "[redacted]"}`: every value masked (a failed decision's
+/// log record, when the policy redacts anything). `None` without an `arguments` object.
+pub(crate) fn all_masked(payload: &Value) -> Option<Value> {
+    let args = payload.get("arguments")?.as_object()?;
+    Some(Value::Object(
+        args.keys()
+            .map(|k| (k.clone(), Value::String(REDACTED.into())))
+            .collect(),
+    ))
+}
+
 /// Whether a call made from a secret returns a secret: a string computed from one
 /// (`lower`, `domain`, `string`, a Rego function) is one; a number or a boolean (a length, a
 /// test) is shown, as a comparison's result is.

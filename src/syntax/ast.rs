@@ -386,6 +386,43 @@ impl Place {
     }
 }
 
+impl Place {
+    /// The place read as an expression (`args.to[0]` as the member and index chain).
+    pub fn to_expr(&self) -> Expr {
+        let mut segments = self.segments.iter();
+        let first = match segments.next() {
+            Some(PlaceSegment::Field(id)) => Expr {
+                kind: ExprKind::Name(id.name.clone()),
+                span: id.span,
+            },
+            _ => Expr {
+                kind: ExprKind::Null,
+                span: self.span,
+            },
+        };
+        segments.fold(first, |e, seg| match seg {
+            PlaceSegment::Field(id) => Expr {
+                span: e.span.to(id.span),
+                kind: ExprKind::Member(Box::new(e), id.clone()),
+            },
+            PlaceSegment::Index(n, s) => Expr {
+                // Up to the closing bracket.
+                span: Span {
+                    start: e.span.start,
+                    end: s.end + 1,
+                },
+                kind: ExprKind::Index(
+                    Box::new(e),
+                    Box::new(Expr {
+                        kind: ExprKind::Number(*n as f64),
+                        span: *s,
+                    }),
+                ),
+            },
+        })
+    }
+}
+
 /// [`Place::pointer`] of a place's segments.
 pub fn pointer_of(segments: &[PlaceSegment]) -> String {
     let on_argument =
@@ -416,7 +453,18 @@ pub enum PlaceSegment {
 pub enum Modification {
     Redact {
         place: Place,
-        replacement: Option<StringLit>,
+        /// `with EXPR`: a constant string expression (`"[REDACTED]"` without it).
+        replacement: Option<Expr>,
+        span: Span,
+    },
+    /// `redact each k, a in PLACE [when COND] [with EXPR]`: every element of the collection at
+    /// `collection` (the arguments, a list argument, a payload list) for which `select`'s body
+    /// holds. `select` is that choice as a quantifier of kind [`QuantifierKind::Each`] over the
+    /// place, so names, types and scopes are a quantifier's.
+    RedactEach {
+        collection: Place,
+        select: Expr,
+        replacement: Option<Expr>,
         span: Span,
     },
     Set {
@@ -434,6 +482,7 @@ impl Modification {
     pub fn span(&self) -> Span {
         match self {
             Modification::Redact { span, .. }
+            | Modification::RedactEach { span, .. }
             | Modification::Set { span, .. }
             | Modification::Replace { span, .. } => *span,
         }
@@ -581,6 +630,9 @@ impl BinaryOp {
 pub enum QuantifierKind {
     Any,
     All,
+    /// The elements a `redact each` chooses: the keys (names or positions) of every element
+    /// whose body is true or undefined (never written as an expression).
+    Each,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
