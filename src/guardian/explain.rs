@@ -160,8 +160,12 @@ impl Secrets {
         match v {
             Value::Object(m) => {
                 if let (Some(value), Some(_)) = (m.get("value"), m.get("provenance")) {
-                    let labels = state.labels_of(program, &vm::Val::Json(v)).unwrap_or(0);
-                    if labels & mask != 0 {
+                    // The label it carries, or one its direct sources carry (declared or
+                    // inferred): a value taken from secret content is that secret.
+                    let carrier = vm::Val::Json(v);
+                    let labels = state.labels_of(program, &carrier).unwrap_or(0);
+                    let sources = state.node_of(program, &carrier).map_or(0, |n| n.source_any);
+                    if (labels | sources) & mask != 0 {
                         self.add(value);
                     }
                 }
@@ -275,10 +279,15 @@ pub(crate) fn all_masked(payload: &Value) -> Option<Value> {
 /// (`lower`, `domain`, `string`, a Rego function) is one; a number or a boolean (a length, a
 /// test) is shown, as a comparison's result is.
 fn derived_secret(o: &Observation, secrets: &Secrets) -> bool {
+    // A kind word (`type_of`'s answer) says what a value is, not what it holds; a secret that
+    // is itself such a word stays masked as the secret it is.
+    const KIND_WORDS: &[&str] = &["string", "number", "bool", "list", "object"];
     o.probe == Probe::Call
-        && o.returned
-            .as_ref()
-            .is_some_and(|r| !r.is_boolean() && !r.is_number())
+        && o.returned.as_ref().is_some_and(|r| {
+            !r.is_boolean()
+                && !r.is_number()
+                && !r.as_str().is_some_and(|w| KIND_WORDS.contains(&w))
+        })
         && o.operands.iter().any(|op| {
             op.value
                 .as_ref()
