@@ -100,15 +100,15 @@ fn json_diagnostics_have_the_documented_shape() {
     assert_eq!(d["help"], "did you mean `tool.version`?");
 }
 
+/// Every policy of a folder checks clean, as `warden check DIR` checks it (a `foo_test.ward`
+/// together with its `foo.ward`).
 fn check_tree_clean(dir: &str) {
     let files = check::collect_files(&[root().join(dir)]).unwrap();
     assert!(!files.is_empty());
-    for f in files {
-        let checked = check::check_path(&f).unwrap();
+    for checked in check::check_files(&files).unwrap() {
         assert!(
             checked.diagnostics.items.is_empty(),
-            "{} is not clean:\n{}",
-            f.display(),
+            "{dir} is not clean:\n{}",
             checked.diagnostics.render(false)
         );
     }
