@@ -34,6 +34,10 @@ pub fn paragraph(number: usize, request: &Value, result: &Value) -> String {
     if !labels.is_empty() {
         out.push_str(&format!("  labels: {}\n", labels.join(", ")));
     }
+    let warnings = result["policy_data"]["warnings"].as_array();
+    for w in warnings.into_iter().flatten().filter_map(Value::as_str) {
+        out.push_str(&format!("  warning: {w}\n"));
+    }
     out
 }
 

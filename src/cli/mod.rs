@@ -556,6 +556,21 @@ impl Shown {
     }
 }
 
+/// An answer's warnings (`policy_data.warnings`: what the policy could not read in the step),
+/// named on stderr with the trace's line.
+fn warn_replay(trace: &std::path::Path, number: usize, response: &crate::acs::envelope::Response) {
+    let Some(result) = response.as_result() else {
+        return;
+    };
+    let warnings = result
+        .policy_data
+        .get("warnings")
+        .and_then(|w| w.as_array());
+    for w in warnings.into_iter().flatten().filter_map(|w| w.as_str()) {
+        eprintln!("warden replay: {}:{number}: warning: {w}", trace.display());
+    }
+}
+
 fn run_replay(
     trace: &std::path::Path,
     policy: Option<&std::path::Path>,
@@ -648,6 +663,7 @@ fn run_replay(
         } else {
             bytes = shown.render(number, &line, &response);
         }
+        warn_replay(trace, number, &response);
         if out.write_all(&bytes).is_err() {
             return 2;
         }

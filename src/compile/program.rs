@@ -452,6 +452,37 @@ impl Program {
 }
 
 impl Program {
+    /// What reads `tool.name` of a `toolCallResult`: the rules on that hook (`module.rule`) and
+    /// the history filters over it whose code reads the path. A result that arrives without
+    /// `tool` can match none of them, and its answer says so (docs/language.md §5).
+    pub fn result_tool_readers(&self) -> Vec<String> {
+        let reads = |code: &Code| {
+            code.ops.iter().any(|op| match op {
+                Op::Path(p) => self.paths.get(*p as usize).is_some_and(|spec| {
+                    spec.root == Root::Payload
+                        && matches!(spec.segs.as_slice(),
+                            [Seg::Key(a), Seg::Key(b), ..] if &**a == "tool" && &**b == "name")
+                }),
+                _ => false,
+            })
+        };
+        let on_results = |h: &HookSpec| h.method == "steps/toolCallResult";
+        let mut out: Vec<String> = self
+            .rules
+            .iter()
+            .filter(|r| r.hooks.iter().any(|h| on_results(h)) && reads(&r.code))
+            .map(|r| format!("rule {}", r.qualified))
+            .collect();
+        if self
+            .history
+            .iter()
+            .any(|h| on_results(h.hook) && h.filter.as_ref().is_some_and(reads))
+        {
+            out.push("a history filter over toolCallResult".to_string());
+        }
+        out
+    }
+
     /// Whether every label condition depends on nothing but the record's `origin`: it reads
     /// no path but `origin`, no state, no Rego, no builtin, and only compares, tests
     /// membership in constants and combines truth values. Then its value is the same for any

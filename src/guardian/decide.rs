@@ -68,6 +68,9 @@ pub struct Decision {
     /// whether or not their decision won: their values are masked wherever the step's values
     /// are shown (explain traces, decision logs, approval requests).
     pub redacted: Vec<String>,
+    /// What the policy could not read in this step (`policy_data.warnings`): a toolCallResult
+    /// without `tool` that rules or history filters test by `tool.name`.
+    pub warnings: Vec<String>,
 }
 
 impl Decision {
@@ -97,6 +100,7 @@ impl Decision {
             effect_outcome: None,
             unverified_claims: Vec::new(),
             redacted: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -227,6 +231,10 @@ impl Decision {
                 );
             }
             None => {}
+        }
+        if !self.warnings.is_empty() {
+            r.policy_data
+                .insert("warnings".into(), serde_json::json!(self.warnings));
         }
         r.metadata = Some(ResultMetadata {
             evaluator: Some(crate::acs::envelope::Evaluator::Deterministic),
@@ -462,6 +470,7 @@ fn from_templates(
         effect_outcome: None,
         unverified_claims: Vec::new(),
         redacted: Vec::new(),
+        warnings: Vec::new(),
     };
     let first = winners[0].1;
     match kind {

@@ -326,6 +326,7 @@ fn decide_in_draft(
     };
     let secrets = explain::Secrets::of(program, draft, ev.payload)
         .with_redactions(ev.payload, &decision.redacted);
+    decision.warnings = result_without_tool(program, hook, ev.payload);
     // An ask on a tool call is bound to the exact action (docs/effects.md).
     if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
         decision = bind_to_action(draft, ev, decision, &secrets);
@@ -335,6 +336,27 @@ fn decide_in_draft(
         decision.trace = traces;
     }
     Ok(decision)
+}
+
+/// A toolCallResult without `tool`: what tests `tool.name` on results cannot match it (a
+/// filter silently skipped otherwise), and the answer says which rules and filters those are.
+fn result_without_tool(
+    program: &Program,
+    hook: &'static fields::HookSpec,
+    payload: &Value,
+) -> Vec<String> {
+    if hook.method != "steps/toolCallResult" || payload.get("tool").is_some() {
+        return Vec::new();
+    }
+    let readers = program.result_tool_readers();
+    if readers.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "this toolCallResult has no `tool`, so {} cannot match it on `tool.name`; send `tool` \
+         with every result (ACS requires it)",
+        readers.join(", ")
+    )]
 }
 
 /// Binds an ask to the action of the call as it would run: with the modifications the ask
