@@ -366,3 +366,45 @@ fn redact_each_redacts_exactly_the_chosen_places() {
                {"path": "/arguments/to/value/3", "replacement": "[REDACTED]"}])
     );
 }
+
+#[test]
+fn a_failing_test_s_report_shows_no_secret() {
+    // What `warden test` prints and the language server shows for a failed step: the step's
+    // text (which writes the secret), the expected and actual decisions, the rendered report.
+    use warden::testing::{self, RunOptions, Suite};
+    let dir = std::env::temp_dir().join(format!("warden-mask-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("p.ward");
+    std::fs::write(
+        &file,
+        "mask args.password\n\
+         rule key on toolCallRequest when args.memo matches \"^SECRET\" => modify \"k\" redact args.memo\n\
+         default allow\n\
+         test \"fails on purpose\" {\n  call login(password: \"SECRETPASS42\", memo: \"SECRETMEMO77\") => deny \"never\"\n}\n",
+    )
+    .unwrap();
+    let suite = Suite::load(&file).unwrap_or_else(|e| panic!("{}", e.diagnostics.render(false)));
+    let mut report = testing::Report::default();
+    let opts = RunOptions {
+        filter: None,
+        color: false,
+        jobs: 1,
+    };
+    testing::run_suites(std::slice::from_ref(&suite), &opts, &mut report);
+    let failures = &report.results[0].failures;
+    assert_eq!(failures.len(), 1, "the test fails");
+    let f = &failures[0];
+    let shown = format!(
+        "{}\n{}\n{:?}\n{:?}\n{}\n{}",
+        f.step,
+        f.message,
+        f.expected,
+        f.actual,
+        f.rendered,
+        serde_json::to_string(f).unwrap()
+    );
+    assert!(shown.contains("[redacted]"), "{shown}");
+    for secret in ["SECRETPASS42", "SECRETMEMO77"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+}

@@ -1,6 +1,8 @@
 //! Combining the rules that fired into one ACS decision: deny > defer > ask > modify > allow,
-//! reason codes from every firing rule of the winning kind, and the companion fields each
-//! decision requires.
+//! reason codes from every firing rule of the winning kind (an ask also keeps the changes and
+//! codes of the modify rules beside it), the companion fields each decision requires, the
+//! places `redact` and `redact each` choose, and the modified payload an ask's approval binds to
+//! (docs/language.md §9).
 
 use std::borrow::Cow;
 use std::sync::Arc;
