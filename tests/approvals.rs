@@ -611,3 +611,116 @@ fn the_decision_log_shows_no_redacted_or_masked_value() {
         assert!(!text.contains(KEY) && !text.contains(PASSWORD), "{text}");
     }
 }
+
+#[test]
+fn through_the_server_and_the_cli_the_approver_sees_no_secret_and_the_approved_call_runs_modified()
+{
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("warden-ask-modify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("pay.ward");
+    std::fs::write(&policy, ASK_MODIFY).unwrap();
+    let state = dir.join("state");
+    let (bin, state, pol) = (
+        env!("CARGO_BIN_EXE_warden"),
+        state.to_str().unwrap(),
+        policy.to_str().unwrap(),
+    );
+    let now = time::now_ms() / 1000;
+    let serve = |lines: &[Value]| -> Vec<Value> {
+        let input: Vec<String> = lines.iter().map(Value::to_string).collect();
+        let args = [
+            "serve",
+            "--stdio",
+            "--no-handshake",
+            "--state",
+            state,
+            "--policy",
+            pol,
+        ];
+        let mut child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(format!("{}\n", input.join("\n")).as_bytes())
+            .unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let req = |n: u32| {
+        let arguments: serde_json::Map<String, Value> = payment(2000, KEY)
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), json!({"value": v})))
+            .collect();
+        envelope::request(
+            n,
+            "steps/toolCallRequest",
+            &Session::request_id(n),
+            &time::rfc3339(now),
+            json!({"agent_id": "a", "session_id": SESSION, "turn_id": "t1"}),
+            json!({"tool": {"name": "pay"}, "arguments": arguments}),
+        )
+    };
+    let asked = serve(&[req(1)]);
+    assert_eq!(asked[0]["result"]["decision"], "ask", "{}", asked[0]);
+    let run = |args: &[&str]| {
+        let o = Command::new(bin).args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let listing = [
+        "approvals",
+        "--state",
+        state,
+        "--policy",
+        pol,
+        "--format",
+        "json",
+    ];
+    let (code, listed) = run(&listing);
+    assert_eq!(code, Some(0));
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(
+        listed[0]["action"]["arguments"]["memo"], "[KEY]",
+        "{listed}"
+    );
+    assert_eq!(
+        listed[0]["action"]["arguments"]["password"], "[redacted]",
+        "{listed}"
+    );
+    let (_, text) = run(&["approvals", "--state", state, "--policy", pol]);
+    for shown in [listed.to_string(), text, asked[0].to_string()] {
+        assert!(!shown.contains(KEY) && !shown.contains(PASSWORD), "{shown}");
+    }
+    let id = Session::request_id(1);
+    let (code, _) = run(&[
+        "approve", "--state", state, "--policy", pol, &id, "--as", "finance",
+    ]);
+    assert_eq!(code, Some(0));
+    let ran = serve(&[req(2)]);
+    let result = &ran[0]["result"];
+    assert_eq!(result["decision"], "modify", "{result}");
+    assert_eq!(result["reason_codes"][0], "warden.approved");
+    assert_eq!(
+        result["modifications"]["redactions"][0]["path"],
+        "/arguments/memo/value"
+    );
+    common::schema::assert_valid_response(&ran[0]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
