@@ -187,8 +187,7 @@ impl Secrets {
     fn leaks(&self, text: &str, string: bool) -> bool {
         let lower = text.to_lowercase();
         self.lower.iter().any(|t| {
-            lower.contains(t.as_str())
-                || (string && lower.chars().count() >= 4 && t.contains(&lower))
+            occurs(&lower, t) || (string && lower.chars().count() >= 4 && t.contains(&lower))
         })
     }
 
@@ -340,11 +339,15 @@ pub fn scrub_text(text: &str, masked: &[String]) -> String {
         if out.is_ascii() && m.is_ascii() {
             let (hay, needle) = (out.to_ascii_lowercase(), m.to_ascii_lowercase());
             let mut next = String::with_capacity(out.len());
-            let mut at = 0;
-            while let Some(i) = hay[at..].find(&needle) {
-                next.push_str(&out[at..at + i]);
+            let (mut at, mut from) = (0, 0);
+            while let Some(i) = hay[from..].find(&needle).map(|i| from + i) {
+                from = i + needle.len();
+                if !standalone(&hay, i, needle.len()) {
+                    continue;
+                }
+                next.push_str(&out[at..i]);
                 next.push_str(REDACTED);
-                at += i + needle.len();
+                at = from;
             }
             next.push_str(&out[at..]);
             out = next;
@@ -353,6 +356,27 @@ pub fn scrub_text(text: &str, masked: &[String]) -> String {
         }
     }
     out
+}
+
+/// Secrets shorter than this are masked only where they stand alone (not inside a longer word
+/// or number): a one-letter secret would otherwise mask that letter everywhere.
+const SHORT_SECRET: usize = 4;
+
+/// Whether the `len` bytes at `i` of `hay` are an occurrence worth masking: any occurrence of
+/// a secret of [`SHORT_SECRET`] bytes or more; a shorter one only between non-alphanumerics.
+fn standalone(hay: &str, i: usize, len: usize) -> bool {
+    if len >= SHORT_SECRET {
+        return true;
+    }
+    let before = hay[..i].chars().next_back();
+    let after = hay[i + len..].chars().next();
+    !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+}
+
+/// Whether `hay` shows the secret `needle` ([`standalone`] for short ones).
+fn occurs(hay: &str, needle: &str) -> bool {
+    hay.match_indices(needle)
+        .any(|(i, _)| standalone(hay, i, needle.len()))
 }
 
 /// The source text of a span, comments dropped and whitespace runs collapsed to one space (a
