@@ -1,7 +1,11 @@
 //! Approvals bound to the exact action, through `Guardian::handle` and `Guardian::approve`:
 //! the ask's `action_hash`, a grant consumed once by the same call, a different call denied
 //! as a mismatch, approver checks, timeouts and expiry, Intent extension (and its refusal
-//! under `scope_mode: strict`), the audit chain, and a restart in the middle (docs/effects.md).
+//! under `scope_mode: strict`), the audit chain, and a restart in the middle (docs/effects.md);
+//! an `ask` that carries a `modify`'s changes across the round trip, with the approver shown no
+//! secret (docs/language.md §9, "The combination table").
+
+mod common;
 
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -475,4 +479,248 @@ fn the_cli_lists_and_grants_against_a_state_folder() {
     assert_eq!(code, Some(0), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&policy);
+}
+
+/// A payment that needs approval and carries an AWS key in its memo, with a masked password.
+const ASK_MODIFY: &str = r#"
+mask args.password
+rule large on toolCallRequest when tool.name == "pay" and args.amount > 1000
+  => ask "pay.large" approver human "finance"
+rule key on toolCallRequest when tool.name == "pay" and args.memo matches "AKIA[0-9A-Z]{16}"
+  => modify "secret.key" redact args.memo with "[KEY]"
+default allow
+"#;
+
+const KEY: &str = "AKIA0123456789ABCDEF";
+const PASSWORD: &str = "hunter2hunter2";
+
+fn ask_modify_session() -> (Session, Arc<common::Collect>) {
+    let policy = Policy::from_source("pay.ward", ASK_MODIFY).unwrap_or_else(|d| panic!("{d}"));
+    let guardian = Guardian::new(policy);
+    let log = Arc::new(common::Collect::default());
+    assert!(guardian.set_decision_log(log.clone()));
+    (Session::with(guardian, 0), log)
+}
+
+fn payment(amount: u32, memo: &str) -> Value {
+    json!({"to": "bob", "amount": amount, "memo": memo, "password": PASSWORD})
+}
+
+/// The answer as the wire carries it, checked against the ACS response schema.
+fn assert_valid(a: &Answer) {
+    common::schema::assert_valid_response(
+        &json!({"jsonrpc": "2.0", "id": a.n, "result": a.result}),
+    );
+}
+
+#[test]
+fn an_ask_with_a_modify_carries_the_modification_and_binds_the_modified_call() {
+    let (mut s, _) = ask_modify_session();
+    let a = s.call("pay", payment(2000, KEY));
+    assert_eq!(a.summary, "ask pay.large,secret.key");
+    assert_valid(&a);
+    assert_eq!(
+        a.result["modifications"],
+        json!({"redactions": [{"path": "/arguments/memo/value", "replacement": "[KEY]"}]})
+    );
+    // The hash is that of the modified call: the memo holds its replacement.
+    let modified = json!({
+        "principal": {"agent_id": "a", "user_id": "u1"},
+        "tool": {"name": "pay"},
+        "operation": null,
+        "arguments": {"to": "bob", "amount": 2000, "memo": "[KEY]", "password": PASSWORD},
+        "resource": null,
+        "environment": "production",
+    });
+    assert_eq!(
+        a.result["policy_data"]["approval"]["action_hash"],
+        crypto::canonical_hash(&modified)
+    );
+}
+
+#[test]
+fn the_approver_is_shown_no_secret() {
+    let (mut s, _) = ask_modify_session();
+    let a = s.call("pay", payment(2000, KEY));
+    // The action as the approver sees it: its canonical JSON text.
+    let shown: Value = serde_json::from_str(
+        a.result["policy_data"]["approval"]["action"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(shown["arguments"]["memo"], "[KEY]");
+    assert_eq!(shown["arguments"]["password"], "[redacted]");
+    assert_eq!(shown["arguments"]["amount"], 2000);
+    let listed = s.guardian.approvals(Some(s.now));
+    assert_eq!(listed.len(), 1);
+    for text in [a.result.to_string(), listed[0].approval.action.clone()] {
+        assert!(!text.contains(KEY), "{text}");
+        assert!(!text.contains(PASSWORD), "{text}");
+    }
+}
+
+#[test]
+fn the_approved_call_runs_with_the_modification() {
+    let (mut s, _) = ask_modify_session();
+    let ask = s.call("pay", payment(2000, KEY));
+    s.now += 60_000;
+    assert_eq!(s.approve(ask.n, "finance"), Ok(Extension::None));
+    let again = s.call("pay", payment(2000, KEY));
+    assert_eq!(again.summary, "modify warden.approved,pay.large,secret.key");
+    assert_valid(&again);
+    assert_eq!(
+        again.result["modifications"]["redactions"][0]["path"],
+        "/arguments/memo/value"
+    );
+    assert_eq!(
+        again.result["policy_data"]["approval"]["consumed"],
+        Session::request_id(ask.n)
+    );
+    // Used up: the same call asks afresh.
+    assert_eq!(
+        s.call("pay", payment(2000, KEY)).summary,
+        "ask pay.large,secret.key"
+    );
+}
+
+#[test]
+fn a_different_call_after_a_modified_approval_is_a_mismatch() {
+    let (mut s, _) = ask_modify_session();
+    let ask = s.call("pay", payment(2000, KEY));
+    s.approve(ask.n, "finance").unwrap();
+    assert_eq!(
+        s.call("pay", payment(2500, KEY)).summary,
+        "deny warden.approval_mismatch"
+    );
+}
+
+#[test]
+fn the_decision_log_shows_no_redacted_or_masked_value() {
+    let (mut s, log) = ask_modify_session();
+    let ask = s.call("pay", payment(2000, KEY));
+    s.approve(ask.n, "finance").unwrap();
+    s.call("pay", payment(2000, KEY));
+    let records = log.0.lock().unwrap().clone();
+    assert_eq!(records.len(), 2);
+    for r in &records {
+        assert_eq!(r["arguments"]["memo"], "[redacted]", "{r}");
+        assert_eq!(r["arguments"]["password"], "[redacted]", "{r}");
+        assert_eq!(r["arguments"]["amount"], 2000, "{r}");
+        let text = r.to_string();
+        assert!(!text.contains(KEY) && !text.contains(PASSWORD), "{text}");
+    }
+}
+
+#[test]
+fn through_the_server_and_the_cli_the_approver_sees_no_secret_and_the_approved_call_runs_modified()
+{
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("warden-ask-modify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("pay.ward");
+    std::fs::write(&policy, ASK_MODIFY).unwrap();
+    let state = dir.join("state");
+    let (bin, state, pol) = (
+        env!("CARGO_BIN_EXE_warden"),
+        state.to_str().unwrap(),
+        policy.to_str().unwrap(),
+    );
+    let now = time::now_ms() / 1000;
+    let serve = |lines: &[Value]| -> Vec<Value> {
+        let input: Vec<String> = lines.iter().map(Value::to_string).collect();
+        let args = [
+            "serve",
+            "--stdio",
+            "--no-handshake",
+            "--state",
+            state,
+            "--policy",
+            pol,
+        ];
+        let mut child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(format!("{}\n", input.join("\n")).as_bytes())
+            .unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let req = |n: u32| {
+        let arguments: serde_json::Map<String, Value> = payment(2000, KEY)
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), json!({"value": v})))
+            .collect();
+        envelope::request(
+            n,
+            "steps/toolCallRequest",
+            &Session::request_id(n),
+            &time::rfc3339(now),
+            json!({"agent_id": "a", "session_id": SESSION, "turn_id": "t1"}),
+            json!({"tool": {"name": "pay"}, "arguments": arguments}),
+        )
+    };
+    let asked = serve(&[req(1)]);
+    assert_eq!(asked[0]["result"]["decision"], "ask", "{}", asked[0]);
+    let run = |args: &[&str]| {
+        let o = Command::new(bin).args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let listing = [
+        "approvals",
+        "--state",
+        state,
+        "--policy",
+        pol,
+        "--format",
+        "json",
+    ];
+    let (code, listed) = run(&listing);
+    assert_eq!(code, Some(0));
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(
+        listed[0]["action"]["arguments"]["memo"], "[KEY]",
+        "{listed}"
+    );
+    assert_eq!(
+        listed[0]["action"]["arguments"]["password"], "[redacted]",
+        "{listed}"
+    );
+    let (_, text) = run(&["approvals", "--state", state, "--policy", pol]);
+    for shown in [listed.to_string(), text, asked[0].to_string()] {
+        assert!(!shown.contains(KEY) && !shown.contains(PASSWORD), "{shown}");
+    }
+    let id = Session::request_id(1);
+    let (code, _) = run(&[
+        "approve", "--state", state, "--policy", pol, &id, "--as", "finance",
+    ]);
+    assert_eq!(code, Some(0));
+    let ran = serve(&[req(2)]);
+    let result = &ran[0]["result"];
+    assert_eq!(result["decision"], "modify", "{result}");
+    assert_eq!(result["reason_codes"][0], "warden.approved");
+    assert_eq!(
+        result["modifications"]["redactions"][0]["path"],
+        "/arguments/memo/value"
+    );
+    common::schema::assert_valid_response(&ran[0]);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -100,15 +100,15 @@ fn json_diagnostics_have_the_documented_shape() {
     assert_eq!(d["help"], "did you mean `tool.version`?");
 }
 
+/// Every policy of a folder checks clean, as `warden check DIR` checks it (a `foo_test.ward`
+/// together with its `foo.ward`).
 fn check_tree_clean(dir: &str) {
     let files = check::collect_files(&[root().join(dir)]).unwrap();
     assert!(!files.is_empty());
-    for f in files {
-        let checked = check::check_path(&f).unwrap();
+    for checked in check::check_files(&files).unwrap() {
         assert!(
             checked.diagnostics.items.is_empty(),
-            "{} is not clean:\n{}",
-            f.display(),
+            "{dir} is not clean:\n{}",
             checked.diagnostics.render(false)
         );
     }
@@ -440,6 +440,48 @@ fn warden_check_of_a_folder_pairs_tests_and_knows_libraries() {
     write(&dir, "mail.ward", "use helpers\nlet unused_here = 1\nrule big on toolCallRequest when args.n > helper_limit or args.x has helper_secret\n  => deny \"mail.big\"\ndefault allow\n");
     let (_, codes) = check_codes(&["."], &dir);
     assert_eq!(codes, vec!["check::unused"]);
+}
+
+#[test]
+fn warden_check_of_a_policy_checks_its_test_file_as_warden_test_loads_it() {
+    let dir = scratch("pair");
+    write(
+        &dir,
+        "pay.ward",
+        "rule big on toolCallRequest when args.n > 3 => deny \"pay.big\"\ndefault allow\n",
+    );
+    write(
+        &dir,
+        "pay_test.ward",
+        "test \"big\" { call f(n: 9) => deny \"pay.big\" \n",
+    );
+    // The test file's syntax error fails `check` of the policy, as it fails `test`.
+    let (code, codes) = check_codes(&["pay.ward"], &dir);
+    assert_eq!(code, 1);
+    assert_eq!(codes, vec!["syntax::unexpected"]);
+    let (code, _, err) = warden(&["check", "pay.ward"], &dir);
+    assert_eq!(code, 1);
+    assert!(err.contains("pay_test.ward"), "{err}");
+    assert!(
+        err.ends_with("checked 2 files: 1 error(s), 0 warning(s)\n"),
+        "{err}"
+    );
+    let (code, _, _) = warden(&["test", "pay.ward"], &dir);
+    assert_ne!(code, 0);
+    // Mended, both pass.
+    write(
+        &dir,
+        "pay_test.ward",
+        "test \"big\" { call f(n: 9) => deny \"pay.big\" }\n",
+    );
+    let (code, _, err) = warden(&["check", "pay.ward"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.ends_with("checked 2 files: 0 error(s), 0 warning(s)\n"),
+        "{err}"
+    );
+    let (code, out, err) = warden(&["test", "pay.ward"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
 }
 
 #[test]

@@ -316,3 +316,26 @@ fn watch_reruns_on_change() {
     first.unwrap();
     second.unwrap();
 }
+
+#[test]
+fn an_expectation_names_redacted_places_one_by_one_not_with_redact_each() {
+    let dir = temp_dir("expect-each");
+    std::fs::write(
+        dir.join("p.ward"),
+        "rule r on toolCallRequest => modify \"r\" redact each a in args\ndefault allow\n\
+         test \"each\" {\n  call f(x: \"v\") => modify \"r\" { redact each a in args }\n}\n\
+         test \"by place\" {\n  call f(x: \"v\") => modify \"r\" { redact args.x }\n}\n",
+    )
+    .unwrap();
+    let out = warden(&["test", "p.ward", "--format", "json"], &dir);
+    assert!(!out.status.success());
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let text = report.to_string();
+    let said = "an expectation names each redacted place (`redact args.x`), not `redact each`";
+    assert!(text.contains(said), "{text}");
+    assert_eq!(report["summary"]["passed"], 1, "{text}");
+    assert_eq!(report["summary"]["failed"], 1, "{text}");
+    // A one-letter secret is masked where it stands alone, not in every word.
+    assert!(text.contains("call f(x: \\\"[redacted]\\\")"), "{text}");
+    assert!(text.contains("/arguments/x/value"), "{text}");
+}

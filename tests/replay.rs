@@ -360,3 +360,125 @@ fn malformed_lines_are_named_by_line_on_stderr() {
     // malformed input.
     assert!(!err.contains("malformed.jsonl:2:"), "{err}");
 }
+
+#[test]
+fn text_explanations_give_one_short_paragraph_per_decided_request() {
+    let (out, code) = replay(
+        None,
+        &root().join("examples/traces/injection.jsonl"),
+        &["--format", "text"],
+    );
+    assert_eq!(code, 0, "{out}");
+    let paragraphs: Vec<&str> = out.trim_end().split("\n\n").collect();
+    // Every request of the trace is answered (the ping too).
+    assert_eq!(paragraphs.len(), 14, "{out}");
+    let injected = paragraphs[5];
+    assert!(
+        injected.starts_with("#6 toolCallRequest send_money: deny (provenance.destination): "),
+        "{injected}"
+    );
+    assert!(
+        injected
+            .contains("  fired: std.defaults.defaults_destination_not_from_user (<std.defaults>:"),
+        "{injected}"
+    );
+    assert!(injected.contains("\n  because: "), "{injected}");
+    assert!(injected.contains("\n  labels: "), "{injected}");
+    // Short: the JSON form of the same request is many times longer.
+    let (json, _) = replay(
+        None,
+        &root().join("examples/traces/injection.jsonl"),
+        &["--explain"],
+    );
+    assert!(
+        out.len() * 4 < json.len(),
+        "{} vs {}",
+        out.len(),
+        json.len()
+    );
+}
+
+#[test]
+fn only_keeps_the_answers_with_the_named_decisions() {
+    let trace = root().join("examples/traces/injection.jsonl");
+    let (out, code) = replay(None, &trace, &["--format", "text", "--only", "deny,ask"]);
+    assert_eq!(code, 0);
+    let paragraphs: Vec<&str> = out.trim_end().split("\n\n").collect();
+    assert_eq!(paragraphs.len(), 1, "{out}");
+    assert!(
+        paragraphs[0].starts_with("#6 toolCallRequest send_money: deny"),
+        "{out}"
+    );
+    // In JSON, too: one line per kept answer.
+    let (out, _) = replay(None, &trace, &["--only", "deny"]);
+    let rs = responses(&out);
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0]["result"]["decision"], "deny");
+    let (out, _) = replay(None, &trace, &["--only", "allow"]);
+    assert_eq!(responses(&out).len(), 13);
+}
+
+#[test]
+fn a_result_without_tool_is_answered_with_a_warning_naming_what_reads_tool_name() {
+    let dir = std::env::temp_dir().join(format!("warden-notool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("p.ward");
+    std::fs::write(
+        &policy,
+        "package t\nrule vault on toolCallResult when tool.name == \"vault\" => deny \"vault.out\"\n\
+         rule after on toolCallRequest when exists(toolCallResult when tool.name == \"vault\") => deny \"after\"\n\
+         default allow\n",
+    )
+    .unwrap();
+    let line = |n: u32, payload: &str| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"steps/toolCallResult\",\"params\":{{\"acs_version\":\"0.1.0\",\"request_id\":\"00000000-0000-4000-8000-00000000000{n}\",\"timestamp\":\"2026-12-01T10:00:00Z\",\"metadata\":{{\"agent_id\":\"a\",\"session_id\":\"0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f\"}},\"payload\":{payload}}}}}"
+        )
+    };
+    let trace = dir.join("t.jsonl");
+    std::fs::write(
+        &trace,
+        format!(
+            "{}\n{}\n",
+            line(1, r#"{"exit_status":"success","outputs":[{"value":"x"}]}"#),
+            line(
+                2,
+                r#"{"tool":{"name":"ls"},"exit_status":"success","outputs":[{"value":"x"}]}"#
+            )
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args([
+            "replay",
+            trace.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let rs = responses(&String::from_utf8(out.stdout).unwrap());
+    let err = String::from_utf8(out.stderr).unwrap();
+    let warnings = &rs[0]["result"]["policy_data"]["warnings"];
+    let text = warnings[0].as_str().unwrap();
+    assert!(text.contains("has no `tool`"), "{text}");
+    assert!(text.contains("rule t.vault"), "{text}");
+    assert!(
+        text.contains("a history filter over toolCallResult"),
+        "{text}"
+    );
+    assert!(
+        err.contains("t.jsonl:1: warning: this toolCallResult has no `tool`"),
+        "{err}"
+    );
+    // A result with its tool: no warning.
+    assert!(
+        rs[1]["result"]["policy_data"].get("warnings").is_none(),
+        "{}",
+        rs[1]
+    );
+    assert!(!err.contains("t.jsonl:2:"), "{err}");
+    for r in &rs {
+        common::schema::assert_valid_response(r);
+    }
+}

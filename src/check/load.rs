@@ -343,7 +343,9 @@ fn path_span(path: &[ast::Ident]) -> Span {
     }
 }
 
-/// Expands files and folders into the `.ward` files to check, sorted, without duplicates.
+/// Expands files and folders into the `.ward` files to check, sorted, without duplicates:
+/// folders recursively, and a `foo.ward` named directly with its `foo_test.ward` when there is
+/// one (`warden check` and `warden test` load the same files: docs/testing.md).
 pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in paths {
@@ -351,6 +353,7 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             walk(p, &mut out).map_err(|e| format!("{}: {e}", p.display()))?;
         } else if p.is_file() {
             out.push(p.clone());
+            out.extend(test_sibling(p));
         } else {
             return Err(format!("{}: no such file or folder", p.display()));
         }
@@ -358,6 +361,13 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// `foo_test.ward` beside `foo.ward`, if it exists (none for a file that is a test file).
+fn test_sibling(p: &Path) -> Option<PathBuf> {
+    let stem = p.file_stem()?.to_str()?;
+    let sibling = p.with_file_name(format!("{stem}_test.ward"));
+    (!stem.ends_with("_test") && sibling.is_file()).then_some(sibling)
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {

@@ -1112,27 +1112,25 @@ impl<'a> Checker<'a> {
                             self.expr(&mut ecx, value);
                         }
                     }
-                    let text = place_text(place);
-                    for (other, other_span) in &targets {
-                        if overlaps(&text, other) {
-                            self.diagnostics.push(
-                                Diagnostic::error(
-                                    "check::conflicting_modifications",
-                                    file,
-                                    place.span,
-                                    format!(
-                                        "`{text}` overlaps `{other}`, which is already modified"
-                                    ),
-                                )
-                                .with_label("overlapping target")
-                                .with_related(*other_span, "modified here too")
-                                .with_help(
-                                    "ACS requires redactions and overrides to touch disjoint paths",
-                                ),
-                            );
-                        }
+                    if let ast::Modification::Redact { replacement, .. } = m {
+                        self.check_replacement(u, replacement.as_ref());
                     }
-                    targets.push((text, place.span));
+                    self.note_target(file, place, &mut targets);
+                }
+                ast::Modification::RedactEach {
+                    collection,
+                    select,
+                    replacement,
+                    ..
+                } => {
+                    if let Some(h) = hook {
+                        self.check_place(file, collection, h, false);
+                        let mut ecx = expr::Ctx::new(u, file, expr::Scope::Rule(h));
+                        self.expr(&mut ecx, select);
+                    }
+                    self.check_replacement(u, replacement.as_ref());
+                    // Any element may be redacted: the target is the whole collection.
+                    self.note_target(file, collection, &mut targets);
                 }
             }
         }
@@ -1146,6 +1144,48 @@ impl<'a> Checker<'a> {
                 )
                 .with_label("replaces the whole payload")
                 .with_help("ACS makes a wholesale replacement exclusive; keep one kind of change"),
+            );
+        }
+    }
+
+    /// A change's target, held against the targets before it: ACS wants them disjoint.
+    fn note_target(&mut self, file: FileId, place: &ast::Place, targets: &mut Vec<(String, Span)>) {
+        let text = place_text(place);
+        for (other, other_span) in targets.iter() {
+            if overlaps(&text, other) {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "check::conflicting_modifications",
+                        file,
+                        place.span,
+                        format!("`{text}` overlaps `{other}`, which is already modified"),
+                    )
+                    .with_label("overlapping target")
+                    .with_related(*other_span, "modified here too")
+                    .with_help("ACS requires redactions and overrides to touch disjoint paths"),
+                );
+            }
+        }
+        targets.push((text, place.span));
+    }
+
+    /// A redaction's `with EXPR`: a constant (literals, `let`s and what folds from them) whose
+    /// value is a string.
+    fn check_replacement(&mut self, u: usize, replacement: Option<&'a ast::Expr>) {
+        let Some(r) = replacement else { return };
+        let file = self.file_of(u);
+        let mut ecx = expr::Ctx::new(u, file, expr::Scope::Const);
+        let t = self.expr(&mut ecx, r);
+        if !t.is_stringish() {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::type_mismatch",
+                    file,
+                    r.span,
+                    format!("a redaction's replacement must be a string, not a {t}"),
+                )
+                .with_label("not a string")
+                .with_help("write a string, or a constant that is one: `with \"[KEY]\"`"),
             );
         }
     }

@@ -41,7 +41,15 @@ fn decision_exprs<'e>(mods: &'e [Modification], out: &mut Vec<&'e Expr>) {
         match m {
             Modification::Set { value, .. } => out.push(value),
             Modification::Replace { content, .. } => out.push(content),
-            Modification::Redact { .. } => {}
+            Modification::Redact { replacement, .. } => out.extend(replacement.iter()),
+            Modification::RedactEach {
+                select,
+                replacement,
+                ..
+            } => {
+                out.push(select);
+                out.extend(replacement.iter());
+            }
         }
     }
 }
@@ -298,6 +306,11 @@ impl Checker<'_> {
                         self.check_shadow(file, k, "quantifier variable");
                     }
                     self.check_shadow(file, var, "quantifier variable");
+                    // A `redact each`'s condition ends at `with` or the next change: no scope
+                    // to misread.
+                    if *kind == QuantifierKind::Each {
+                        continue;
+                    }
                     let op = match body.kind {
                         ExprKind::Binary(op @ (BinaryOp::Or | BinaryOp::And), ..) => op,
                         _ => continue,
@@ -309,7 +322,7 @@ impl Checker<'_> {
                     }
                     let word = match kind {
                         QuantifierKind::Any => "any",
-                        QuantifierKind::All => "all",
+                        QuantifierKind::All | QuantifierKind::Each => "all",
                     };
                     let over_text = text.get(over.span.range()).unwrap_or("…");
                     let vars = match key {

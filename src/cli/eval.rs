@@ -1,8 +1,8 @@
 //! `warden eval`: one request decided, with the rules that ran and what each check saw — for a
 //! policy author asking "what would this call get?". The request is an envelope (a file, or `-`)
 //! or a compact description (`--tool send_money --arg recipient=DE89…`), optionally after a user
-//! message. Owns building the compact request and printing the answer; deciding is the
-//! Guardian's.
+//! message, optionally after a recorded history (`--trace`). Owns building the compact request,
+//! feeding the history and printing the answer; deciding is the Guardian's.
 
 use std::path::PathBuf;
 
@@ -33,6 +33,11 @@ pub struct EvalArgs {
     /// What the user asked first: a session start with this Intent and a user message
     #[arg(long, value_name = "TEXT")]
     user: Option<String>,
+    /// A recorded history (request envelopes, one per line, as `warden replay` reads them)
+    /// decided first, in order; the built request (and --user) then joins the session of its
+    /// last request
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// Output format
     #[arg(long, value_enum, default_value_t = EvalFormat::Text)]
     format: EvalFormat,
@@ -102,7 +107,14 @@ pub fn run(a: EvalArgs) -> i32 {
             ..guardian::Options::default()
         },
     );
-    let sid = ids::counter(0xe7a1, 0);
+    let mut sid = ids::counter(0xe7a1, 0);
+    if let Some(path) = &a.trace {
+        match replay_history(&g, path) {
+            Ok(Some(session)) => sid = session,
+            Ok(None) => {}
+            Err(e) => return usage(&e),
+        }
+    }
     let body: Vec<u8> = match &a.envelope {
         Some(path) => {
             if a.tool.is_some() || !a.args.is_empty() {
@@ -163,6 +175,38 @@ pub fn run(a: EvalArgs) -> i32 {
         Some(_) => 1,
         None => 2,
     }
+}
+
+/// Decides a recorded history's requests in order, as `warden replay` would, and returns the
+/// session of its last request. A request the Guardian refuses (a JSON-RPC error) is named on
+/// standard error: the history goes on without it, as it did when it was recorded.
+fn replay_history(g: &Guardian, path: &std::path::Path) -> Result<Option<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut session = None;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let response = g.handle_response(line.as_bytes());
+        if let Some(e) = response.as_error() {
+            eprintln!(
+                "warden eval: {}:{}: refused: {} ({})",
+                path.display(),
+                i + 1,
+                e.message,
+                e.code
+            );
+        }
+        let parsed = serde_json::from_str::<Value>(line).ok();
+        if let Some(s) = parsed
+            .as_ref()
+            .and_then(|v| v.pointer("/params/metadata/session_id"))
+            .and_then(Value::as_str)
+        {
+            session = Some(s.to_string());
+        }
+    }
+    Ok(session)
 }
 
 /// The answer for people: the decision, its reasons, then each rule that ran and its checks.

@@ -13,6 +13,7 @@ use crate::guardian::{self, Guardian, Policy};
 mod diff;
 mod efficacy;
 mod eval;
+mod explain_text;
 mod mcp_proxy;
 mod serve;
 
@@ -32,7 +33,7 @@ enum Command {
     /// Check policies for errors (files or folders of .ward files)
     Check {
         /// Files or folders; each .ward file is checked as its own policy (a foo_test.ward
-        /// together with its foo.ward)
+        /// together with its foo.ward; naming foo.ward brings its foo_test.ward along)
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Output format
@@ -53,6 +54,15 @@ enum Command {
         /// Answer decision failures with a JSON-RPC error instead of a deny
         #[arg(long)]
         fail_with_error: bool,
+        /// `json`: one response per line; `text`: one short paragraph per decided request
+        /// (the decision, the rules that fired with file:line, the deciding checks, the
+        /// labels; implies --explain)
+        #[arg(long, value_enum, default_value_t = ReplayFormat::Json)]
+        format: ReplayFormat,
+        /// Print only the answers with these decisions (comma-separated: allow, deny, ask,
+        /// defer, modify)
+        #[arg(long, value_delimiter = ',', value_name = "DECISIONS")]
+        only: Vec<DecisionWord>,
     },
     /// Compile a policy and print its bytecode
     Compile {
@@ -207,7 +217,13 @@ pub fn main() -> i32 {
             policy,
             explain,
             fail_with_error,
-        } => run_replay(&trace, policy.as_deref(), explain, fail_with_error),
+            format,
+            only,
+        } => {
+            let shown = Shown { format, only };
+            let explain = explain || format == ReplayFormat::Text;
+            run_replay(&trace, policy.as_deref(), explain, fail_with_error, &shown)
+        }
         Command::Compile { path, dump } => run_compile(&path, dump),
         Command::Test(args) => run_test(args),
         Command::Lsp { stdio: _ } => crate::lsp::run(),
@@ -472,11 +488,95 @@ fn load_policy(path: Option<&std::path::Path>) -> Result<Policy, i32> {
     }
 }
 
+/// How `warden replay` prints its answers.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ReplayFormat {
+    Json,
+    Text,
+}
+
+/// A decision word for `--only`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum DecisionWord {
+    Allow,
+    Deny,
+    Ask,
+    Defer,
+    Modify,
+}
+
+impl DecisionWord {
+    fn as_str(self) -> &'static str {
+        match self {
+            DecisionWord::Allow => "allow",
+            DecisionWord::Deny => "deny",
+            DecisionWord::Ask => "ask",
+            DecisionWord::Defer => "defer",
+            DecisionWord::Modify => "modify",
+        }
+    }
+}
+
+/// Which answers `warden replay` prints, and how.
+struct Shown {
+    format: ReplayFormat,
+    /// Empty: every answer.
+    only: Vec<DecisionWord>,
+}
+
+impl Shown {
+    /// The bytes to print for one answer (none when `--only` leaves it out). A JSON-RPC error
+    /// has no decision: `--only` leaves it out, and the text form names it in one line.
+    fn render(
+        &self,
+        number: usize,
+        line: &[u8],
+        response: &crate::acs::envelope::Response,
+    ) -> Vec<u8> {
+        let wire = serde_json::to_value(response).unwrap_or(serde_json::Value::Null);
+        let decision = wire
+            .pointer("/result/decision")
+            .and_then(serde_json::Value::as_str);
+        if !self.only.is_empty() && !self.only.iter().any(|w| Some(w.as_str()) == decision) {
+            return Vec::new();
+        }
+        match (self.format, wire.get("result")) {
+            (ReplayFormat::Json, _) => format!("{wire}\n").into_bytes(),
+            (ReplayFormat::Text, Some(result)) => {
+                let request = serde_json::from_slice(line).unwrap_or(serde_json::Value::Null);
+                format!("{}\n", explain_text::paragraph(number, &request, result)).into_bytes()
+            }
+            (ReplayFormat::Text, None) => format!(
+                "#{number}: error {}: {}\n\n",
+                wire["error"]["code"],
+                wire["error"]["message"].as_str().unwrap_or("")
+            )
+            .into_bytes(),
+        }
+    }
+}
+
+/// An answer's warnings (`policy_data.warnings`: what the policy could not read in the step),
+/// named on stderr with the trace's line.
+fn warn_replay(trace: &std::path::Path, number: usize, response: &crate::acs::envelope::Response) {
+    let Some(result) = response.as_result() else {
+        return;
+    };
+    let warnings = result
+        .policy_data
+        .get("warnings")
+        .and_then(|w| w.as_array());
+    for w in warnings.into_iter().flatten().filter_map(|w| w.as_str()) {
+        eprintln!("warden replay: {}:{number}: warning: {w}", trace.display());
+    }
+}
+
 fn run_replay(
     trace: &std::path::Path,
     policy: Option<&std::path::Path>,
     explain: bool,
     fail_with_error: bool,
+    shown: &Shown,
 ) -> i32 {
     let policy = match load_policy(policy) {
         Ok(p) => p,
@@ -556,9 +656,14 @@ fn run_replay(
                 started.elapsed().as_secs_f64()
             );
         }
-        bytes.clear();
-        serde_json::to_writer(&mut bytes, &response).expect("a Response always serialises");
-        bytes.push(b'\n');
+        if shown.format == ReplayFormat::Json && shown.only.is_empty() {
+            bytes.clear();
+            serde_json::to_writer(&mut bytes, &response).expect("a Response always serialises");
+            bytes.push(b'\n');
+        } else {
+            bytes = shown.render(number, &line, &response);
+        }
+        warn_replay(trace, number, &response);
         if out.write_all(&bytes).is_err() {
             return 2;
         }

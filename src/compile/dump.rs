@@ -136,6 +136,8 @@ fn op_text(program: &Program, op: &Op) -> String {
         Op::AnyStep(l, d) => format!("any_step   loop @{l} done @{d}"),
         Op::AllStep(l, d) => format!("all_step   loop @{l} done @{d}"),
         Op::IterEnd(any) => format!("iter_end   {}", if *any { "any" } else { "all" }),
+        Op::SelectStep(k, l) => format!("select_step key var{k} loop @{l}"),
+        Op::SelectEnd => "select_end".to_string(),
         Op::Call(b, n) => format!("call       {b:?}/{n}"),
         Op::IntentPermits(f) => format!(
             "intent_permits{}{}",
@@ -183,6 +185,11 @@ fn decision_text(d: &DecisionTemplate) -> String {
                 replacement,
             } => {
                 let _ = write!(s, " redact {pointer} with {replacement:?}");
+            }
+            ModTemplate::RedactEach {
+                base, replacement, ..
+            } => {
+                let _ = write!(s, " redact each of {base} with {replacement:?}");
             }
             ModTemplate::Override { argument, .. } => {
                 let _ = write!(s, " set {argument}");

@@ -472,12 +472,27 @@ impl<'a> Lower<'a> {
             match m {
                 ast::Modification::Redact {
                     place, replacement, ..
-                } => modifications.push(ModTemplate::Redact {
-                    pointer: place.pointer(),
-                    replacement: replacement
-                        .as_ref()
-                        .map_or_else(|| "[REDACTED]".to_string(), |r| r.value.clone()),
-                }),
+                } => {
+                    let replacement = self.replacement(frame.file, replacement.as_ref());
+                    modifications.push(ModTemplate::Redact {
+                        pointer: place.pointer(),
+                        replacement,
+                    })
+                }
+                ast::Modification::RedactEach {
+                    collection,
+                    select,
+                    replacement,
+                    ..
+                } => {
+                    let replacement = self.replacement(frame.file, replacement.as_ref());
+                    let select = self.value_code(frame, select);
+                    modifications.push(ModTemplate::RedactEach {
+                        base: collection.pointer(),
+                        select,
+                        replacement,
+                    })
+                }
                 ast::Modification::Set { place, value, .. } => {
                     let argument = match place.segments.get(1) {
                         Some(ast::PlaceSegment::Field(id)) => id.name.clone(),
@@ -519,6 +534,15 @@ impl<'a> Lower<'a> {
     // Constants
 
     /// Folds a constant expression, if it is one.
+    /// A redaction's replacement: its constant folded (the checker made sure it is a constant
+    /// string), `"[REDACTED]"` without one.
+    fn replacement(&mut self, file: FileId, e: Option<&Expr>) -> String {
+        match e.and_then(|e| self.fold(file, e)) {
+            Some(Const::Str(s)) => s.to_string(),
+            _ => crate::acs::envelope::DEFAULT_REDACTION.to_string(),
+        }
+    }
+
     fn fold(&mut self, file: FileId, e: &Expr) -> Option<Const> {
         Some(match &e.kind {
             ExprKind::Bool(b) => Const::Bool(*b),
@@ -1004,6 +1028,11 @@ impl<'a> Lower<'a> {
                         frame.vars.push((k.name.clone(), slot));
                         slot
                     }
+                    // `each` keeps its elements' keys: a variable of its own if none is named.
+                    None if *kind == QuantifierKind::Each => {
+                        frame.next_var += 1;
+                        frame.next_var - 1
+                    }
                     None => u16::MAX,
                 };
                 let slot = frame.next_var;
@@ -1013,12 +1042,16 @@ impl<'a> Lower<'a> {
                 let next = Self::emit(code, Op::IterNext(slot, 0), e.span);
                 self.cond(frame, body, code);
                 let step = Self::emit(code, Op::Return, e.span);
-                let end = Self::emit(code, Op::IterEnd(*kind == QuantifierKind::Any), e.span);
+                let end = match kind {
+                    QuantifierKind::Each => Self::emit(code, Op::SelectEnd, e.span),
+                    _ => Self::emit(code, Op::IterEnd(*kind == QuantifierKind::Any), e.span),
+                };
                 let done = code.ops.len() as u32;
                 code.ops[next] = Op::IterNext(slot, end as u32);
                 code.ops[step] = match kind {
                     QuantifierKind::Any => Op::AnyStep(next as u32, done),
                     QuantifierKind::All => Op::AllStep(next as u32, done),
+                    QuantifierKind::Each => Op::SelectStep(key_slot, next as u32),
                 };
                 frame.vars.pop();
                 if key.is_some() {

@@ -182,6 +182,11 @@ pub enum Op {
     AllStep(u32, u32),
     /// The loop ran out: push false (`any`) / true (`all`), or undefined if a body was.
     IterEnd(bool),
+    /// Pop the body's result. `each` (`redact each`): when it is true or undefined, keep the
+    /// element's key (variable `k`); loop to `loop`.
+    SelectStep(u16, u32),
+    /// The `each` loop ran out: push the list of the keys it kept.
+    SelectEnd,
     Return,
 }
 
@@ -199,6 +204,13 @@ pub enum ModTemplate {
     Redact {
         /// JSON Pointer relative to the payload.
         pointer: String,
+        replacement: String,
+    },
+    /// `redact each`: `select` gives the keys (names or positions) of the elements of the
+    /// collection at `base` (a JSON pointer) to redact.
+    RedactEach {
+        base: String,
+        select: Code,
         replacement: String,
     },
     Override {
@@ -427,6 +439,53 @@ pub struct ToolParamSpec {
 }
 
 impl Program {
+    /// Whether any rule or default redacts (`redact`, `redact each`): a failed decision's
+    /// arguments are then masked whole in the decision log.
+    pub fn redacts(&self) -> bool {
+        let redacting = |t: &DecisionTemplate| {
+            t.modifications.iter().any(|m| {
+                matches!(
+                    m,
+                    ModTemplate::Redact { .. } | ModTemplate::RedactEach { .. }
+                )
+            })
+        };
+        self.rules.iter().any(|r| redacting(&r.decision)) || self.defaults.values().any(redacting)
+    }
+}
+
+impl Program {
+    /// What reads `tool.name` of a `toolCallResult`: the rules on that hook (`module.rule`) and
+    /// the history filters over it whose code reads the path. A result that arrives without
+    /// `tool` can match none of them, and its answer says so (docs/language.md §5).
+    pub fn result_tool_readers(&self) -> Vec<String> {
+        let reads = |code: &Code| {
+            code.ops.iter().any(|op| match op {
+                Op::Path(p) => self.paths.get(*p as usize).is_some_and(|spec| {
+                    spec.root == Root::Payload
+                        && matches!(spec.segs.as_slice(),
+                            [Seg::Key(a), Seg::Key(b), ..] if &**a == "tool" && &**b == "name")
+                }),
+                _ => false,
+            })
+        };
+        let on_results = |h: &HookSpec| h.method == "steps/toolCallResult";
+        let mut out: Vec<String> = self
+            .rules
+            .iter()
+            .filter(|r| r.hooks.iter().any(|h| on_results(h)) && reads(&r.code))
+            .map(|r| format!("rule {}", r.qualified))
+            .collect();
+        if self
+            .history
+            .iter()
+            .any(|h| on_results(h.hook) && h.filter.as_ref().is_some_and(reads))
+        {
+            out.push("a history filter over toolCallResult".to_string());
+        }
+        out
+    }
+
     /// Whether every label condition depends on nothing but the record's `origin`: it reads
     /// no path but `origin`, no state, no Rego, no builtin, and only compares, tests
     /// membership in constants and combines truth values. Then its value is the same for any

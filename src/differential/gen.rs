@@ -548,6 +548,9 @@ fn decision(hook: Hook) -> BoxedStrategy<String> {
             1 => code().prop_map(|c| format!("modify {c} redact args.to with \"[X]\"")),
             1 => (code(), select(NUMS)).prop_map(|(c, n)| format!("modify {c} set args.amount = {}", num(n))),
             1 => code().prop_map(|c| format!("modify {c} set args.to = \"bob\"")),
+            1 => code().prop_map(|c| format!("modify {c} redact each k, a in args when k == \"to\" or a == \"bob\" with \"[\" + \"X]\"")),
+            1 => code().prop_map(|c| format!("modify {c} redact each a in args")),
+            1 => code().prop_map(|c| format!("modify {c} redact each x in args.to when x != \"bob\"")),
         ]
         .boxed(),
         Hook::Result => prop_oneof![
@@ -555,6 +558,7 @@ fn decision(hook: Hook) -> BoxedStrategy<String> {
             3 => code().prop_map(|c| format!("deny {c}")),
             1 => code().prop_map(|c| format!("modify {c} redact outputs[0].value")),
             1 => code().prop_map(|c| format!("modify {c} redact outputs[0].value with \"[X]\"")),
+            1 => code().prop_map(|c| format!("modify {c} redact each o in outputs when o.value == \"a\"")),
         ]
         .boxed(),
         Hook::Message => prop_oneof![

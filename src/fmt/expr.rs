@@ -79,6 +79,7 @@ fn quantifier_word(kind: QuantifierKind) -> &'static str {
     match kind {
         QuantifierKind::Any => "any",
         QuantifierKind::All => "all",
+        QuantifierKind::Each => "each",
     }
 }
 
@@ -286,7 +287,30 @@ pub(super) fn flat_modification(src: &str, m: &Modification) -> String {
             let mut s = format!("redact {}", place_text(place));
             if let Some(r) = replacement {
                 s.push_str(" with ");
-                s.push_str(&out::quote(&r.value));
+                s.push_str(&flat(src, r, 0, true));
+            }
+            s
+        }
+        Modification::RedactEach {
+            collection,
+            select,
+            replacement,
+            ..
+        } => {
+            let mut s = String::from("redact each ");
+            if let ExprKind::Quantifier { key, var, body, .. } = &select.kind {
+                if let Some(k) = key {
+                    s.push_str(&format!("{}, ", k.name));
+                }
+                s.push_str(&format!("{} in {}", var.name, place_text(collection)));
+                if !matches!(body.kind, ExprKind::Bool(true)) {
+                    s.push_str(" when ");
+                    s.push_str(&flat(src, body, 0, true));
+                }
+            }
+            if let Some(r) = replacement {
+                s.push_str(" with ");
+                s.push_str(&flat(src, r, 0, true));
             }
             s
         }
@@ -622,7 +646,9 @@ impl Printer<'_> {
                 self.out.push("replace with ");
                 self.expr(content, 0, true, indent, 0);
             }
-            Modification::Redact { .. } => self.out.push(&flat_modification(self.src, m)),
+            Modification::Redact { .. } | Modification::RedactEach { .. } => {
+                self.out.push(&flat_modification(self.src, m))
+            }
         }
     }
 }

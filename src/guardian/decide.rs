@@ -1,6 +1,8 @@
 //! Combining the rules that fired into one ACS decision: deny > defer > ask > modify > allow,
-//! reason codes from every firing rule of the winning kind, and the companion fields each
-//! decision requires.
+//! reason codes from every firing rule of the winning kind (an ask also keeps the changes and
+//! codes of the modify rules beside it), the companion fields each decision requires, the
+//! places `redact` and `redact each` choose, and the modified payload an ask's approval binds to
+//! (docs/language.md §9).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use crate::acs::envelope::{
 };
 use crate::acs::fields::HookSpec;
 use crate::acs::DecisionKind;
-use crate::compile::{CompiledRule, DecisionTemplate, ModTemplate, Program};
+use crate::compile::{Code, CompiledRule, DecisionTemplate, ModTemplate, Program};
 use crate::state::{Action, Approval, ApprovalNote, Found, DEFAULT_APPROVAL_EXPIRY_MS};
 use crate::syntax::ast::{ApproverKind, ExtendScope};
 use crate::vm::{self, Budget, Env, VmError};
@@ -64,6 +66,13 @@ pub struct Decision {
     /// never said (JSON pointers of their provenance records): read as content with no
     /// lineage, and reported in explain traces and decision logs.
     pub unverified_claims: Vec<String>,
+    /// The places (JSON pointers into the payload) that the `modify` rules that fired redact,
+    /// whether or not their decision won: their values are masked wherever the step's values
+    /// are shown (explain traces, decision logs, approval requests).
+    pub redacted: Vec<String>,
+    /// What the policy could not read in this step (`policy_data.warnings`): a toolCallResult
+    /// without `tool` that rules or history filters test by `tool.name`.
+    pub warnings: Vec<String>,
 }
 
 impl Decision {
@@ -92,11 +101,14 @@ impl Decision {
             approval: None,
             effect_outcome: None,
             unverified_claims: Vec::new(),
+            redacted: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
     /// Binds an `ask` on a tool call to its action (docs/effects.md): a granted approval
-    /// for exactly this action turns it into an allow (and is used up); one granted for
+    /// for exactly this action turns it into an allow, or a modify when the ask carries
+    /// modifications (and is used up); one granted for
     /// another action of the same kind turns it into a deny; otherwise the ask opens a
     /// pending approval under this request's id.
     pub fn bind_approval(
@@ -109,7 +121,12 @@ impl Decision {
         match found {
             Found::Approved(id) => {
                 let mut d = self;
-                d.kind = DecisionKind::Allow;
+                // The approved call runs as it was asked about: modified, if it was.
+                d.kind = if d.modifications.is_some() {
+                    DecisionKind::Modify
+                } else {
+                    DecisionKind::Allow
+                };
                 d.reasoning = Some(format!(
                     "approved (ask {id}) for exactly this call; {}",
                     d.reasoning.as_deref().unwrap_or("the policy asked")
@@ -135,6 +152,7 @@ impl Decision {
                 );
                 d.winners = self.winners;
                 d.fired = self.fired;
+                d.redacted = self.redacted;
                 d
             }
             Found::Nothing => {
@@ -149,7 +167,7 @@ impl Decision {
                     expires_ms.div_ceil(1000)
                 ));
                 let approval = Approval {
-                    action: action.canonical.clone(),
+                    action: action.shown.clone(),
                     action_hash: action.hash.clone(),
                     kind: action.kind.clone(),
                     tool: action.tool.clone(),
@@ -215,6 +233,10 @@ impl Decision {
                 );
             }
             None => {}
+        }
+        if !self.warnings.is_empty() {
+            r.policy_data
+                .insert("warnings".into(), serde_json::json!(self.warnings));
         }
         r.metadata = Some(ResultMetadata {
             evaluator: Some(crate::acs::envelope::Evaluator::Deterministic),
@@ -326,8 +348,67 @@ pub fn combine_fired(
         .map(|(r, t)| (Some(*r), *t))
         .collect();
     let mut d = from_templates(program, hook, &winners, env, budget)?;
+    if top == DecisionKind::Ask {
+        d = carry_modifications(d, hook, &rules, env, budget)?;
+    }
     d.fired = fired_names;
     Ok(d)
+}
+
+/// An `ask` keeps the modifications of the `modify` rules that fired beside it (docs/language.md
+/// §9): the approver is asked about the modified call, and the call that runs once approved
+/// carries them. Their codes follow the ask's, and their rules are cited too. Modifications that
+/// cannot be applied together make the step a deny, as they would without the ask.
+fn carry_modifications(
+    mut d: Decision,
+    hook: &'static HookSpec,
+    rules: &[(&CompiledRule, &DecisionTemplate)],
+    env: &Env<'_>,
+    budget: &mut Budget,
+) -> Result<Decision, VmError> {
+    let modifiers: SmallVec<[(Option<&CompiledRule>, &DecisionTemplate); 4]> = rules
+        .iter()
+        .filter(|(_, t)| t.kind == DecisionKind::Modify)
+        .map(|(r, t)| (Some(*r), *t))
+        .collect();
+    if modifiers.is_empty() {
+        return Ok(d);
+    }
+    match merge_modifications(&modifiers, env, budget)? {
+        Ok(m) if is_unchanged(&m) => {}
+        Ok(m) => d.modifications = Some(Box::new(m)),
+        Err(why) => return Ok(conflict_deny(d.winners, hook, &why)),
+    }
+    for (rule, t) in &modifiers {
+        if let Some(c) = &t.code {
+            push_unique(&mut d.reason_codes, c);
+        }
+        if let Some(rule) = rule {
+            let cited = (rule.module.clone(), rule.name.clone());
+            if !d.winners.contains(&cited) {
+                d.winners.push(cited);
+            }
+        }
+    }
+    Ok(d)
+}
+
+/// The deny (an allow where deny is illegal) for modifications that cannot be applied together.
+fn conflict_deny(
+    winners: Vec<(Arc<str>, Arc<str>)>,
+    hook: &'static HookSpec,
+    why: &str,
+) -> Decision {
+    let mut deny = Decision::simple(
+        DecisionKind::Deny,
+        CONFLICTING_MODIFICATIONS,
+        format!("the policy's modifications cannot be applied together: {why}"),
+    );
+    deny.winners = winners;
+    if !hook.allows(DecisionKind::Deny) {
+        deny.kind = DecisionKind::Allow;
+    }
+    deny
 }
 
 fn approver_word(t: ApproverType) -> &'static str {
@@ -390,6 +471,8 @@ fn from_templates(
         approval: None,
         effect_outcome: None,
         unverified_claims: Vec::new(),
+        redacted: Vec::new(),
+        warnings: Vec::new(),
     };
     let first = winners[0].1;
     match kind {
@@ -477,19 +560,16 @@ fn from_templates(
             });
         }
         DecisionKind::Modify => match merge_modifications(winners, env, budget)? {
-            Ok(m) => d.modifications = Some(Box::new(m)),
-            Err(why) => {
-                let mut deny = Decision::simple(
-                    DecisionKind::Deny,
-                    CONFLICTING_MODIFICATIONS,
-                    format!("the policy's modifications cannot be applied together: {why}"),
-                );
-                deny.winners = d.winners;
-                if !hook.allows(DecisionKind::Deny) {
-                    deny.kind = DecisionKind::Allow;
-                }
-                return Ok(deny);
+            // A `redact each` that chose nothing changes nothing: the step goes ahead as it is.
+            Ok(m) if is_unchanged(&m) => {
+                d.kind = DecisionKind::Allow;
+                d.reasoning = Some(format!(
+                    "{}; nothing to change",
+                    d.reasoning.as_deref().unwrap_or("modified by the policy")
+                ));
             }
+            Ok(m) => d.modifications = Some(Box::new(m)),
+            Err(why) => return Ok(conflict_deny(d.winners, hook, &why)),
         },
         DecisionKind::Allow | DecisionKind::Deny => {}
     }
@@ -509,16 +589,19 @@ fn merge_modifications(
                     pointer,
                     replacement,
                 } => {
-                    let r = Redaction {
-                        path: pointer.clone(),
-                        replacement: Some(replacement.clone()),
-                    };
-                    match m.redactions.iter().find(|x| x.path == r.path) {
-                        Some(x) if x.replacement != r.replacement => {
-                            return Ok(Err(format!("two different redactions of {pointer}")))
+                    if let Err(why) = add_redaction(&mut m, pointer, replacement) {
+                        return Ok(Err(why));
+                    }
+                }
+                ModTemplate::RedactEach {
+                    base,
+                    select,
+                    replacement,
+                } => {
+                    for pointer in each_pointers(env, base, select, budget)? {
+                        if let Err(why) = add_redaction(&mut m, &pointer, replacement) {
+                            return Ok(Err(why));
                         }
-                        Some(_) => {}
-                        None => m.redactions.push(r),
                     }
                 }
                 ModTemplate::Override { argument, value } => {
@@ -553,7 +636,150 @@ fn merge_modifications(
             }
         }
     }
+    if is_unchanged(&m) {
+        return Ok(Ok(m));
+    }
     Ok(m.validate().map(|()| m).map_err(|e| e.to_string()))
+}
+
+/// Modifications that change nothing (every `redact each` chose nothing).
+fn is_unchanged(m: &Modifications) -> bool {
+    m.redactions.is_empty() && m.parameter_overrides.is_empty() && m.modified_content.is_none()
+}
+
+/// Adds one redaction; the same place redacted two ways is a conflict.
+fn add_redaction(m: &mut Modifications, pointer: &str, replacement: &str) -> Result<(), String> {
+    match m.redactions.iter().find(|x| x.path == pointer) {
+        Some(x) if x.replacement.as_deref() != Some(replacement) => {
+            Err(format!("two different redactions of {pointer}"))
+        }
+        Some(_) => Ok(()),
+        None => {
+            m.redactions.push(Redaction {
+                path: pointer.to_string(),
+                replacement: Some(replacement.to_string()),
+            });
+            Ok(())
+        }
+    }
+}
+
+/// The places a `redact each` chooses: `select` gives the keys of the chosen elements of the
+/// collection at `base`; each place is `base/KEY`, and its `value` when the element is a
+/// carrier (`{value, provenance}`: an argument, an output). An argument holding one value
+/// rather than a list is its own single element.
+fn each_pointers(
+    env: &Env<'_>,
+    base: &str,
+    select: &Code,
+    budget: &mut Budget,
+) -> Result<Vec<String>, VmError> {
+    let keys = match vm::run(env, select, budget, None)? {
+        vm::Val::List(keys) => keys,
+        _ => return Ok(Vec::new()),
+    };
+    let Some(collection) = env.payload.pointer(base) else {
+        return Ok(Vec::new());
+    };
+    if !collection.is_array() && !collection.is_object() {
+        return Ok(if keys.is_empty() {
+            Vec::new()
+        } else {
+            vec![base.to_string()]
+        });
+    }
+    let mut out = Vec::new();
+    for key in keys.iter() {
+        let segment = match key {
+            vm::Val::Str(name) => name.replace('~', "~0").replace('/', "~1"),
+            vm::Val::Num(n) if *n >= 0.0 && n.fract() == 0.0 => (*n as u64).to_string(),
+            _ => continue,
+        };
+        let mut pointer = format!("{base}/{segment}");
+        if env
+            .payload
+            .pointer(&pointer)
+            .is_some_and(|v| v.get("value").is_some())
+        {
+            pointer.push_str("/value");
+        }
+        out.push(pointer);
+    }
+    Ok(out)
+}
+
+/// A tool call's payload with modifications applied: each redaction's place (a JSON pointer
+/// into the payload) holds its replacement, each overridden argument its new value, and a
+/// replaced content is kept under `modified_content`. An approval binds to the action of this
+/// payload (docs/language.md §9). A redaction whose place is absent changes nothing.
+pub(crate) fn modified_payload(payload: &Value, m: &Modifications) -> Value {
+    let mut p = payload.clone();
+    for r in &m.redactions {
+        if let Some(at) = p.pointer_mut(&r.path) {
+            *at = Value::String(r.effective_replacement().to_string());
+        }
+    }
+    if !m.parameter_overrides.is_empty() {
+        if let Some(obj) = p.as_object_mut() {
+            let args = obj
+                .entry("arguments")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(args) = args.as_object_mut() {
+                for (name, v) in &m.parameter_overrides {
+                    match args.get_mut(name) {
+                        Some(Value::Object(a)) => {
+                            a.insert("value".into(), v.clone());
+                        }
+                        _ => {
+                            args.insert(name.clone(), serde_json::json!({ "value": v }));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let (Some(text), Some(obj)) = (&m.modified_content, p.as_object_mut()) {
+        obj.insert("modified_content".into(), Value::String(text.clone()));
+    }
+    p
+}
+
+/// The places the `modify` rules among `fired` redact (their static `redact` places), each
+/// once: what [`Decision::redacted`] holds.
+pub(crate) fn fired_redactions(
+    program: &Program,
+    fired: &[(u32, Option<DecisionTemplate>)],
+    env: &Env<'_>,
+    budget: &mut Budget,
+) -> Result<Vec<String>, VmError> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, t) in fired {
+        let Some(t) = t
+            .as_ref()
+            .or_else(|| program.rules.get(*i as usize).map(|r| &r.decision))
+        else {
+            continue;
+        };
+        for m in t
+            .modifications
+            .iter()
+            .filter(|_| t.kind == DecisionKind::Modify)
+        {
+            let places = match m {
+                ModTemplate::Redact { pointer, .. } => vec![pointer.clone()],
+                ModTemplate::RedactEach { base, select, .. } => {
+                    each_pointers(env, base, select, budget)?
+                }
+                ModTemplate::Override { .. } | ModTemplate::Replace { .. } => Vec::new(),
+            };
+            for p in places {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The payload of a `system/ping` answer.

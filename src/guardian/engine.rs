@@ -132,9 +132,6 @@ fn run_step(
         let mut draft = Draft::new(state, step_code::own_labels);
         // Taking the content in cannot fail: its labels have a budget of their own.
         draft.begin_event(program, ev);
-        if let Mode::DecideLogged { .. } = mode {
-            *masked = explain::masked_arguments(program, &draft, ev.payload);
-        }
         let decided = match mode {
             Mode::Taint => Err(None),
             Mode::Reapply => step_code::effect_keys(program, &mut draft, ev, &mut budget)
@@ -162,6 +159,9 @@ fn run_step(
             }
             Ok(decision)
         });
+        if let Mode::DecideLogged { .. } = mode {
+            *masked = logged_arguments(program, &draft, ev.payload, &decided);
+        }
         match decided {
             // A refused Intent stays refused even though the step does not go ahead.
             Ok(Some(decision)) if !decision.proceeds() && draft.intent_refused.is_some() => {
@@ -192,6 +192,25 @@ fn run_step(
         state.apply_approval(note);
     }
     Ok(decision)
+}
+
+/// The arguments a decision-log record shows, masked after deciding (what the decision redacts
+/// is masked too). When the decision failed, what the policy's redactions would have chosen is
+/// unknown: if the policy redacts anything, every argument value is masked (fail closed).
+fn logged_arguments(
+    program: &Program,
+    draft: &Draft<'_>,
+    payload: &Value,
+    decided: &Result<Option<Decision>, Option<VmError>>,
+) -> Option<Value> {
+    match decided {
+        Err(Some(_)) if program.redacts() => explain::all_masked(payload),
+        _ => {
+            let decision = decided.as_ref().ok().and_then(Option::as_ref);
+            let redacted = decision.map_or(&[][..], |d| &d.redacted[..]);
+            explain::masked_arguments(program, draft, payload, redacted)
+        }
+    }
 }
 
 /// The payload a step takes in, when it differs from the one that arrived, with the claims
@@ -301,21 +320,67 @@ fn decide_in_draft(
                 });
             }
         }
-        decide::combine_fired(program, hook, &fired, &env, budget)?
+        let mut d = decide::combine_fired(program, hook, &fired, &env, budget)?;
+        d.redacted = decide::fired_redactions(program, &fired, &env, budget)?;
+        d
     };
+    let secrets = explain::Secrets::of(program, draft, ev.payload)
+        .with_redactions(ev.payload, &decision.redacted);
+    decision.warnings = result_without_tool(program, hook, ev.payload);
     // An ask on a tool call is bound to the exact action (docs/effects.md).
     if decision.kind == DecisionKind::Ask && ev.method == "steps/toolCallRequest" {
-        if let Some(action) = crate::state::Action::of(ev.payload, ev.metadata) {
-            let found = draft.find_approval(&action);
-            decision = decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms);
-        }
+        decision = bind_to_action(draft, ev, decision, &secrets);
     }
     if explain {
-        let secrets = explain::Secrets::of(program, draft, ev.payload);
         explain::redact(&mut traces, &secrets);
         decision.trace = traces;
     }
     Ok(decision)
+}
+
+/// A toolCallResult without `tool`: what tests `tool.name` on results cannot match it (a
+/// filter silently skipped otherwise), and the answer says which rules and filters those are.
+fn result_without_tool(
+    program: &Program,
+    hook: &'static fields::HookSpec,
+    payload: &Value,
+) -> Vec<String> {
+    if hook.method != "steps/toolCallResult" || payload.get("tool").is_some() {
+        return Vec::new();
+    }
+    let readers = program.result_tool_readers();
+    if readers.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "this toolCallResult has no `tool`, so {} cannot match it on `tool.name`; send `tool` \
+         with every result (ACS requires it)",
+        readers.join(", ")
+    )]
+}
+
+/// Binds an ask to the action of the call as it would run: with the modifications the ask
+/// carries applied (docs/language.md §9), so the approver approves the modified call and the
+/// call that consumes the grant is the modified one. The approver is shown the action with
+/// every secret masked.
+fn bind_to_action(
+    draft: &Draft<'_>,
+    ev: &Event<'_>,
+    decision: Decision,
+    secrets: &explain::Secrets,
+) -> Decision {
+    let modified = decision
+        .modifications
+        .as_deref()
+        .map(|m| decide::modified_payload(ev.payload, m));
+    let Some(mut action) =
+        crate::state::Action::of(modified.as_ref().unwrap_or(ev.payload), ev.metadata)
+    else {
+        return decision;
+    };
+    action.shown = secrets.mask_canonical(&action.canonical);
+    let found = draft.find_approval(&action);
+    decision.bind_approval(found, &action, ev.request_id, draft.scalars.now_ms)
 }
 
 /// The decisions a Rego deny set asks for: one per message. A message is a string (the

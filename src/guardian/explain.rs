@@ -86,6 +86,32 @@ impl Secrets {
         s
     }
 
+    /// Adds the values at the places a step's `modify` rules redact ([`Decision::redacted`],
+    /// read from the payload): what a `modify` hides is a secret wherever else it would show.
+    pub(crate) fn with_redactions(mut self, payload: &Value, places: &[String]) -> Self {
+        for place in places {
+            if let Some(v) = payload.pointer(place) {
+                self.add(v);
+            }
+        }
+        self
+    }
+
+    /// A canonical JSON text with every secret in it masked (the JSON re-rendered canonically);
+    /// text that is not JSON is masked as text.
+    pub(crate) fn mask_canonical(&self, canonical: &str) -> String {
+        if self.is_empty() {
+            return canonical.to_string();
+        }
+        match serde_json::from_str::<Value>(canonical) {
+            Ok(mut v) => {
+                self.scrub(&mut v, 0);
+                crate::acs::jcs::canonicalize(&v)
+            }
+            Err(_) => scrub_text(canonical, &self.texts),
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.values.is_empty() && self.texts.is_empty()
     }
@@ -134,8 +160,12 @@ impl Secrets {
         match v {
             Value::Object(m) => {
                 if let (Some(value), Some(_)) = (m.get("value"), m.get("provenance")) {
-                    let labels = state.labels_of(program, &vm::Val::Json(v)).unwrap_or(0);
-                    if labels & mask != 0 {
+                    // The label it carries, or one its direct sources carry (declared or
+                    // inferred): a value taken from secret content is that secret.
+                    let carrier = vm::Val::Json(v);
+                    let labels = state.labels_of(program, &carrier).unwrap_or(0);
+                    let sources = state.node_of(program, &carrier).map_or(0, |n| n.source_any);
+                    if (labels | sources) & mask != 0 {
                         self.add(value);
                     }
                 }
@@ -157,8 +187,7 @@ impl Secrets {
     fn leaks(&self, text: &str, string: bool) -> bool {
         let lower = text.to_lowercase();
         self.lower.iter().any(|t| {
-            lower.contains(t.as_str())
-                || (string && lower.chars().count() >= 4 && t.contains(&lower))
+            occurs(&lower, t) || (string && lower.chars().count() >= 4 && t.contains(&lower))
         })
     }
 
@@ -209,15 +238,17 @@ impl Secrets {
 
 /// A tool call's arguments as `{name: value}` (each argument's `value`, without its
 /// provenance), with what an explain trace would mask masked: values carrying a `redact`
-/// label, values at `mask` paths, and anything containing them. `None` when the payload has
-/// no `arguments` object. Decision logs record this.
+/// label, values at `mask` paths, values the step's `modify` rules redact, and anything
+/// containing them. `None` when the payload has no `arguments` object. Decision logs record
+/// this.
 pub(crate) fn masked_arguments(
     program: &Program,
     state: &Draft<'_>,
     payload: &Value,
+    redacted: &[String],
 ) -> Option<Value> {
     let args = payload.get("arguments")?.as_object()?;
-    let secrets = Secrets::of(program, state, payload);
+    let secrets = Secrets::of(program, state, payload).with_redactions(payload, redacted);
     let mut out = Map::new();
     for (name, a) in args {
         let mut v = match a {
@@ -232,14 +263,30 @@ pub(crate) fn masked_arguments(
     Some(Value::Object(out))
 }
 
+/// A tool call's arguments as `{name: "[redacted]"}`: every value masked (a failed decision's
+/// log record, when the policy redacts anything). `None` without an `arguments` object.
+pub(crate) fn all_masked(payload: &Value) -> Option<Value> {
+    let args = payload.get("arguments")?.as_object()?;
+    Some(Value::Object(
+        args.keys()
+            .map(|k| (k.clone(), Value::String(REDACTED.into())))
+            .collect(),
+    ))
+}
+
 /// Whether a call made from a secret returns a secret: a string computed from one
 /// (`lower`, `domain`, `string`, a Rego function) is one; a number or a boolean (a length, a
 /// test) is shown, as a comparison's result is.
 fn derived_secret(o: &Observation, secrets: &Secrets) -> bool {
+    // A kind word (`type_of`'s answer) says what a value is, not what it holds; a secret that
+    // is itself such a word stays masked as the secret it is.
+    const KIND_WORDS: &[&str] = &["string", "number", "bool", "list", "object"];
     o.probe == Probe::Call
-        && o.returned
-            .as_ref()
-            .is_some_and(|r| !r.is_boolean() && !r.is_number())
+        && o.returned.as_ref().is_some_and(|r| {
+            !r.is_boolean()
+                && !r.is_number()
+                && !r.as_str().is_some_and(|w| KIND_WORDS.contains(&w))
+        })
         && o.operands.iter().any(|op| {
             op.value
                 .as_ref()
@@ -292,11 +339,15 @@ pub fn scrub_text(text: &str, masked: &[String]) -> String {
         if out.is_ascii() && m.is_ascii() {
             let (hay, needle) = (out.to_ascii_lowercase(), m.to_ascii_lowercase());
             let mut next = String::with_capacity(out.len());
-            let mut at = 0;
-            while let Some(i) = hay[at..].find(&needle) {
-                next.push_str(&out[at..at + i]);
+            let (mut at, mut from) = (0, 0);
+            while let Some(i) = hay[from..].find(&needle).map(|i| from + i) {
+                from = i + needle.len();
+                if !standalone(&hay, i, needle.len()) {
+                    continue;
+                }
+                next.push_str(&out[at..i]);
                 next.push_str(REDACTED);
-                at += i + needle.len();
+                at = from;
             }
             next.push_str(&out[at..]);
             out = next;
@@ -305,6 +356,27 @@ pub fn scrub_text(text: &str, masked: &[String]) -> String {
         }
     }
     out
+}
+
+/// Secrets shorter than this are masked only where they stand alone (not inside a longer word
+/// or number): a one-letter secret would otherwise mask that letter everywhere.
+const SHORT_SECRET: usize = 4;
+
+/// Whether the `len` bytes at `i` of `hay` are an occurrence worth masking: any occurrence of
+/// a secret of [`SHORT_SECRET`] bytes or more; a shorter one only between non-alphanumerics.
+fn standalone(hay: &str, i: usize, len: usize) -> bool {
+    if len >= SHORT_SECRET {
+        return true;
+    }
+    let before = hay[..i].chars().next_back();
+    let after = hay[i + len..].chars().next();
+    !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+}
+
+/// Whether `hay` shows the secret `needle` ([`standalone`] for short ones).
+fn occurs(hay: &str, needle: &str) -> bool {
+    hay.match_indices(needle)
+        .any(|(i, _)| standalone(hay, i, needle.len()))
 }
 
 /// The source text of a span, comments dropped and whitespace runs collapsed to one space (a

@@ -12,7 +12,7 @@
 //! | `method` | the JSON-RPC method, e.g. `steps/toolCallRequest` |
 //! | `request_id` | `params.request_id` |
 //! | `tool` | `payload.tool.name`, or `null` |
-//! | `arguments` | the call's arguments `{name: value}` masked as explain traces mask them (only when the payload has arguments) |
+//! | `arguments` | the call's arguments `{name: value}` masked as explain traces mask them, and wholly for a failed decision of a policy that redacts (only when the payload has arguments) |
 //! | `decision` | `allow`, `deny`, `ask`, `defer`, `modify`, or `error` (the answer was a JSON-RPC error) |
 //! | `reason_codes`, `reasoning` | the result's |
 //! | `rules` | every rule that fired, `module.rule` |

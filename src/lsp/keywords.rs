@@ -69,6 +69,8 @@ pub(super) const KEYWORDS: &[(&str, Where)] = &[
     ("set", Where::Everywhere),
     ("replace", Where::Everywhere),
     ("with", Where::Everywhere),
+    // `redact each k, a in args when …`: a common name elsewhere.
+    ("each", Where::Within(&["rule", "default"])),
     // Expressions and history.
     ("and", Where::Everywhere),
     ("or", Where::Everywhere),

@@ -153,7 +153,7 @@ pub enum Fail {
 
 pub type R<T> = Result<T, Fail>;
 
-fn type_error<T>(what: String) -> R<T> {
+pub(crate) fn type_error<T>(what: String) -> R<T> {
     Err(Fail::Type(what))
 }
 
@@ -330,6 +330,8 @@ pub fn carrier(cx: &mut Cx<'_>, e: &Expr) -> R<V> {
                 collection = argument_elements(collection)?;
             }
             let elements: Vec<(V, V)> = match collection {
+                // `each` over nothing chooses nothing.
+                V::Undef if *kind == QuantifierKind::Each => return Ok(V::List(Vec::new())),
                 V::Undef => {
                     cx.view.touch(Touch::QuantifierOverAbsent);
                     return Ok(V::Undef);
@@ -348,6 +350,9 @@ pub fn carrier(cx: &mut Cx<'_>, e: &Expr) -> R<V> {
                     ))
                 }
             };
+            if *kind == QuantifierKind::Each {
+                return choose(cx, key.as_ref(), var, body, elements);
+            }
             let is_any = *kind == QuantifierKind::Any;
             let mut saw_undefined = false;
             for (name, element) in elements {
@@ -425,10 +430,38 @@ fn argument_elements(arg: V) -> R<V> {
     ))
 }
 
+/// `redact each`'s choice: the keys of the elements whose body is true or undefined (when in
+/// doubt, hide).
+fn choose(
+    cx: &mut Cx<'_>,
+    key: Option<&crate::syntax::ast::Ident>,
+    var: &crate::syntax::ast::Ident,
+    body: &Expr,
+    elements: Vec<(V, V)>,
+) -> R<V> {
+    let mut chosen = Vec::new();
+    for (name, element) in elements {
+        if let Some(k) = key {
+            cx.vars.push((k.name.clone(), name.clone()));
+        }
+        cx.vars.push((var.name.clone(), element));
+        let r = truth(cx, body);
+        cx.vars.pop();
+        if key.is_some() {
+            cx.vars.pop();
+        }
+        if r? != Some(false) {
+            chosen.push(name);
+        }
+    }
+    Ok(V::List(chosen))
+}
+
 fn quantifier_word(k: QuantifierKind) -> &'static str {
     match k {
         QuantifierKind::Any => "any",
         QuantifierKind::All => "all",
+        QuantifierKind::Each => "each",
     }
 }
 

@@ -33,7 +33,7 @@ use crate::check::Checked;
 use crate::diagnostics::FileId;
 use crate::syntax::ast::{self, BinaryOp, Expr, ExprKind, History, Item, PlaceSegment, WindowKind};
 
-use eval::{truth, value, Cx};
+use eval::{truth, type_error, value, Cx};
 pub use eval::{Fail, NodeView, Touch, V};
 
 /// Reason code of a decision that failed (docs/language.md: a type error).
@@ -134,6 +134,78 @@ pub struct Mods {
     /// Argument overrides, by argument name.
     pub overrides: BTreeMap<String, V>,
     pub content: Option<String>,
+}
+
+impl Mods {
+    /// Nothing to change (every `redact each` chose nothing).
+    fn is_empty(&self) -> bool {
+        self.redactions.is_empty() && self.overrides.is_empty() && self.content.is_none()
+    }
+
+    /// One redaction more; the same place redacted two ways is a conflict.
+    fn redact(&mut self, path: String, with: String) -> Result<(), String> {
+        match self.redactions.iter().find(|(p, _)| *p == path) {
+            Some((_, w)) if *w != with => Err(format!("{path} twice")),
+            Some(_) => Ok(()),
+            None => {
+                self.redactions.push((path, with));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A redaction's replacement: its constant expression's string, `[REDACTED]` without one.
+fn replacement_text(cx: &mut Cx<'_>, e: Option<&ast::Expr>) -> eval::R<String> {
+    match e.map(|e| value(cx, e)).transpose()? {
+        None => Ok("[REDACTED]".to_string()),
+        Some(V::Str(s)) => Ok(s),
+        Some(other) => type_error(format!("a replacement is a {}", other.kind())),
+    }
+}
+
+/// The places a `redact each` chose, written out again here from the language reference: the
+/// chosen keys under the collection's pointer, into a carrier's `value`; an argument that holds
+/// one value rather than a list is its own element.
+fn chosen_places(payload: &V, base: &str, keys: V) -> Vec<String> {
+    let V::List(keys) = keys else {
+        return Vec::new();
+    };
+    let at = |ptr: &str| -> Option<&V> {
+        ptr.split('/').skip(1).try_fold(payload, |v, seg| {
+            let seg = seg.replace("~1", "/").replace("~0", "~");
+            match v {
+                V::Obj(members) => members.iter().find(|(k, _)| *k == seg).map(|(_, v)| v),
+                V::List(items) => seg.parse::<usize>().ok().and_then(|i| items.get(i)),
+                _ => None,
+            }
+        })
+    };
+    match at(base) {
+        Some(V::List(_) | V::Obj(_)) => {}
+        Some(V::Undef) | None => return Vec::new(),
+        Some(_) => {
+            return if keys.is_empty() {
+                Vec::new()
+            } else {
+                vec![base.to_string()]
+            }
+        }
+    }
+    keys.iter()
+        .filter_map(|k| match k {
+            V::Str(name) => Some(name.replace('~', "~0").replace('/', "~1")),
+            V::Num(n) if *n >= 0.0 && n.fract() == 0.0 => Some((*n as u64).to_string()),
+            _ => None,
+        })
+        .map(|seg| {
+            let place = format!("{base}/{seg}");
+            match at(&place) {
+                Some(V::Obj(m)) if m.iter().any(|(k, _)| k == "value") => format!("{place}/value"),
+                _ => place,
+            }
+        })
+        .collect()
 }
 
 /// The decision for one event.
@@ -1400,6 +1472,7 @@ fn combine(
                 if d.decision.kind == DecisionKind::Modify {
                     let winners = [(d.decision, d.file)];
                     match merge(view, &winners, payload, metadata)? {
+                        Ok(m) if m.is_empty() => out.kind = DecisionKind::Allow,
                         Ok(m) => out.modifications = Some(m),
                         Err(_) => return Ok(conflict(hook, out)),
                     }
@@ -1432,9 +1505,32 @@ fn combine(
             }
         }
     }
+    // An ask keeps the changes (and codes) of the modify rules beside it (docs/language.md §9).
+    let changers: Vec<(&ast::Decision, FileId)> = match top {
+        DecisionKind::Modify => winners,
+        DecisionKind::Ask => fired
+            .iter()
+            .filter(|r| r.decision.kind == DecisionKind::Modify)
+            .map(|r| (r.decision, r.file))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if top == DecisionKind::Ask {
+        for c in changers.iter().flat_map(|(d, _)| code(d)) {
+            if !codes.contains(&c) {
+                codes.push(c);
+            }
+        }
+    }
     let mut out = outcome(top, codes);
-    if top == DecisionKind::Modify {
-        match merge(view, &winners, payload, metadata)? {
+    if !changers.is_empty() {
+        match merge(view, &changers, payload, metadata)? {
+            // Nothing chosen to change: a modify goes ahead as an allow, an ask carries nothing.
+            Ok(m) if m.is_empty() => {
+                if top == DecisionKind::Modify {
+                    out.kind = DecisionKind::Allow;
+                }
+            }
             Ok(m) => out.modifications = Some(m),
             Err(_) => return Ok(conflict(hook, out)),
         }
@@ -1479,14 +1575,23 @@ fn merge(
                 ast::Modification::Redact {
                     place, replacement, ..
                 } => {
-                    let path = place.pointer();
-                    let with = replacement
-                        .as_ref()
-                        .map_or_else(|| "[REDACTED]".to_string(), |r| r.value.clone());
-                    match m.redactions.iter().find(|(p, _)| *p == path) {
-                        Some((_, w)) if *w != with => return Ok(Err(format!("{path} twice"))),
-                        Some(_) => {}
-                        None => m.redactions.push((path, with)),
+                    let with = replacement_text(&mut cx, replacement.as_ref())?;
+                    if let Err(why) = m.redact(place.pointer(), with) {
+                        return Ok(Err(why));
+                    }
+                }
+                ast::Modification::RedactEach {
+                    collection,
+                    select,
+                    replacement,
+                    ..
+                } => {
+                    let with = replacement_text(&mut cx, replacement.as_ref())?;
+                    let keys = value(&mut cx, select)?;
+                    for path in chosen_places(payload, &collection.pointer(), keys) {
+                        if let Err(why) = m.redact(path, with.clone()) {
+                            return Ok(Err(why));
+                        }
                     }
                 }
                 ast::Modification::Set {

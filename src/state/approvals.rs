@@ -18,8 +18,11 @@ pub const DEFAULT_APPROVAL_EXPIRY_MS: u64 = 10 * 60 * 1000;
 /// The action a tool call would perform, as an approval binds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Action {
-    /// The canonical JSON that is hashed (what an operator is shown and approves).
+    /// The canonical JSON that is hashed.
     pub canonical: String,
+    /// What an operator is shown and approves: `canonical`, with the values an explain trace
+    /// would mask masked (the caller masks it: `state` does not know what is secret).
+    pub shown: String,
     /// `action_hash`: lowercase hex SHA-256 of `canonical`.
     pub hash: String,
     /// Hash of the action without its arguments and resource: calls of the same kind, by
@@ -52,7 +55,7 @@ impl Action {
             .unwrap_or_default();
         let operation = field(payload.get("operation"));
         let environment = field(metadata.get("environment"));
-        let action = json!({
+        let mut action = json!({
             "principal": principal,
             "tool": tool,
             "operation": operation,
@@ -60,6 +63,11 @@ impl Action {
             "resource": field(payload.get("capability")),
             "environment": environment,
         });
+        // A call whose content a `modify` replaced (the guardian's modified payload) is bound
+        // with its replacement.
+        if let Some(content) = payload.get("modified_content") {
+            action["modified_content"] = content.clone();
+        }
         let kind = json!({
             "principal": action["principal"],
             "tool": tool,
@@ -68,6 +76,7 @@ impl Action {
         });
         let canonical = jcs::canonicalize(&action);
         Some(Action {
+            shown: canonical.clone(),
             hash: crypto::canonical_hash(&action),
             kind: crypto::canonical_hash(&kind),
             canonical,
@@ -80,7 +89,7 @@ impl Action {
 /// One approval, from the `ask` that opened it to its use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
-    /// The action's canonical JSON, its hash and its kind ([`Action`]).
+    /// The action as shown ([`Action::shown`]: secrets masked), its hash and its kind.
     pub action: String,
     pub action_hash: String,
     pub kind: String,

@@ -378,27 +378,67 @@ pub struct Place {
 
 impl Place {
     /// The JSON Pointer (relative to the payload) this place names: `args` is `arguments`, and
-    /// `args.x` is the argument's value (`/arguments/x/value`), not its provenance.
+    /// `args.x` is the argument's value (`/arguments/x/value`), not its provenance; what is
+    /// inside an argument is inside its value (`args.to[0]` is `/arguments/to/value/0`, as the
+    /// ACS `modifications` schema's pointers into the payload need).
     pub fn pointer(&self) -> String {
         pointer_of(&self.segments)
     }
 }
 
+impl Place {
+    /// The place read as an expression (`args.to[0]` as the member and index chain).
+    pub fn to_expr(&self) -> Expr {
+        let mut segments = self.segments.iter();
+        let first = match segments.next() {
+            Some(PlaceSegment::Field(id)) => Expr {
+                kind: ExprKind::Name(id.name.clone()),
+                span: id.span,
+            },
+            _ => Expr {
+                kind: ExprKind::Null,
+                span: self.span,
+            },
+        };
+        segments.fold(first, |e, seg| match seg {
+            PlaceSegment::Field(id) => Expr {
+                span: e.span.to(id.span),
+                kind: ExprKind::Member(Box::new(e), id.clone()),
+            },
+            PlaceSegment::Index(n, s) => Expr {
+                // Up to the closing bracket.
+                span: Span {
+                    start: e.span.start,
+                    end: s.end + 1,
+                },
+                kind: ExprKind::Index(
+                    Box::new(e),
+                    Box::new(Expr {
+                        kind: ExprKind::Number(*n as f64),
+                        span: *s,
+                    }),
+                ),
+            },
+        })
+    }
+}
+
 /// [`Place::pointer`] of a place's segments.
 pub fn pointer_of(segments: &[PlaceSegment]) -> String {
+    let on_argument =
+        matches!(segments.first(), Some(PlaceSegment::Field(id)) if id.name == "args");
     let mut out = String::new();
     for (i, seg) in segments.iter().enumerate() {
         out.push('/');
         match seg {
-            PlaceSegment::Field(id) if i == 0 && id.name == "args" => out.push_str("arguments"),
+            PlaceSegment::Field(id) if i == 0 && on_argument => out.push_str("arguments"),
             PlaceSegment::Field(id) => out.push_str(&id.name.replace('~', "~0").replace('/', "~1")),
             PlaceSegment::Index(n, _) => out.push_str(&n.to_string()),
         }
-    }
-    let on_argument =
-        matches!(segments.first(), Some(PlaceSegment::Field(id)) if id.name == "args");
-    if on_argument && segments.len() == 2 {
-        out.push_str("/value");
+        // After the argument's name: its value.
+        if on_argument && i == 1 {
+            out.push_str("/value");
+        }
     }
     out
 }
@@ -413,7 +453,18 @@ pub enum PlaceSegment {
 pub enum Modification {
     Redact {
         place: Place,
-        replacement: Option<StringLit>,
+        /// `with EXPR`: a constant string expression (`"[REDACTED]"` without it).
+        replacement: Option<Expr>,
+        span: Span,
+    },
+    /// `redact each k, a in PLACE [when COND] [with EXPR]`: every element of the collection at
+    /// `collection` (the arguments, a list argument, a payload list) for which `select`'s body
+    /// holds. `select` is that choice as a quantifier of kind [`QuantifierKind::Each`] over the
+    /// place, so names, types and scopes are a quantifier's.
+    RedactEach {
+        collection: Place,
+        select: Expr,
+        replacement: Option<Expr>,
         span: Span,
     },
     Set {
@@ -431,6 +482,7 @@ impl Modification {
     pub fn span(&self) -> Span {
         match self {
             Modification::Redact { span, .. }
+            | Modification::RedactEach { span, .. }
             | Modification::Set { span, .. }
             | Modification::Replace { span, .. } => *span,
         }
@@ -578,6 +630,9 @@ impl BinaryOp {
 pub enum QuantifierKind {
     Any,
     All,
+    /// The elements a `redact each` chooses: the keys (names or positions) of every element
+    /// whose body is true or undefined (never written as an expression).
+    Each,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

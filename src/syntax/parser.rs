@@ -822,13 +822,14 @@ impl Builder<'_> {
         Some(match rule {
             Rule::redact_m => {
                 let place = self.place(parts.next()?);
-                let replacement = parts.next().map(|s| self.string(s));
+                let replacement = parts.next().and_then(|w| self.clause_expr(w));
                 Modification::Redact {
                     place,
                     replacement,
                     span,
                 }
             }
+            Rule::redact_each_m => self.redact_each(parts, span)?,
             Rule::set_m => {
                 let place = self.place(parts.next()?);
                 let value = self.expr(parts.next()?, 0);
@@ -839,6 +840,58 @@ impl Builder<'_> {
                 span,
             },
         })
+    }
+
+    /// `redact each [k,] a in PLACE [when COND] [with EXPR]`: the choice of elements becomes a
+    /// quantifier of kind `Each` over the place (its body `true` without `when`).
+    fn redact_each(
+        &mut self,
+        parts: pest::iterators::Pairs<Rule>,
+        span: Span,
+    ) -> Option<Modification> {
+        let mut names = Vec::new();
+        let (mut collection, mut body, mut replacement) = (None, None, None);
+        for p in parts {
+            match p.as_rule() {
+                Rule::ident => names.push(self.ident(p)),
+                Rule::place => collection = Some(self.place(p)),
+                Rule::redact_when => body = self.clause_expr(p),
+                Rule::redact_with => replacement = self.clause_expr(p),
+                _ => {}
+            }
+        }
+        let collection = collection?;
+        let var = names.pop()?;
+        let key = names.pop();
+        let body = body.unwrap_or(Expr {
+            kind: ExprKind::Bool(true),
+            span: collection.span,
+        });
+        let select = Expr {
+            span: Span {
+                start: var.span.start,
+                end: body.span.end.max(collection.span.end),
+            },
+            kind: ExprKind::Quantifier {
+                kind: QuantifierKind::Each,
+                key,
+                var,
+                over: Box::new(collection.to_expr()),
+                body: Box::new(body),
+            },
+        };
+        Some(Modification::RedactEach {
+            collection,
+            select,
+            replacement,
+            span,
+        })
+    }
+
+    /// The expression of a `when EXPR` / `with EXPR` clause.
+    fn clause_expr(&mut self, pair: Pair<Rule>) -> Option<Expr> {
+        let inner = pair.into_inner().next()?;
+        Some(self.expr(inner, 0))
     }
 
     fn place(&mut self, pair: Pair<Rule>) -> Place {

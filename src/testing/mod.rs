@@ -281,22 +281,11 @@ fn policy_for(test_path: &Path) -> PathBuf {
     test_path.to_path_buf()
 }
 
-/// The test files under the given paths: folders recursively; a `foo.ward` named directly
-/// brings its `foo_test.ward` along.
+/// The test files under the given paths: the files `warden check` checks
+/// (`check::collect_files`: folders recursively, a `foo.ward` named directly with its
+/// `foo_test.ward`), so the two commands agree on what loads.
 pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let mut files = check::collect_files(paths)?;
-    for p in paths {
-        if p.is_file() {
-            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-            let sibling = p.with_file_name(format!("{stem}_test.ward"));
-            if !stem.ends_with("_test") && sibling.is_file() {
-                files.push(sibling);
-            }
-        }
-    }
-    files.sort();
-    files.dedup();
-    Ok(files)
+    check::collect_files(paths)
 }
 
 // ---------------------------------------------------------------------------------------------

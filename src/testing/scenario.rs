@@ -525,19 +525,30 @@ impl<'s> Run<'s> {
             }
         }
         let (line, column) = self.line_col(span);
+        // What the decision masked stays masked in the report too: the step's own text (a
+        // test writes the secret it sends) and everything around it.
+        let masked: Vec<String> = sent
+            .map(|s| {
+                s.traces
+                    .iter()
+                    .flat_map(|t| t.masked.iter().cloned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mask = |t: String| guardian::explain::scrub_text(&t, &masked);
         self.failures.push(Failure {
-            step: self.first_line(span),
+            step: mask(self.first_line(span)),
             file: self.suite.display.clone(),
             line,
             column,
             method: sent.map(|s| s.method.clone()),
             request_id: sent.map(|s| s.request_id.clone()),
-            expected,
-            actual,
-            message,
+            expected: expected.map(mask),
+            actual: actual.map(mask),
+            message: mask(message),
             fired,
             trace,
-            rendered,
+            rendered: mask(rendered),
         });
     }
 
@@ -583,21 +594,16 @@ impl<'s> Run<'s> {
                 Modification::Redact {
                     place, replacement, ..
                 } => {
-                    let p = place.pointer();
-                    match mods.redactions.iter().find(|r| r.path == p) {
-                        None => return Some(format!("the modification does not redact {p}")),
-                        Some(r) => {
-                            if let Some(want) = replacement {
-                                if r.effective_replacement() != want.value {
-                                    return Some(format!(
-                                        "{p} is redacted with \"{}\", not \"{}\"",
-                                        r.effective_replacement(),
-                                        want.value
-                                    ));
-                                }
-                            }
-                        }
+                    if let Some(why) = self.redaction_mismatch(mods, place, replacement.as_ref()) {
+                        return Some(why);
                     }
+                }
+                Modification::RedactEach { .. } => {
+                    return Some(
+                        "an expectation names each redacted place (`redact args.x`), not \
+                         `redact each`"
+                            .to_string(),
+                    )
                 }
                 Modification::Set { place, value, .. } => {
                     let arg = match place.segments.get(1) {
@@ -647,6 +653,33 @@ impl<'s> Run<'s> {
             }
         }
         None
+    }
+
+    /// Whether the answer redacts `place` (with the expected replacement, when one is given).
+    fn redaction_mismatch(
+        &self,
+        mods: &Modifications,
+        place: &crate::syntax::ast::Place,
+        replacement: Option<&crate::syntax::ast::Expr>,
+    ) -> Option<String> {
+        let p = place.pointer();
+        let Some(r) = mods.redactions.iter().find(|r| r.path == p) else {
+            return Some(format!("the modification does not redact {p}"));
+        };
+        let want = match replacement.map(|e| self.consts.json(e)) {
+            None => return None,
+            Some(Ok(Value::String(w))) => w,
+            Some(Ok(other)) => {
+                return Some(format!("the expected replacement {other} is not a string"))
+            }
+            Some(Err(e)) => return Some(format!("the expected replacement is not constant: {e}")),
+        };
+        (r.effective_replacement() != want).then(|| {
+            format!(
+                "{p} is redacted with \"{}\", not \"{want}\"",
+                r.effective_replacement()
+            )
+        })
     }
 
     // -----------------------------------------------------------------------------------------

@@ -12,15 +12,15 @@ const LINK_TLDS: &[&str] = &[
 ];
 
 /// The web and e-mail addresses written in a text, as written (trailing punctuation trimmed):
-/// anything with a scheme (`https://…`), anything starting `www.`, `name@host.tld`, and bare
-/// host names ending in a common top-level domain (`secure-pay.com/login`). What
-/// `links(x)` gives a policy: the places a message points its reader to.
+/// anything with a scheme (`https://…`), anything starting `www.`, `name@host.tld`, bare host
+/// names ending in a common top-level domain (`secure-pay.com/login`), and bare IP addresses:
+/// IPv4 (`10.0.0.5`, `10.0.0.5:8080/x`), IPv6 in brackets (`[2001:db8::1]:443/x`) or bare
+/// (`2001:db8::1`). What `links(x)` gives a policy: the places a message points its reader to.
 pub fn links(text: &str) -> Vec<String> {
-    let is_part = |c: char| c.is_alphanumeric() || "@.-_:/+%#?=&~".contains(c);
+    let is_part = |c: char| c.is_alphanumeric() || "@.-_:/+%#?=&~[]".contains(c);
     let mut out = Vec::new();
     for raw in text.split(|c: char| !is_part(c)) {
-        let t = raw.trim_end_matches(|c: char| ".,:;-_/?#&=+%~".contains(c));
-        let t = t.trim_start_matches(|c: char| ".,:;-_/?#&=+%~".contains(c));
+        let t = unbracket(trim_punctuation(raw));
         if t.len() < 4 {
             continue;
         }
@@ -31,18 +31,61 @@ pub fn links(text: &str) -> Vec<String> {
             !user.is_empty() && host.contains('.') && !host.starts_with('.')
         } else {
             let host = lower.split(['/', '?', '#']).next().unwrap_or("");
-            let labels: Vec<&str> = host.split('.').collect();
-            labels.len() >= 2
-                && labels.iter().all(|l| {
-                    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                })
-                && labels.last().is_some_and(|tld| LINK_TLDS.contains(tld))
+            is_ip_host(host) || is_named_host(host)
         };
         if is_link {
             out.push(t.to_string());
         }
     }
     out
+}
+
+/// A word without the punctuation that ends a sentence or opens a clause around it.
+fn trim_punctuation(raw: &str) -> &str {
+    let punctuation = |c: char| ".,:;-_/?#&=+%~".contains(c);
+    raw.trim_end_matches(punctuation)
+        .trim_start_matches(punctuation)
+}
+
+/// A word in square brackets that is not a bracketed IPv6 address (`[www.example.com]`), without
+/// its brackets; anything else as it is.
+fn unbracket(t: &str) -> &str {
+    if !t.starts_with('[') || bracketed_ipv6(t) {
+        return t;
+    }
+    trim_punctuation(t.trim_start_matches('[').trim_end_matches(']'))
+}
+
+/// `[IPv6]`, optionally followed by a port and a path.
+fn bracketed_ipv6(t: &str) -> bool {
+    t.strip_prefix('[')
+        .and_then(|rest| rest.split_once(']'))
+        .is_some_and(|(inside, _)| inside.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
+/// A host part that is an IP address: IPv4 with an optional port, IPv6 in brackets (with an
+/// optional port) or bare.
+fn is_ip_host(host: &str) -> bool {
+    if host.starts_with('[') {
+        return bracketed_ipv6(host);
+    }
+    if host.parse::<std::net::Ipv6Addr>().is_ok() {
+        return true;
+    }
+    let (addr, port) = host.split_once(':').unwrap_or((host, ""));
+    addr.parse::<std::net::Ipv4Addr>().is_ok()
+        && addr.split('.').count() == 4
+        && port.chars().all(|c| c.is_ascii_digit())
+}
+
+/// A dotted host name ending in a common top-level domain.
+fn is_named_host(host: &str) -> bool {
+    let labels: Vec<&str> = host.split('.').collect();
+    labels.len() >= 2
+        && labels
+            .iter()
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        && labels.last().is_some_and(|tld| LINK_TLDS.contains(tld))
 }
 
 #[cfg(test)]
@@ -65,5 +108,28 @@ mod tests {
             ]
         );
         assert!(links("no links here, only words and 3.14").is_empty());
+    }
+
+    #[test]
+    fn bare_ip_addresses_are_links() {
+        let found = links(
+            "Send it to 203.0.113.7, or 10.0.0.5:8080/upload; also [2001:db8::1]:443/x \
+             and fe80::1ff:fe23:4567:890a. See [www.example.com].",
+        );
+        assert_eq!(
+            found,
+            vec![
+                "203.0.113.7",
+                "10.0.0.5:8080/upload",
+                "[2001:db8::1]:443/x",
+                "fe80::1ff:fe23:4567:890a",
+                "www.example.com",
+            ]
+        );
+    }
+
+    #[test]
+    fn numbers_and_times_are_not_ip_addresses() {
+        assert!(links("version 1.2.3, at 10:30, ratio 3.14, 300.1.2.3, [note]").is_empty());
     }
 }

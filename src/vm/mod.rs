@@ -164,6 +164,8 @@ struct Iter<'a> {
     saw_undef: bool,
     /// The collection, kept for the explain trace (only when tracing).
     of: Option<Val<'a>>,
+    /// `each`: the keys of the elements chosen so far.
+    selected: Vec<Val<'a>>,
 }
 
 /// A provenance question (`has`, `taken_from(…)`, …) about a bare string, number or bool
@@ -758,6 +760,7 @@ pub fn run<'a>(
                     pos: 0,
                     saw_undef: absent,
                     of: tracer.is_some().then_some(v),
+                    selected: Vec::new(),
                 });
             }
             Op::IterNext(var, exit) => {
@@ -810,6 +813,24 @@ pub fn run<'a>(
                     }
                     _ => pc = lp as usize,
                 }
+            }
+            Op::SelectStep(key, lp) => {
+                let r = typed!(pop!().truth_checked("a `redact each` condition"));
+                let Some(it) = iters.last_mut() else {
+                    return Err(VmError::Malformed(pc));
+                };
+                // Undefined is chosen too: when in doubt, hide it.
+                if r != Some(false) {
+                    it.selected
+                        .push(vars.get(key as usize).cloned().unwrap_or(Val::Undef));
+                }
+                pc = lp as usize;
+            }
+            Op::SelectEnd => {
+                let Some(it) = iters.pop() else {
+                    return Err(VmError::Malformed(pc));
+                };
+                stack.push(Val::List(std::rc::Rc::new(it.selected)));
             }
             Op::IterEnd(is_any) => {
                 let Some(it) = iters.pop() else {

@@ -147,20 +147,13 @@ impl<'a> Val<'a> {
     }
 
     /// "a string \"5000\"": the kind and a short rendering, for type-error messages.
+    /// What a type error says the value is: its kind only, never its content (the message
+    /// reaches the answer's reasoning and the decision log, where a secret must not; the explain
+    /// trace shows the value, masked).
     pub fn what(&self) -> String {
         match self.kind() {
             None => "undefined".into(),
-            Some(k) => format!("{} {}", k.article(), self.describe_short()),
-        }
-    }
-
-    fn describe_short(&self) -> String {
-        let text = self.describe();
-        if text.chars().count() > 60 {
-            let cut: String = text.chars().take(57).collect();
-            format!("{cut}...")
-        } else {
-            text
+            Some(k) => k.article().to_string(),
         }
     }
 

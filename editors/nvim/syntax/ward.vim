@@ -6,7 +6,7 @@ endif
 
 syn keyword wardKeyword package use rego data as let label redact rule on when default
 syn keyword wardKeyword approver human agent service question timeout else resolve because
-syn keyword wardKeyword set replace with test strict from user call result retrieve memory
+syn keyword wardKeyword set replace with each test strict from user call result retrieve memory
 syn keyword wardKeyword compact skill subagent send expect session this turn turns last by
 syn keyword wardKeyword intent permits mask effect expires extend this_request approve pred
 syn keyword wardModifier not_executed_on_error
