@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::adapters::core_agent as hook;
 use crate::guardian::{self, Guardian, OnDecisionFailure, Options, Protocol};
 use crate::server::backend::{self, Backend};
-use crate::server::{decision_log, operator, serve, watch};
+use crate::server::{decision_log, operator, serve, stop, watch};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -84,6 +84,10 @@ pub struct ServeArgs {
     /// only) or an http:// collector (batched POSTs of JSON lines; docs/serve.md)
     #[arg(long, value_name = "PATH|-|URL")]
     decision_log: Option<String>,
+    /// With an http:// decision log: the most bytes of records queued for the collector
+    /// (the batch being sent included); when full, the oldest records are dropped and counted
+    #[arg(long, value_name = "BYTES", default_value_t = decision_log::QUEUE_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..))]
+    decision_log_queue_bytes: usize,
     /// Also serve the operator endpoint (list and resolve effects, list and grant approvals)
     /// on this address: a separate listener from the agent-facing one (docs/serve.md)
     #[arg(long, value_name = "ADDR", requires = "operator_token_file")]
@@ -112,6 +116,13 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    fn decision_log_bounds(&self) -> decision_log::Bounds {
+        decision_log::Bounds {
+            records: decision_log::QUEUE_CAPACITY,
+            bytes: self.decision_log_queue_bytes,
+        }
+    }
+
     /// The HTTP listeners' time limits and connection caps.
     fn http_limits(&self) -> serve::HttpLimits {
         serve::HttpLimits {
@@ -484,14 +495,35 @@ fn read_key(path: &std::path::Path) -> Result<Arc<[u8]>, String> {
     Ok(Arc::from(trimmed))
 }
 
-/// Flushes a decision log (for up to 5 s) when dropped: at the end of `run_serve`.
-struct FlushOnDrop(Option<Arc<dyn guardian::log::DecisionLog>>);
-
-impl Drop for FlushOnDrop {
-    fn drop(&mut self) {
-        if let Some(log) = &self.0 {
-            log.flush(Duration::from_secs(5));
+/// The end of a serve, whether the input ended or a signal asked for the stop
+/// (docs/serve.md, "Stopping"): what the transport could not answer in time is said, the
+/// journal is closed (filed, or its leases let go), the decision log sends what it holds within
+/// [`stop::LOG_GRACE`] (what it could not send is counted and said).
+fn wind_down(
+    store: Option<&crate::server::backend::Backend>,
+    log: Option<&dyn guardian::log::DecisionLog>,
+    still_open: usize,
+) {
+    let signalled = stop::requested();
+    if still_open > 0 {
+        eprintln!(
+            "warden: stop: {still_open} connection(s) still busy after {} s were closed \
+             without an answer",
+            stop::ANSWER_GRACE.as_secs()
+        );
+    }
+    if let Some(store) = store {
+        match store.close() {
+            Ok(0) => {}
+            Ok(n) => eprintln!("warden: stop: let go of {n} session lease(s)"),
+            Err(e) => eprintln!("warden: stop: the journal could not be closed: {e}"),
         }
+    }
+    if let Some(log) = log {
+        log.flush(stop::LOG_GRACE);
+    }
+    if signalled {
+        eprintln!("warden: stopped after {}", stop::signal_name());
     }
 }
 
@@ -508,6 +540,8 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             return fail("the policy has errors; nothing was served");
         }
     };
+    // SIGTERM and SIGINT stop the server cleanly from here on (a second one at once).
+    stop::install();
     let mut protocol = Protocol::strict();
     protocol.require_handshake = !a.no_handshake;
     protocol.skew_window_ms = Some(a.skew_window_ms);
@@ -551,7 +585,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
     let decision_log = match a
         .decision_log
         .as_deref()
-        .map(|spec| decision_log::open(spec, a.listen.is_some()))
+        .map(|spec| decision_log::open(spec, a.listen.is_some(), a.decision_log_bounds()))
         .transpose()
     {
         Ok(d) => d,
@@ -572,8 +606,6 @@ pub fn run_serve(a: ServeArgs) -> i32 {
     if let Some(sink) = &decision_log {
         g.set_decision_log(sink.clone());
     }
-    // The last records reach an HTTP collector before the process ends (stdio: end of input).
-    let _flush = FlushOnDrop(decision_log);
     // Housekeeping: ended sessions' tombstones and idle sessions leave memory off the
     // request path (admissions only sweep a few as they go).
     {
@@ -605,6 +637,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             token,
             max_body: a.max_envelope_bytes,
             limits: a.http_limits().for_operator(),
+            decision_log: decision_log.clone(),
         };
         match operator::spawn(op, addr) {
             Ok(bound) => eprintln!("warden: operator endpoint on http://{bound}/"),
@@ -612,7 +645,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         }
     }
     let _ = a.stdio;
-    match a.listen {
+    let (code, still_open) = match a.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {
                 eprintln!("warden: warning: {addr} is not a loopback address; ACS traffic should stay on the host or behind TLS");
@@ -621,16 +654,27 @@ pub fn run_serve(a: ServeArgs) -> i32 {
                 eprintln!("warden: listening on http://{bound}/acs");
             });
             match r {
-                Ok(()) => 0,
-                Err(e) => fail(&format!("{addr}: {e}")),
+                Ok(open) => (0, open),
+                Err(e) => (fail(&format!("{addr}: {e}")), 0),
             }
         }
-        None => match serve::run_stdio(&g, std::io::stdin().lock(), std::io::stdout()) {
-            Ok(()) => 0,
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-            Err(e) => fail(&e.to_string()),
-        },
-    }
+        None => {
+            let r = serve::run_stdio(&g, stop::StdinUntilStop, std::io::stdout());
+            if stop::requested() {
+                eprintln!(
+                    "warden: {}: stopped reading; every message read was answered",
+                    stop::signal_name()
+                );
+            }
+            match r {
+                Ok(()) => (0, 0),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => (0, 0),
+                Err(e) => (fail(&e.to_string()), 0),
+            }
+        }
+    };
+    wind_down(store.as_deref(), decision_log.as_deref(), still_open);
+    code
 }
 
 pub fn run_audit(c: AuditCommand) -> i32 {

@@ -221,7 +221,7 @@ impl Store {
     }
 
     /// Waits until the database holds every record acknowledged so far.
-    fn caught_up(&self) -> Result<(), String> {
+    pub(super) fn caught_up(&self) -> Result<(), String> {
         let target = self.progress.logged.load(Ordering::SeqCst);
         if self
             .progress
