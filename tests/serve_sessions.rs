@@ -1,7 +1,8 @@
 //! The session table under hostile load (docs/serve.md, "Sessions"): a request refused for
-//! want of a handshake allocates nothing, one agent cannot take every slot, idle sessions
-//! leave memory and come back from the journal with their chain and taint, and an ended
-//! session's age survives a restart.
+//! want of a handshake allocates nothing, a flood of bare hellos locks no new session out (with
+//! and without `--key-file`), one agent cannot take every slot, idle sessions leave memory and
+//! come back from the journal with their chain and taint, and an ended session's age survives
+//! a restart.
 
 mod serve_common;
 
@@ -193,6 +194,13 @@ fn one_agent_cannot_take_every_slot() {
                 &ids::counter(53, i),
                 hello(),
             ),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+        // A first step: the share counts established sessions (bare hellos give way).
+        let sid = ids::counter(53, i);
+        let r = send(
+            &g,
+            &req(next(), "steps/sessionStart", "greedy", &sid, json!({})),
         );
         assert_eq!(r["result"]["decision"], "allow", "{r}");
     }
@@ -536,4 +544,148 @@ fn audit_show_and_export_read_the_chains() {
     assert_eq!(entries[2]["previous_hash"], entries[1]["entry_hash"]);
     let (code, _) = run(&["show", "--session", "no-such-session"]);
     assert_eq!(code, Some(1));
+}
+
+/// `n` hellos of fresh sessions from the agent `agent`, over stdio to `child`, each answered.
+fn flood(child: &mut std::process::Child, agent: &str, n: u64) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stdin = child.stdin.take().unwrap();
+    let agent = agent.to_string();
+    let writer = std::thread::spawn(move || {
+        let mut out = std::io::BufWriter::new(&mut stdin);
+        for i in 0..n {
+            let e = req(
+                i + 1,
+                "handshake/hello",
+                &agent,
+                &ids::counter(60, i),
+                hello(),
+            );
+            writeln!(out, "{e}").unwrap();
+        }
+        out.flush().unwrap();
+        drop(out);
+        stdin
+    });
+    let mut answers = Vec::new();
+    let mut out = BufReader::new(child.stdout.as_mut().unwrap());
+    for _ in 0..n {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        answers.push(serde_json::from_str(&line).unwrap());
+    }
+    child.stdin = Some(writer.join().unwrap());
+    answers
+}
+
+/// One request over stdio to `child`, answered.
+fn over_stdio(child: &mut std::process::Child, v: &Value) -> Value {
+    use std::io::{BufRead, BufReader, Write};
+    writeln!(child.stdin.as_mut().unwrap(), "{v}").unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+fn stdio_serve(dir: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["serve", "--stdio", "--policy"])
+        .arg(dir.join("p.ward"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_flood_of_bare_hellos_locks_no_new_session_out() {
+    // 100 000 hellos that never take a step, under one agent id, then a client of that same
+    // agent: its hello and its steps go through, and after a restart the flood is gone (a
+    // hello is journalled only with a first step).
+    let dir = serve_common::tmp("hello-flood");
+    let mut child = stdio_serve(&dir, &[]);
+    let answers = flood(&mut child, "a", 100_000);
+    assert!(answers.iter().all(|r| r["result"]["decision"] == "allow"));
+    let sid = ids::counter(61, 0);
+    let r = over_stdio(
+        &mut child,
+        &req(200_001, "handshake/hello", "a", &sid, hello()),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    let r = over_stdio(
+        &mut child,
+        &req(200_002, "steps/sessionStart", "a", &sid, json!({})),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let records = warden::server::store::read_dir(&dir.join("state")).unwrap();
+    assert_eq!(
+        records.len(),
+        2,
+        "the client's handshake and step, nothing of the flood"
+    );
+    assert!(records.iter().all(|r| r.session() == Some(sid.as_str())));
+}
+
+#[test]
+fn bare_hellos_are_held_in_a_pool_that_drops_the_oldest() {
+    let caps = Caps {
+        max_hello_sessions: 100,
+        hello_timeout_ms: Some(60_000),
+        ..Caps::default()
+    };
+    let g = guardian(caps, Some(Arc::new(MemoryJournal::default())));
+    for i in 0..1_000 {
+        let r = send(
+            &g,
+            &req(i + 1, "handshake/hello", "a", &ids::counter(62, i), hello()),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+    }
+    assert_eq!(g.hello_counts(), (100, 900));
+    assert_eq!(g.session_count(), 100);
+    // The newest are held: one takes its first step and leaves the pool.
+    let sid = ids::counter(62, 999);
+    let r = send(&g, &req(2_000, "steps/sessionStart", "a", &sid, json!({})));
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    assert_eq!(g.hello_counts().0, 99);
+    // The oldest was dropped: it must say hello again.
+    let r = send(
+        &g,
+        &req(
+            2_001,
+            "steps/sessionStart",
+            "a",
+            &ids::counter(62, 0),
+            json!({}),
+        ),
+    );
+    assert_eq!(error_code(&r), Some(-32003), "{r}");
+}
+
+#[test]
+fn with_a_key_file_unsigned_hellos_are_refused_and_hold_nothing() {
+    let dir = serve_common::tmp("hello-flood-key");
+    std::fs::write(dir.join("key"), "k3y-for-the-flood").unwrap();
+    let key = dir.join("key");
+    let mut child = stdio_serve(&dir, &["--key-file", key.to_str().unwrap()]);
+    let answers = flood(&mut child, "a", 1_000);
+    assert!(
+        answers.iter().all(|r| r["error"]["code"] == -32004),
+        "{:?}",
+        answers[0]
+    );
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    assert!(warden::server::store::read_dir(&dir.join("state"))
+        .unwrap()
+        .is_empty());
 }

@@ -76,6 +76,14 @@ pub struct ServeArgs {
     /// `--state` it is restored, chain and all, when it comes back; without, it is gone
     #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
     idle_timeout: u64,
+    /// A session that has only said hello leaves memory this many seconds after its hello
+    /// unless it takes a step (0: only as an idle session)
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    hello_timeout: u64,
+    /// Sessions that have only said hello held at once (at most half of --max-sessions and
+    /// of --max-sessions-per-agent); a new hello beyond it drops the oldest
+    #[arg(long, value_name = "N", default_value_t = guardian::Caps::default().max_hello_sessions)]
+    max_hello_sessions: usize,
     /// Attach explain traces to results
     #[arg(long)]
     explain: bool,
@@ -553,6 +561,9 @@ pub fn run_serve(a: ServeArgs) -> i32 {
     protocol.caps.max_sessions_per_agent = a.max_sessions_per_agent;
     protocol.caps.idle_session_ms =
         (a.idle_timeout > 0).then(|| a.idle_timeout.saturating_mul(1000));
+    protocol.caps.hello_timeout_ms =
+        (a.hello_timeout > 0).then(|| a.hello_timeout.saturating_mul(1000));
+    protocol.caps.max_hello_sessions = a.max_hello_sessions;
     if let Some(k) = &a.key_file {
         match read_key(k) {
             Ok(k) => protocol.key = Some(k),

@@ -292,6 +292,10 @@ struct Session {
     /// Guardians on one database): its records are committed only while the lease still
     /// carries it. `None` with a journal of one Guardian's own.
     lease: Option<i64>,
+    /// Said hello (at this time, under this policy) and took no step yet: the handshake is
+    /// journalled with the first step, so a session that only said hello costs the journal
+    /// nothing.
+    hello: Option<(i64, Arc<str>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -655,7 +659,15 @@ impl Guardian {
             max_per_agent: proto.caps.max_sessions_per_agent,
             tombstone_ms: proto.skew_window_ms,
             idle_ms: proto.caps.idle_session_ms,
+            hello_ms: proto.caps.hello_timeout_ms,
+            max_hellos: proto.caps.max_hello_sessions,
         }
+    }
+
+    /// Sessions held that have only said hello, and those dropped so far to make room for
+    /// newer hellos (docs/serve.md, "Sessions").
+    pub fn hello_counts(&self) -> (usize, usize) {
+        self.sessions.hello_counts()
     }
 
     /// Holds a new session `sid` for `agent` (or returns the one held), within the caps,
@@ -674,6 +686,28 @@ impl Guardian {
         })
     }
 
+    /// Holds a session a request opens: a hello's as bare (in the pool of sessions that have
+    /// only said hello), any other's (`--no-handshake`) as established.
+    fn admit_new(
+        &self,
+        sid: &str,
+        agent: &str,
+        hello: bool,
+    ) -> Result<Arc<Mutex<Session>>, RpcError> {
+        if !hello {
+            return self.admit(sid, agent, true, time::now_ms());
+        }
+        let now = time::now_ms();
+        let limits = self.limits();
+        self.sessions
+            .admit_hello(sid, agent, now, &limits, || Session {
+                last_active_ms: now,
+                agent: Arc::from(agent),
+                ..Session::default()
+            })
+            .map_err(|r| refusal(agent, r))
+    }
+
     /// Holds `make()` as session `sid` for `agent` (or returns the one held), within the caps.
     fn admit_with(
         &self,
@@ -686,16 +720,7 @@ impl Guardian {
         let limits = self.limits();
         self.sessions
             .admit(sid, agent, now, &limits, counted, make)
-            .map_err(|r| {
-                RpcError::session_refused(match r {
-                    sessions::Refusal::Full(n) => {
-                        format!("this Guardian holds its maximum of {n} sessions")
-                    }
-                    sessions::Refusal::AgentFull(n) => format!(
-                        "agent {agent:?} holds its maximum of {n} sessions on this Guardian"
-                    ),
-                })
-            })
+            .map_err(|r| refusal(agent, r))
     }
 
     /// Drops every ended session whose tombstone outlived the skew window and every idle
@@ -775,7 +800,7 @@ impl Guardian {
                 None if hook.is_some() && proto.require_handshake => {
                     return fail(handshake_required(&req.method))
                 }
-                None => match self.admit(sid, &p.metadata.agent_id, true, time::now_ms()) {
+                None => match self.admit_new(sid, &p.metadata.agent_id, hook.is_none()) {
                     Ok(s) => (s, true),
                     Err(e) => return fail(e),
                 },
@@ -806,12 +831,12 @@ impl Guardian {
             return fail(RpcError::session_refused(why.clone()));
         }
         let Some(hook) = hook else {
-            return match self.hello(&mut s, sid, p) {
-                Ok((r, durable)) => Decided {
+            return match self.hello(&mut s, p) {
+                Ok(r) => Decided {
                     response: Response::result(id, r),
                     traces: Vec::new(),
                     logged: None,
-                    durable,
+                    durable: None,
                 },
                 Err(e) => {
                     // A refused hello leaves nothing behind.
@@ -983,7 +1008,8 @@ impl Guardian {
                         approval: None,
                         at_ms: Some(time::now_ms()),
                     };
-                    let durable = self.submit_as(vec![record], s.lease);
+                    let records = self.with_hello(&mut s, sid, record);
+                    let durable = self.submit_as(records, s.lease);
                     return Decided {
                         response,
                         traces: Vec::new(),
@@ -1093,7 +1119,8 @@ impl Guardian {
         };
         // Journalled under the session's lock, so the journal holds each session's steps in
         // the order they were decided; the answer waits for the commit (`Pending`).
-        let durable = self.submit_as(vec![record], s.lease);
+        let records = self.with_hello(&mut s, sid, record);
+        let durable = self.submit_as(records, s.lease);
         if proceeds {
             if let (Some((_, Some(child))), Some(state)) = (&child_info, s.state.as_mut()) {
                 state.merge_effects(&child.effects);
@@ -1165,12 +1192,33 @@ impl Guardian {
         self.journal.as_ref().map(|j| j.submit_as(records, lease))
     }
 
+    /// A step's record, preceded by the session's handshake if this is its first step (the
+    /// hello was held back: [`Guardian::hello`]); the session is then no longer bare.
+    fn with_hello(&self, s: &mut Session, sid: &str, record: Record) -> Vec<Record> {
+        let Some((at_ms, policy)) = s.hello.take() else {
+            return vec![record];
+        };
+        self.sessions.established(sid);
+        let Some(negotiated) = s.negotiated.as_deref() else {
+            return vec![record];
+        };
+        let handshake = Record::Handshake {
+            session: sid.to_string(),
+            negotiated: negotiated.clone(),
+            agent: Some(s.agent.to_string()),
+            at_ms: Some(at_ms),
+            policy: Some(policy.to_string()),
+        };
+        vec![handshake, record]
+    }
+
+    /// Answers a ClientHello with the ServerHello. Nothing is journalled yet: the handshake
+    /// goes with the session's first step ([`Guardian::with_hello`]).
     fn hello(
         &self,
         s: &mut Session,
-        sid: &str,
         p: &envelope::Params,
-    ) -> Result<(envelope::AcsResult, Option<Durable>), RpcError> {
+    ) -> Result<envelope::AcsResult, RpcError> {
         if s.negotiated.is_some() {
             return Err(RpcError::session_refused(
                 "the session is already negotiated (ACS v0.1 has no renegotiation)",
@@ -1178,22 +1226,13 @@ impl Guardian {
         }
         let (negotiated, hello) =
             protocol::negotiate(&self.options.protocol, &p.payload, is_known_method)?;
-        let durable = self.submit_as(
-            vec![Record::Handshake {
-                session: sid.to_string(),
-                negotiated: negotiated.clone(),
-                agent: Some(p.metadata.agent_id.clone()),
-                at_ms: Some(time::now_ms()),
-                policy: Some(self.policy_digest().to_string()),
-            }],
-            s.lease,
-        );
+        s.hello = Some((time::now_ms(), self.policy_digest()));
         s.negotiated = Some(Arc::new(negotiated));
         let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
             .to_result(&p.request_id);
         r.reason_codes.clear();
         r.payload = Some(hello);
-        Ok((r, durable))
+        Ok(r)
     }
 
     /// The answer to a decision failure: a result, or the error response to send.
@@ -1845,6 +1884,16 @@ impl sessions::Retire for Session {
             Verdict::Keep(due)
         }
     }
+}
+
+/// The -32000 of a session the table would not admit.
+fn refusal(agent: &str, r: sessions::Refusal) -> RpcError {
+    RpcError::session_refused(match r {
+        sessions::Refusal::Full(n) => format!("this Guardian holds its maximum of {n} sessions"),
+        sessions::Refusal::AgentFull(n) => {
+            format!("agent {agent:?} holds its maximum of {n} sessions on this Guardian")
+        }
+    })
 }
 
 fn handshake_required(method: &str) -> RpcError {

@@ -4,6 +4,12 @@
 //! window, an idle session after the idle time). Every operation is O(1) amortised and takes
 //! one shard's lock, never a lock over the whole table. Owns where a session lives; knows
 //! nothing of what a session holds, of deciding a step, or of the journal.
+//!
+//! A session that has only said hello (*bare*: admitted by [`Table::admit_hello`], not yet
+//! [`Table::established`] by a first step) is cheap to let go: bare sessions sit in a pool of
+//! their own ([`Limits::hello_pool`]) from which the oldest is dropped when a new hello needs
+//! the room, and each leaves after [`Limits::hello_ms`] without a first step. So a flood of
+//! hellos holds at most the pool, for at most that long, and never refuses a new hello.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
@@ -48,6 +54,8 @@ type Shard<V> = Mutex<HashMap<Arc<str>, V>>;
 struct Entry<T> {
     session: Arc<Mutex<T>>,
     agent: Arc<str>,
+    /// Only said hello so far.
+    bare: bool,
 }
 
 /// Sessions by id, sharded, with admission counts and two retirement queues.
@@ -63,6 +71,13 @@ pub struct Table<T> {
     idle: Mutex<VecDeque<(i64, Arc<str>)>>,
     /// Removed sessions listed by their verdict, until someone takes them.
     listed: Mutex<Vec<Arc<str>>>,
+    /// Bare sessions, in the order they said hello: (hello at, id). Entries of sessions since
+    /// established or removed are dropped when they reach the front.
+    hellos: Mutex<VecDeque<(i64, Arc<str>)>>,
+    /// Bare sessions held.
+    bare: AtomicUsize,
+    /// Bare sessions dropped to make room for a newer hello.
+    hellos_evicted: AtomicUsize,
 }
 
 impl<T> Default for Table<T> {
@@ -75,6 +90,9 @@ impl<T> Default for Table<T> {
             sealed: Mutex::default(),
             idle: Mutex::default(),
             listed: Mutex::default(),
+            hellos: Mutex::default(),
+            bare: AtomicUsize::new(0),
+            hellos_evicted: AtomicUsize::new(0),
         }
     }
 }
@@ -90,6 +108,22 @@ pub struct Limits {
     pub tombstone_ms: Option<u64>,
     /// A session with no request for this long leaves memory. `None`: never.
     pub idle_ms: Option<u64>,
+    /// A session that has only said hello leaves memory this long after its hello. `None`:
+    /// only as an idle one.
+    pub hello_ms: Option<u64>,
+    /// The most bare sessions held (see [`Limits::hello_pool`]).
+    pub max_hellos: usize,
+}
+
+impl Limits {
+    /// The bare sessions held at most: `max_hellos`, and never more than half of the table or
+    /// of one agent's share, so hellos alone never fill either.
+    pub fn hello_pool(&self) -> usize {
+        self.max_hellos
+            .min(self.max_sessions / 2)
+            .min(self.max_per_agent / 2)
+            .max(1)
+    }
 }
 
 fn lock<X>(m: &Mutex<X>) -> std::sync::MutexGuard<'_, X> {
@@ -147,6 +181,102 @@ impl<T: Retire> Table<T> {
         counted: bool,
         make: impl FnOnce() -> T,
     ) -> Result<Arc<Mutex<T>>, Refusal> {
+        self.admit_as(id, agent, now_ms, limits, counted, false, make)
+    }
+
+    /// Like [`Table::admit`] (counted), for a session opened by a hello: held as bare until
+    /// [`Table::established`]. When the bare pool is full, the oldest bare session leaves
+    /// first, so a hello is never refused for want of room in the pool.
+    pub fn admit_hello(
+        &self,
+        id: &str,
+        agent: &str,
+        now_ms: i64,
+        limits: &Limits,
+        make: impl FnOnce() -> T,
+    ) -> Result<Arc<Mutex<T>>, Refusal> {
+        if let Some(s) = self.get(id) {
+            return Ok(s);
+        }
+        while self.bare.load(Ordering::SeqCst) >= limits.hello_pool() {
+            if !self.evict_oldest_hello() {
+                break;
+            }
+        }
+        let s = self.admit_as(id, agent, now_ms, limits, true, true, make)?;
+        lock(&self.hellos).push_back((now_ms, Arc::from(id)));
+        Ok(s)
+    }
+
+    /// Session `id` took its first step: it is no longer bare.
+    pub fn established(&self, id: &str) {
+        let mut shard = lock(&self.shards[self.shard_of(id)]);
+        if let Some(e) = shard.get_mut(id).filter(|e| e.bare) {
+            e.bare = false;
+            self.bare.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Bare sessions held now, and dropped so far to make room for newer hellos.
+    pub fn hello_counts(&self) -> (usize, usize) {
+        (
+            self.bare.load(Ordering::SeqCst),
+            self.hellos_evicted.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Drops the oldest bare session that nobody is deciding right now; `false` when the
+    /// hello queue is empty.
+    fn evict_oldest_hello(&self) -> bool {
+        loop {
+            let Some((_, id)) = lock(&self.hellos).pop_front() else {
+                return false;
+            };
+            if self.remove_if_bare(&id) {
+                self.hellos_evicted.fetch_add(1, Ordering::SeqCst);
+                return true;
+            }
+        }
+    }
+
+    /// Removes session `id` if it is still bare and not being decided (a first step under
+    /// way makes it established).
+    fn remove_if_bare(&self, id: &str) -> bool {
+        let mut shard = lock(&self.shards[self.shard_of(id)]);
+        let idle = shard
+            .get(id)
+            .is_some_and(|e| e.bare && e.session.try_lock().is_ok());
+        let removed = if idle { shard.remove(id) } else { None };
+        drop(shard);
+        match removed {
+            Some(e) => {
+                self.forget(&e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The counts a removed entry leaves.
+    fn forget(&self, e: &Entry<T>) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+        if e.bare {
+            self.bare.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.release_agent(&e.agent);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn admit_as(
+        &self,
+        id: &str,
+        agent: &str,
+        now_ms: i64,
+        limits: &Limits,
+        counted: bool,
+        bare: bool,
+        make: impl FnOnce() -> T,
+    ) -> Result<Arc<Mutex<T>>, Refusal> {
         if let Some(s) = self.get(id) {
             return Ok(s);
         }
@@ -180,10 +310,14 @@ impl<T: Retire> Table<T> {
             Entry {
                 session: session.clone(),
                 agent,
+                bare,
             },
         );
         drop(shard);
         self.count.fetch_add(1, Ordering::SeqCst);
+        if bare {
+            self.bare.fetch_add(1, Ordering::SeqCst);
+        }
         if let Some(idle) = limits.idle_ms {
             lock(&self.idle).push_back((now_ms.saturating_add(idle as i64), key));
         }
@@ -205,8 +339,7 @@ impl<T: Retire> Table<T> {
         let removed = lock(&self.shards[self.shard_of(id)]).remove(id);
         match removed {
             Some(e) => {
-                self.count.fetch_sub(1, Ordering::SeqCst);
-                self.release_agent(&e.agent);
+                self.forget(&e);
                 true
             }
             None => false,
@@ -263,6 +396,9 @@ impl<T: Retire> Table<T> {
                 }
             }
         }
+        if let (true, Some(wait)) = (idle, limits.hello_ms) {
+            removed += self.sweep_hellos(now_ms, wait as i64, budget, &mut looked);
+        }
         if idle && limits.idle_ms.is_some() {
             while looked < budget {
                 let next = {
@@ -277,6 +413,26 @@ impl<T: Retire> Table<T> {
                 if self.retire(&id, now_ms, false, limits) {
                     removed += 1;
                 }
+            }
+        }
+        removed
+    }
+
+    /// Bare sessions whose hello is older than `wait`: removed (unless being decided).
+    fn sweep_hellos(&self, now_ms: i64, wait: i64, budget: usize, looked: &mut usize) -> usize {
+        let mut removed = 0;
+        while *looked < budget {
+            let next = {
+                let mut q = lock(&self.hellos);
+                match q.front() {
+                    Some((at, _)) if at.saturating_add(wait) <= now_ms => q.pop_front(),
+                    _ => None,
+                }
+            };
+            let Some((_, id)) = next else { break };
+            *looked += 1;
+            if self.remove_if_bare(&id) {
+                removed += 1;
             }
         }
         removed
@@ -323,6 +479,8 @@ mod tests {
             max_per_agent: per_agent,
             tombstone_ms: Some(100),
             idle_ms: Some(1_000),
+            hello_ms: Some(50),
+            max_hellos: 4,
         }
     }
 
@@ -411,5 +569,35 @@ mod tests {
         assert_eq!(t.sweep(1_899, &l), 0);
         assert_eq!(t.sweep(1_900, &l), 1);
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn a_full_hello_pool_drops_its_oldest_bare_session_and_never_refuses() {
+        let t: Table<S> = Table::default();
+        let l = limits(100, 100);
+        assert_eq!(l.hello_pool(), 4);
+        t.admit_hello("kept", "x", 0, &l, S::default).unwrap();
+        t.established("kept");
+        for i in 0..1_000 {
+            t.admit_hello(&format!("h{i}"), "x", 0, &l, S::default)
+                .unwrap();
+        }
+        assert_eq!(t.hello_counts(), (4, 996));
+        assert_eq!(t.len(), 5, "the established session and the pool");
+        assert!(t.get("kept").is_some());
+        assert!(t.get("h999").is_some() && t.get("h995").is_none());
+    }
+
+    #[test]
+    fn bare_sessions_leave_after_the_hello_time_and_established_ones_stay() {
+        let t: Table<S> = Table::default();
+        let l = limits(100, 100);
+        t.admit_hello("bare", "x", 0, &l, S::default).unwrap();
+        t.admit_hello("stepped", "x", 0, &l, S::default).unwrap();
+        t.established("stepped");
+        assert_eq!(t.sweep(49, &l), 0);
+        assert_eq!(t.sweep(50, &l), 1);
+        assert!(t.get("bare").is_none() && t.get("stepped").is_some());
+        assert_eq!(t.hello_counts().0, 0);
     }
 }

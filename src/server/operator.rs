@@ -195,9 +195,14 @@ pub async fn handle(
 }
 
 /// `GET /metrics`: one `warden_NAME VALUE` line per gauge and counter (Prometheus text
-/// format): the sessions held, and each of the decision log's (docs/serve.md).
+/// format): the sessions held, those that have only said hello and those of them dropped for
+/// newer hellos, and each of the decision log's (docs/serve.md).
 fn metrics(op: &Operator) -> Answer {
-    let mut text = format!("warden_sessions {}\n", op.guardian.session_count());
+    let (bare, dropped) = op.guardian.hello_counts();
+    let mut text = format!(
+        "warden_sessions {}\nwarden_hello_sessions {bare}\nwarden_hello_sessions_dropped_total {dropped}\n",
+        op.guardian.session_count()
+    );
     for (name, value) in op.decision_log.iter().flat_map(|l| l.metrics()) {
         text.push_str(&format!("warden_decision_log_{name} {value}\n"));
     }
