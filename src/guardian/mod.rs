@@ -133,57 +133,36 @@ impl Policy {
         &self.sources
     }
 
-    /// Loads the policy rooted at a `.ward` file.
+    /// Loads the policy rooted at a `.ward` file. A file over
+    /// [`crate::diagnostics::MAX_SOURCE_BYTES`] is refused before it is read.
     pub fn load(path: impl AsRef<Path>) -> Result<Policy, Diagnostics> {
         let path = path.as_ref();
+        crate::diagnostics::source_within_bounds(path).map_err(|e| unloadable(path, e))?;
         match Loaded::from_path(path) {
             Ok(loaded) => Policy::build(check::check(loaded)),
-            Err(e) => {
-                let mut d = Diagnostics::default();
-                let file = d.sources.add(crate::diagnostics::SourceFile::new(
-                    path.display().to_string(),
-                    "",
-                ));
-                d.items.push(
-                    Diagnostic::error(
-                        "load::unreadable",
-                        file,
-                        Default::default(),
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                    .with_help("check the path"),
-                );
-                Err(d)
-            }
+            Err(e) => Err(unloadable(
+                path,
+                format!("cannot read {}: {e}", path.display()),
+            )),
         }
     }
 
     /// One policy from several files (and folders of `.ward` files), checked together: their
-    /// rules, labels and constants share one namespace.
+    /// rules, labels and constants share one namespace. Each file is held to
+    /// [`crate::diagnostics::MAX_SOURCE_BYTES`].
     pub fn load_paths(paths: &[PathBuf]) -> Result<Policy, Diagnostics> {
-        let unreadable = |p: &Path, e: String| {
-            let mut d = Diagnostics::default();
-            let file = d.sources.add(crate::diagnostics::SourceFile::new(
-                p.display().to_string(),
-                "",
-            ));
-            d.items.push(
-                Diagnostic::error("load::unreadable", file, Default::default(), e)
-                    .with_help("check the path"),
-            );
-            d
-        };
-        let files = check::collect_files(paths)
-            .map_err(|e| unreadable(paths.first().map_or(Path::new("."), |p| p.as_path()), e))?;
+        let first = paths.first().map_or(Path::new("."), |p| p.as_path());
+        let files = check::collect_files(paths).map_err(|e| unloadable(first, e))?;
         let mut loaded = Loaded::default();
         for f in &files {
+            crate::diagnostics::source_within_bounds(f).map_err(|e| unloadable(f, e))?;
             loaded
                 .add_path(f)
-                .map_err(|e| unreadable(f, format!("cannot read {}: {e}", f.display())))?;
+                .map_err(|e| unloadable(f, format!("cannot read {}: {e}", f.display())))?;
         }
         if files.is_empty() {
-            return Err(unreadable(
-                paths.first().map_or(Path::new("."), |p| p.as_path()),
+            return Err(unloadable(
+                first,
                 "no .ward files in the given paths".into(),
             ));
         }
@@ -1884,6 +1863,20 @@ impl sessions::Retire for Session {
             Verdict::Keep(due)
         }
     }
+}
+
+/// The one diagnostic of a policy file that could not be loaded at all.
+fn unloadable(path: &Path, message: String) -> Diagnostics {
+    let mut d = Diagnostics::default();
+    let file = d.sources.add(crate::diagnostics::SourceFile::new(
+        path.display().to_string(),
+        "",
+    ));
+    d.items.push(
+        Diagnostic::error("load::unreadable", file, Default::default(), message)
+            .with_help("check the path"),
+    );
+    d
 }
 
 /// The -32000 of a session the table would not admit.
