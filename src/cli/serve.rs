@@ -43,6 +43,10 @@ pub struct ServeArgs {
     /// Recompile the policy when it changes and swap it in if it checks
     #[arg(long, requires = "policy")]
     watch: bool,
+    /// With --watch: how long the policy's folder must be quiet (no write, no close) before
+    /// its files are read, and the interval between the two reads that must agree
+    #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..))]
+    watch_debounce_ms: u64,
     /// File holding the HMAC input keying material: every request must be signed with the
     /// per-session key derived from it, and every response is signed
     #[arg(long)]
@@ -632,7 +636,11 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             });
     }
     let _watcher = match (a.watch, &a.policy) {
-        (true, Some(p)) => match watch::watch(g.clone(), p.clone(), Duration::from_millis(150)) {
+        (true, Some(p)) => match watch::watch(
+            g.clone(),
+            p.clone(),
+            Duration::from_millis(a.watch_debounce_ms),
+        ) {
             Ok(w) => Some(w),
             Err(e) => return fail(&e),
         },
