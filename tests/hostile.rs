@@ -125,6 +125,11 @@ fn abandoned_sessions_leave_memory_and_stay_old_across_a_restart() {
     server.kill9();
     // Restarted, the abandoned sessions are as old as they were: restored, then dropped again.
     let server = Server::start(&args);
+    // (The listener opens before the journal is read: the line comes once the restore is done.)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.said("restored").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let restored = server
         .said("restored")
         .expect("the server says what it restored");

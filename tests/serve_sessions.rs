@@ -689,3 +689,79 @@ fn with_a_key_file_unsigned_hellos_are_refused_and_hold_nothing() {
         .unwrap()
         .is_empty());
 }
+
+/// Waits (at most a minute) until the server has said `needle`; the lines it said so far.
+fn wait_said(server: &Server, needle: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.said(needle).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never said {needle:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    server.stderr.lock().unwrap().clone()
+}
+
+#[test]
+fn a_restart_listens_first_and_compacts_expired_ended_sessions_in_the_background() {
+    // 300 sessions end under a one-minute tombstone (nothing is compacted), then the server
+    // restarts with a skew window of 1 ms: every tombstone has expired.
+    const N: u64 = 300;
+    let (server, state) = stateful_server("restart-compact", &["--skew-window-ms", "60000"]);
+    let mut c = Conn::open(&server.addr).unwrap();
+    for s in 0..N {
+        let sid = ids::counter(63, s);
+        let r = post(
+            &mut c,
+            &req(3 * s + 1, "handshake/hello", "a", &sid, hello()),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+        let r = post(
+            &mut c,
+            &req(3 * s + 2, "steps/sessionStart", "a", &sid, json!({})),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+        let end = json!({"reason": "completed"});
+        let r = post(&mut c, &req(3 * s + 3, "steps/sessionEnd", "a", &sid, end));
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+    }
+    server.kill9();
+    let policy = state.parent().unwrap().join("p.ward");
+    let server = Server::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--skew-window-ms",
+        "1",
+    ]);
+    // The listener was announced before the journal was read.
+    let said = wait_said(&server, "restored");
+    let at = |needle: &str| said.iter().position(|l| l.contains(needle)).unwrap();
+    assert!(at("listening on") < at("restored"), "{said:?}");
+    // The housekeeping thread compacts them all, in batches, while the server serves.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let compacted = || -> u64 {
+        server
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.strip_prefix("warden: compacted the records of "))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    };
+    while compacted() < N {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "compacted {}",
+            compacted()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    server.kill9();
+    let records = warden::server::store::read_dir(&state).unwrap();
+    assert_eq!(records.len() as u64, N, "one sealed record per session");
+    assert!(records.iter().all(|r| matches!(r, Record::Sealed { .. })));
+}

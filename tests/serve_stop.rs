@@ -215,20 +215,28 @@ fn sigterm_stops_a_stdio_server_cleanly_with_every_answer_durable() {
 
 #[test]
 fn a_second_signal_stops_at_once() {
-    // The stop waits (up to its grace) on a request whose body never comes: the second
-    // signal cuts that short.
+    // The stop waits (up to its grace) for a collector that never answers to take the
+    // decision log's last record: the second signal cuts that short.
     let dir = tmp("stop-twice");
     let policy = dir.join("p.ward");
     std::fs::write(&policy, POLICY).unwrap();
-    let mut srv = serve_policy(&policy, &dir.join("state").display().to_string(), &[]);
-    let mut busy = Conn::open(&srv.addr).unwrap();
-    busy.send_raw(b"POST /acs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
-        .unwrap();
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/x", hung.local_addr().unwrap());
+    let state = dir.join("state").display().to_string();
+    let mut srv = serve_policy(&policy, &state, &["--decision-log", &url]);
+    let ts = time::now_rfc3339_ms();
+    let mut conn = Conn::open(&srv.addr).unwrap();
+    for i in 0..2 {
+        let r = conn.post(&serde_json::to_vec(&stream_request(0, i, N, &ts)).unwrap());
+        assert!(r.unwrap().get("result").is_some());
+    }
+    drop(conn);
     signal(srv.child.id(), "-TERM");
     wait_said(&srv, "SIGTERM: stopping");
     signal(srv.child.id(), "-TERM");
     assert_eq!(exit_code(&mut srv.child), Some(128 + 15));
     assert!(srv.said("stopped after").is_none());
+    drop(hung);
 }
 
 #[test]

@@ -539,6 +539,37 @@ fn wind_down(
     }
 }
 
+/// Housekeeping, once a second off the request path: ended sessions' tombstones and idle
+/// sessions leave memory (admissions only sweep a few as they go), and the records of ended
+/// sessions that left are compacted in batches (those a restart found expired included).
+fn spawn_housekeeping(g: &Arc<guardian::Guardian>) {
+    let g = Arc::downgrade(g);
+    let _ = std::thread::Builder::new()
+        .name("warden-sweep".into())
+        .spawn(move || {
+            while let Some(g) = g.upgrade() {
+                g.sweep_memory();
+                let n = g.compact_ended_sessions();
+                if n > 0 {
+                    eprintln!("warden: compacted the records of {n} ended session(s)");
+                }
+                drop(g);
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+}
+
+/// Binds the ACS listener and says where (port 0 picks a free one).
+fn listen(addr: SocketAddr) -> Result<std::net::TcpListener, String> {
+    if !addr.ip().is_loopback() {
+        eprintln!("warden: warning: {addr} is not a loopback address; ACS traffic should stay on the host or behind TLS");
+    }
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| format!("{addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| format!("{addr}: {e}"))?;
+    eprintln!("warden: listening on http://{bound}/acs");
+    Ok(listener)
+}
+
 fn fail(message: &str) -> i32 {
     eprintln!("error: {message}");
     2
@@ -614,6 +645,12 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             .unwrap_or_else(|| crate::server::pg::default_guardian_id(a.listen.map(|l| l.port()))),
         lease: Duration::from_millis(a.lease_ms),
     });
+    // The listener opens before the journal is read: a restart's clients wait in its backlog
+    // rather than being refused.
+    let listener = match a.listen.map(listen).transpose() {
+        Ok(l) => l,
+        Err(e) => return fail(&e),
+    };
     let (g, store) = match serve::build_serving(policy, options, a.state.as_deref()) {
         Ok(x) => x,
         Err(e) => return fail(&e),
@@ -621,20 +658,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
     if let Some(sink) = &decision_log {
         g.set_decision_log(sink.clone());
     }
-    // Housekeeping: ended sessions' tombstones and idle sessions leave memory off the
-    // request path (admissions only sweep a few as they go).
-    {
-        let g = Arc::downgrade(&g);
-        let _ = std::thread::Builder::new()
-            .name("warden-sweep".into())
-            .spawn(move || {
-                while let Some(g) = g.upgrade() {
-                    g.sweep_sessions();
-                    drop(g);
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-            });
-    }
+    spawn_housekeeping(&g);
     let _watcher = match (a.watch, &a.policy) {
         (true, Some(p)) => match watch::watch(
             g.clone(),
@@ -664,19 +688,11 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         }
     }
     let _ = a.stdio;
-    let (code, still_open) = match a.listen {
-        Some(addr) => {
-            if !addr.ip().is_loopback() {
-                eprintln!("warden: warning: {addr} is not a loopback address; ACS traffic should stay on the host or behind TLS");
-            }
-            let r = serve::run_http(g, addr, a.http_limits(), |bound| {
-                eprintln!("warden: listening on http://{bound}/acs");
-            });
-            match r {
-                Ok(open) => (0, open),
-                Err(e) => (fail(&format!("{addr}: {e}")), 0),
-            }
-        }
+    let (code, still_open) = match listener {
+        Some(listener) => match serve::run_http(g, listener, a.http_limits()) {
+            Ok(open) => (0, open),
+            Err(e) => (fail(&e.to_string()), 0),
+        },
         None => {
             let r = serve::run_stdio(&g, stop::StdinUntilStop, std::io::stdout());
             if stop::requested() {

@@ -712,14 +712,35 @@ impl Guardian {
         removed
     }
 
+    /// Drops ended sessions whose tombstone outlived the skew window and idle sessions from
+    /// memory, like [`Guardian::sweep_sessions`], without compacting their records: those
+    /// wait for the next [`Guardian::compact_ended_sessions`] (a restart leaves them to the
+    /// housekeeping thread, so the listener is not held up by them).
+    pub fn sweep_memory(&self) -> usize {
+        self.sessions.sweep(time::now_ms(), &self.limits())
+    }
+
     /// Compacts the journal records of every ended session whose tombstone left memory since
     /// the last call (see [`Record::Sealed`]); `sweep_sessions` calls it. Returns how many.
+    /// In batches of [`COMPACT_BATCH`]: a batch's summaries are handed to the journal together
+    /// and waited for together, so they share commits.
     pub fn compact_ended_sessions(&self) -> usize {
-        self.sessions
-            .take_listed()
+        let listed = self.sessions.take_listed();
+        listed
+            .chunks(COMPACT_BATCH)
+            .map(|batch| self.compact_batch(batch))
+            .sum()
+    }
+
+    fn compact_batch(&self, ids: &[Arc<str>]) -> usize {
+        let Some(journal) = &self.journal else {
+            return 0;
+        };
+        let pending: Vec<Durable> = ids
             .iter()
-            .filter(|id| self.compact_ended(id))
-            .count()
+            .filter_map(|id| Some(journal.compact_submit(id, self.compact_summary(id)?)))
+            .collect();
+        pending.into_iter().filter_map(|d| d.wait().ok()).count()
     }
 
     fn process_session(&self, req: &Request, raw: &mut Value, key: Option<&[u8; 32]>) -> Decided {
@@ -1647,16 +1668,16 @@ impl Guardian {
     /// one [`Record::Sealed`] that keeps its audit chain and what its tombstone held. Only a
     /// session outside any subagent family (whose records others' restores read) is
     /// compacted. Returns whether it was.
-    fn compact_ended(&self, sid: &str) -> bool {
-        let Some(journal) = &self.journal else {
-            return false;
-        };
+    /// The one record that replaces an ended session's records (`None`: nothing to compact:
+    /// no journal, already compacted, not ended, or part of a subagent family).
+    fn compact_summary(&self, sid: &str) -> Option<Record> {
+        let journal = self.journal.as_ref()?;
         let records = match journal.session_records(sid) {
             Some(Ok(r)) => r,
-            _ => return false,
+            _ => return None,
         };
         if records.is_empty() || matches!(records[..], [Record::Sealed { .. }]) {
-            return false;
+            return None;
         }
         let entries: Vec<Value> = journal::chains(&records)
             .into_iter()
@@ -1664,16 +1685,15 @@ impl Guardian {
             .collect();
         let s = self.rebuild(records);
         if !s.sealed || s.family {
-            return false;
+            return None;
         }
-        let summary = Record::Sealed {
+        Some(Record::Sealed {
             session: sid.to_string(),
             agent: Some(s.agent.to_string()).filter(|a| !a.is_empty()),
             at_ms: s.sealed_at_ms,
             labels: s.final_labels.unwrap_or(0),
             entries,
-        };
-        journal.compact(sid, summary).unwrap_or(false)
+        })
     }
 
     /// Re-applies one journal record to a session (restart and returning sessions alike).
@@ -1864,6 +1884,9 @@ impl sessions::Retire for Session {
         }
     }
 }
+
+/// Ended sessions compacted together: their summaries share the journal's commits.
+pub const COMPACT_BATCH: usize = 256;
 
 /// The one diagnostic of a policy file that could not be loaded at all.
 fn unloadable(path: &Path, message: String) -> Diagnostics {

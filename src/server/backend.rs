@@ -140,6 +140,10 @@ impl Journal for Backend {
         self.journal().compact(session, summary)
     }
 
+    fn compact_submit(&self, session: &str, summary: Record) -> Durable {
+        self.journal().compact_submit(session, summary)
+    }
+
     fn claim(&self, session: &str) -> Claim {
         self.journal().claim(session)
     }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::{self, BufRead, Read, Write};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -103,7 +103,9 @@ fn build_with(
                     );
                 }
             }
-            g.sweep_sessions();
+            // Ended sessions past their tombstone leave memory now; their records are compacted
+            // by the server's housekeeping thread, in batches, once it serves.
+            g.sweep_memory();
             if n > 0 {
                 eprintln!(
                     "warden: restored {n} journal record(s), {} session(s) from {} in {} ms",
@@ -548,23 +550,23 @@ fn answer(r: crate::acs::envelope::Response) -> hyper::Response<Full<Bytes>> {
     out
 }
 
-/// Serves HTTP on `addr` until a stop is asked for ([`super::stop`]); `ready` gets the bound
-/// address (port 0 picks a free one). Returns the number of connections still open when the
-/// stop's grace ran out (0: every request in flight was answered).
+/// Serves HTTP on `listener` (bound already, so that a restart's listener is open before
+/// the journal is read: connections wait in its backlog meanwhile) until a stop is asked for
+/// ([`super::stop`]). Returns the number of connections still open when the stop's grace ran
+/// out (0: every request in flight was answered).
 pub fn run_http(
     g: Arc<Guardian>,
-    addr: SocketAddr,
+    listener: std::net::TcpListener,
     limits: HttpLimits,
-    ready: impl FnOnce(SocketAddr),
 ) -> io::Result<usize> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_io()
         .enable_time()
         .thread_name("warden-http")
         .build()?;
+    listener.set_nonblocking(true)?;
     let open = rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        ready(listener.local_addr()?);
+        let listener = tokio::net::TcpListener::from_std(listener)?;
         let stop = async {
             super::stop::asked().await;
             eprintln!(

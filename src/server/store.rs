@@ -337,6 +337,10 @@ impl Journal for Store {
         Ok(true)
     }
 
+    fn compact_submit(&self, session: &str, summary: Record) -> Durable {
+        self.write(vec![summary], Some(session.to_string()))
+    }
+
     fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
         Some(self.records_of(session))
     }
