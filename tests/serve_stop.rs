@@ -2,8 +2,9 @@
 //! load stops it with exit status 0, every request it decided was answered (none is refused
 //! as a replay when sent again after the restart), every acknowledged decision is in the
 //! folder and the streams continue as an uninterrupted run does; the same over stdio; a second
-//! signal ends the process at once; and on PostgreSQL a Guardian under another id takes the
-//! stopped one's sessions at their next request, without waiting for the leases.
+//! signal ends the process at once; `warden mcp-proxy` stops the same way; and on PostgreSQL a
+//! Guardian under another id takes the stopped one's sessions at their next request, without
+//! waiting for the leases.
 
 mod common;
 mod pg_common;
@@ -278,4 +279,66 @@ fn a_guardian_stopped_by_sigterm_lets_its_sessions_go_to_another_at_once() {
             "session {s} was not taken over: {r}"
         );
     }
+}
+
+/// `warden mcp-proxy` in front of `server` (a shell command), with a decision log file.
+fn mcp_proxy(dir: &Path, server: &str) -> std::process::Child {
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/policy.ward");
+    Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp-proxy", "--quiet", "--policy"])
+        .arg(&policy)
+        .arg("--decision-log")
+        .arg(dir.join("log.jsonl"))
+        .args(["--", "sh", "-c", server])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn sigterm_stops_mcp_proxy_cleanly_and_a_second_signal_at_once() {
+    // `cat` answers each request with itself: one exchange, then SIGTERM with the input open.
+    let dir = tmp("stop-mcp");
+    let mut child = mcp_proxy(&dir, "cat");
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list"}}"#).unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    signal(child.id(), "-TERM");
+    assert_eq!(exit_code(&mut child), Some(0));
+    let stderr = read_all(child.stderr.take().unwrap());
+    assert!(stderr.contains("stopped after SIGTERM"), "{stderr}");
+    let log = std::fs::read_to_string(dir.join("log.jsonl")).unwrap();
+    assert!(log.contains("protocols/MCP/tools/list"), "{log}");
+    drop(stdin);
+
+    // A server that outlives its input (it echoes, then sleeps) holds the stop for its
+    // grace: a second signal ends it at once.
+    let mut child = mcp_proxy(&dir, "cat; exec sleep 20");
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list"}}"#).unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let (tx, said) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    signal(child.id(), "-TERM");
+    while !said
+        .recv_timeout(WAIT)
+        .unwrap()
+        .contains("SIGTERM: stopping")
+    {}
+    signal(child.id(), "-TERM");
+    assert_eq!(exit_code(&mut child), Some(128 + 15));
+    drop(stdin);
 }

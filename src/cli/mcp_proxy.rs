@@ -122,6 +122,12 @@ pub fn run(a: McpProxyArgs) -> i32 {
     if let Some(log) = &decision_log {
         log.flush(crate::server::stop::LOG_GRACE);
     }
+    if crate::server::stop::requested() {
+        eprintln!(
+            "warden mcp-proxy: stopped after {}",
+            crate::server::stop::signal_name()
+        );
+    }
     match ran {
         Ok(code) => code,
         Err(e) => {
@@ -135,5 +141,18 @@ pub fn run(a: McpProxyArgs) -> i32 {
 /// which seals its audit chain; the decision log then sends what it holds. A second signal
 /// stops at once ([`crate::server::stop`]).
 fn stop_on_signal() -> &'static AtomicBool {
-    crate::server::stop::install()
+    let flag = crate::server::stop::install();
+    let _ = std::thread::Builder::new()
+        .name("warden-stop".into())
+        .spawn(|| {
+            while !crate::server::stop::requested() {
+                std::thread::sleep(crate::server::stop::POLL);
+            }
+            eprintln!(
+                "warden mcp-proxy: {}: stopping (the MCP server is stopped and the session \
+                 ended); a second signal stops at once",
+                crate::server::stop::signal_name()
+            );
+        });
+    flag
 }
