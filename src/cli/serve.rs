@@ -585,6 +585,23 @@ pub fn run_serve(a: ServeArgs) -> i32 {
     };
     // SIGTERM and SIGINT stop the server cleanly from here on (a second one at once).
     stop::install();
+    match start(&a, policy) {
+        Ok(started) => serve_until_stopped(started, a.http_limits()),
+        Err(e) => fail(&e),
+    }
+}
+
+/// A Guardian ready to serve, with what its stop must close.
+struct Started {
+    g: Arc<guardian::Guardian>,
+    store: Option<Arc<crate::server::backend::Backend>>,
+    decision_log: Option<Arc<dyn guardian::log::DecisionLog>>,
+    listener: Option<std::net::TcpListener>,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+/// The protocol `serve` runs: strict, with the flags' caps and key.
+fn serve_protocol(a: &ServeArgs) -> Result<Protocol, String> {
     let mut protocol = Protocol::strict();
     protocol.require_handshake = !a.no_handshake;
     protocol.skew_window_ms = Some(a.skew_window_ms);
@@ -600,21 +617,24 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         (a.hello_timeout > 0).then(|| a.hello_timeout.saturating_mul(1000));
     protocol.caps.max_hello_sessions = a.max_hello_sessions;
     if let Some(k) = &a.key_file {
-        match read_key(k) {
-            Ok(k) => protocol.key = Some(k),
-            Err(e) => return fail(&e),
-        }
+        protocol.key = Some(read_key(k)?);
     }
-    let operator_token = match &a.operator_token_file {
-        Some(f) => match operator::Token::read(f) {
-            Ok(t) => Some(t),
-            Err(e) => return fail(&e),
-        },
-        None => None,
-    };
+    Ok(protocol)
+}
+
+/// Reads the flags, opens the listener (before the journal is read: a restart's clients wait
+/// in its backlog rather than being refused), the decision log and the journal (restoring
+/// it), and starts housekeeping, `--watch` and the operator endpoint.
+fn start(a: &ServeArgs, policy: guardian::Policy) -> Result<Started, String> {
+    let protocol = serve_protocol(a)?;
+    let operator_token = a
+        .operator_token_file
+        .as_deref()
+        .map(operator::Token::read)
+        .transpose()?;
     if let (Some(op), Some(acs)) = (a.operator_listen, a.listen) {
         if op == acs && op.port() != 0 {
-            return fail(&format!(
+            return Err(format!(
                 "--operator-listen {op} is the ACS listener's address: the operator endpoint \
                  must be a listener of its own, out of the agent platform's reach"
             ));
@@ -628,15 +648,11 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         explain: a.explain,
         protocol,
     };
-    let decision_log = match a
+    let decision_log = a
         .decision_log
         .as_deref()
         .map(|spec| decision_log::open(spec, a.listen.is_some(), a.decision_log_bounds()))
-        .transpose()
-    {
-        Ok(d) => d,
-        Err(e) => return fail(&e),
-    };
+        .transpose()?;
     #[cfg(feature = "postgres")]
     crate::server::pg::set_fleet(crate::server::pg::Fleet {
         guardian: a
@@ -645,56 +661,65 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             .unwrap_or_else(|| crate::server::pg::default_guardian_id(a.listen.map(|l| l.port()))),
         lease: Duration::from_millis(a.lease_ms),
     });
-    // The listener opens before the journal is read: a restart's clients wait in its backlog
-    // rather than being refused.
-    let listener = match a.listen.map(listen).transpose() {
-        Ok(l) => l,
-        Err(e) => return fail(&e),
-    };
-    let (g, store) = match serve::build_serving(policy, options, a.state.as_deref()) {
-        Ok(x) => x,
-        Err(e) => return fail(&e),
-    };
+    let listener = a.listen.map(listen).transpose()?;
+    let (g, store) = serve::build_serving(policy, options, a.state.as_deref())?;
     if let Some(sink) = &decision_log {
         g.set_decision_log(sink.clone());
     }
     spawn_housekeeping(&g);
     let _watcher = match (a.watch, &a.policy) {
-        (true, Some(p)) => match watch::watch(
+        (true, Some(p)) => Some(watch::watch(
             g.clone(),
             p.clone(),
             Duration::from_millis(a.watch_debounce_ms),
-        ) {
-            Ok(w) => Some(w),
-            Err(e) => return fail(&e),
-        },
+        )?),
         _ => None,
     };
     if let (Some(addr), Some(token)) = (a.operator_listen, operator_token) {
-        if !addr.ip().is_loopback() {
-            eprintln!("warden: warning: operator endpoint on {addr}, not a loopback address; its bearer token travels in plain HTTP: put TLS in front of it");
-        }
-        let op = operator::Operator {
-            guardian: g.clone(),
-            store: store.clone(),
-            token,
-            max_body: a.max_envelope_bytes,
-            limits: a.http_limits().for_operator(),
-            decision_log: decision_log.clone(),
-        };
-        match operator::spawn(op, addr) {
-            Ok(bound) => eprintln!("warden: operator endpoint on http://{bound}/"),
-            Err(e) => return fail(&format!("--operator-listen {addr}: {e}")),
-        }
+        start_operator(a, addr, token, &g, &store, &decision_log)?;
     }
-    let _ = a.stdio;
-    let (code, still_open) = match listener {
-        Some(listener) => match serve::run_http(g, listener, a.http_limits()) {
+    Ok(Started {
+        g,
+        store,
+        decision_log,
+        listener,
+        _watcher,
+    })
+}
+
+fn start_operator(
+    a: &ServeArgs,
+    addr: SocketAddr,
+    token: operator::Token,
+    g: &Arc<guardian::Guardian>,
+    store: &Option<Arc<crate::server::backend::Backend>>,
+    decision_log: &Option<Arc<dyn guardian::log::DecisionLog>>,
+) -> Result<(), String> {
+    if !addr.ip().is_loopback() {
+        eprintln!("warden: warning: operator endpoint on {addr}, not a loopback address; its bearer token travels in plain HTTP: put TLS in front of it");
+    }
+    let op = operator::Operator {
+        guardian: g.clone(),
+        store: store.clone(),
+        token,
+        max_body: a.max_envelope_bytes,
+        limits: a.http_limits().for_operator(),
+        decision_log: decision_log.clone(),
+    };
+    let bound = operator::spawn(op, addr).map_err(|e| format!("--operator-listen {addr}: {e}"))?;
+    eprintln!("warden: operator endpoint on http://{bound}/");
+    Ok(())
+}
+
+/// Serves on the transport until its input ends or a signal stops it, then winds down.
+fn serve_until_stopped(s: Started, limits: serve::HttpLimits) -> i32 {
+    let (code, still_open) = match s.listener {
+        Some(listener) => match serve::run_http(s.g, listener, limits) {
             Ok(open) => (0, open),
             Err(e) => (fail(&e.to_string()), 0),
         },
         None => {
-            let r = serve::run_stdio(&g, stop::StdinUntilStop, std::io::stdout());
+            let r = serve::run_stdio(&s.g, stop::StdinUntilStop, std::io::stdout());
             if stop::requested() {
                 eprintln!(
                     "warden: {}: stopped reading; every message read was answered",
@@ -708,7 +733,7 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             }
         }
     };
-    wind_down(store.as_deref(), decision_log.as_deref(), still_open);
+    wind_down(s.store.as_deref(), s.decision_log.as_deref(), still_open);
     code
 }
 
