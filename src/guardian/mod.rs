@@ -1198,7 +1198,8 @@ impl Guardian {
         let Some((at_ms, policy)) = s.hello.take() else {
             return vec![record];
         };
-        self.sessions.established(sid);
+        self.sessions
+            .established(sid, time::now_ms(), &self.limits());
         let Some(negotiated) = s.negotiated.as_deref() else {
             return vec![record];
         };

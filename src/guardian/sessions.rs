@@ -208,12 +208,20 @@ impl<T: Retire> Table<T> {
         Ok(s)
     }
 
-    /// Session `id` took its first step: it is no longer bare.
-    pub fn established(&self, id: &str) {
-        let mut shard = lock(&self.shards[self.shard_of(id)]);
-        if let Some(e) = shard.get_mut(id).filter(|e| e.bare) {
-            e.bare = false;
-            self.bare.fetch_sub(1, Ordering::SeqCst);
+    /// Session `id` took its first step at `now_ms`: it is no longer bare, and from now on
+    /// leaves memory as an idle session.
+    pub fn established(&self, id: &str, now_ms: i64, limits: &Limits) {
+        let key = {
+            let mut shard = lock(&self.shards[self.shard_of(id)]);
+            match shard.get_mut(id) {
+                Some(e) if e.bare => e.bare = false,
+                _ => return,
+            }
+            shard.get_key_value(id).map(|(k, _)| k.clone())
+        };
+        self.bare.fetch_sub(1, Ordering::SeqCst);
+        if let (Some(idle), Some(_), Some(key)) = (limits.idle_ms, limits.hello_ms, key) {
+            lock(&self.idle).push_back((now_ms.saturating_add(idle as i64), key));
         }
     }
 
@@ -318,7 +326,10 @@ impl<T: Retire> Table<T> {
         if bare {
             self.bare.fetch_add(1, Ordering::SeqCst);
         }
-        if let Some(idle) = limits.idle_ms {
+        // A bare session waits in the hello queue only (a flood of hellos must not grow the idle
+        // queue, whose entries last the idle time); it joins the idle queue when established.
+        let in_hello_queue = bare && limits.hello_ms.is_some();
+        if let (Some(idle), false) = (limits.idle_ms, in_hello_queue) {
             lock(&self.idle).push_back((now_ms.saturating_add(idle as i64), key));
         }
         Ok(session)
@@ -577,7 +588,7 @@ mod tests {
         let l = limits(100, 100);
         assert_eq!(l.hello_pool(), 4);
         t.admit_hello("kept", "x", 0, &l, S::default).unwrap();
-        t.established("kept");
+        t.established("kept", 0, &l);
         for i in 0..1_000 {
             t.admit_hello(&format!("h{i}"), "x", 0, &l, S::default)
                 .unwrap();
@@ -594,10 +605,27 @@ mod tests {
         let l = limits(100, 100);
         t.admit_hello("bare", "x", 0, &l, S::default).unwrap();
         t.admit_hello("stepped", "x", 0, &l, S::default).unwrap();
-        t.established("stepped");
+        t.established("stepped", 0, &l);
         assert_eq!(t.sweep(49, &l), 0);
         assert_eq!(t.sweep(50, &l), 1);
         assert!(t.get("bare").is_none() && t.get("stepped").is_some());
         assert_eq!(t.hello_counts().0, 0);
+    }
+
+    #[test]
+    fn bare_sessions_wait_in_the_hello_queue_only() {
+        let t: Table<S> = Table::default();
+        let l = limits(100, 100);
+        for i in 0..10 {
+            t.admit_hello(&format!("h{i}"), "x", 0, &l, S::default)
+                .unwrap();
+        }
+        assert_eq!(
+            lock(&t.idle).len(),
+            0,
+            "a flood of hellos does not grow the idle queue"
+        );
+        t.established("h9", 5, &l);
+        assert_eq!(lock(&t.idle).len(), 1);
     }
 }
