@@ -599,7 +599,7 @@ fn stdio_serve(dir: &std::path::Path, extra: &[&str]) -> std::process::Child {
         .args(extra)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap()
 }
@@ -610,9 +610,29 @@ fn a_flood_of_bare_hellos_locks_no_new_session_out() {
     // agent: its hello and its steps go through, and after a restart the flood is gone (a
     // hello is journalled only with a first step).
     let dir = serve_common::tmp("hello-flood");
-    let mut child = stdio_serve(&dir, &[]);
+    std::fs::write(dir.join("token"), "flood-metrics-token").unwrap();
+    let token = dir.join("token");
+    let mut child = stdio_serve(
+        &dir,
+        &[
+            "--operator-listen",
+            "127.0.0.1:0",
+            "--operator-token-file",
+            token.to_str().unwrap(),
+            // No bare session expires during the flood, however slow the machine: the
+            // counts below are the pool's alone.
+            "--hello-timeout",
+            "3600",
+        ],
+    );
+    let (_, operator) = serve_common::announced(child.stderr.take().unwrap(), false, true);
     let answers = flood(&mut child, "a", 100_000);
     assert!(answers.iter().all(|r| r["result"]["decision"] == "allow"));
+    // What the flood holds: the pool of bare sessions (10 000 by default), nothing more.
+    let m = serve_common::operator_metrics(&operator.unwrap(), "flood-metrics-token");
+    assert_eq!(m["warden_hello_sessions"], 10_000, "{m:?}");
+    assert_eq!(m["warden_sessions"], 10_000, "{m:?}");
+    assert_eq!(m["warden_hello_sessions_dropped_total"], 90_000, "{m:?}");
     let sid = ids::counter(61, 0);
     let r = over_stdio(
         &mut child,
