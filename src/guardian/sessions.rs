@@ -16,6 +16,15 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// What became of a session looked up to be dropped as bare.
+enum Bare {
+    Removed,
+    /// Bare, but being decided right now (its first step, most likely).
+    Busy,
+    /// No longer held, or no longer bare.
+    Gone,
+}
+
 /// Shards of the table; a power of two so a hash picks one with a mask.
 const SHARDS: usize = 64;
 
@@ -234,34 +243,42 @@ impl<T: Retire> Table<T> {
     }
 
     /// Drops the oldest bare session that nobody is deciding right now; `false` when the
-    /// hello queue is empty.
+    /// hello queue holds none that can go. A bare session being decided right now goes back
+    /// to the queue's end (its first step may yet be refused, leaving it bare).
     fn evict_oldest_hello(&self) -> bool {
-        loop {
-            let Some((_, id)) = lock(&self.hellos).pop_front() else {
+        let mut budget = lock(&self.hellos).len();
+        while budget > 0 {
+            budget -= 1;
+            let Some((at, id)) = lock(&self.hellos).pop_front() else {
                 return false;
             };
-            if self.remove_if_bare(&id) {
-                self.hellos_evicted.fetch_add(1, Ordering::SeqCst);
-                return true;
+            match self.remove_if_bare(&id) {
+                Bare::Removed => {
+                    self.hellos_evicted.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
+                Bare::Busy => lock(&self.hellos).push_back((at, id)),
+                Bare::Gone => {}
             }
         }
+        false
     }
 
-    /// Removes session `id` if it is still bare and not being decided (a first step under
-    /// way makes it established).
-    fn remove_if_bare(&self, id: &str) -> bool {
+    /// Removes session `id` if it is still bare and nobody is deciding it right now.
+    fn remove_if_bare(&self, id: &str) -> Bare {
         let mut shard = lock(&self.shards[self.shard_of(id)]);
-        let idle = shard
-            .get(id)
-            .is_some_and(|e| e.bare && e.session.try_lock().is_ok());
-        let removed = if idle { shard.remove(id) } else { None };
+        let removed = match shard.get(id) {
+            Some(e) if e.bare && e.session.try_lock().is_ok() => shard.remove(id),
+            Some(e) if e.bare => return Bare::Busy,
+            _ => return Bare::Gone,
+        };
         drop(shard);
         match removed {
             Some(e) => {
                 self.forget(&e);
-                true
+                Bare::Removed
             }
-            None => false,
+            None => Bare::Gone,
         }
     }
 
@@ -442,8 +459,11 @@ impl<T: Retire> Table<T> {
             };
             let Some((_, id)) = next else { break };
             *looked += 1;
-            if self.remove_if_bare(&id) {
-                removed += 1;
+            match self.remove_if_bare(&id) {
+                Bare::Removed => removed += 1,
+                // Looked at again a hello timeout from now.
+                Bare::Busy => lock(&self.hellos).push_back((now_ms, id)),
+                Bare::Gone => {}
             }
         }
         removed
@@ -627,5 +647,20 @@ mod tests {
         );
         t.established("h9", 5, &l);
         assert_eq!(lock(&t.idle).len(), 1);
+    }
+
+    #[test]
+    fn a_bare_session_being_decided_is_not_dropped_and_stays_in_the_queue() {
+        let t: Table<S> = Table::default();
+        let l = limits(100, 100);
+        let busy = t.admit_hello("busy", "x", 0, &l, S::default).unwrap();
+        let guard = busy.lock().unwrap();
+        assert_eq!(t.sweep(100, &l), 0, "being decided: kept");
+        assert!(!t.evict_oldest_hello());
+        drop(guard);
+        // Still bare and queued: it leaves a hello timeout after it was looked at.
+        assert_eq!(t.sweep(149, &l), 0);
+        assert_eq!(t.sweep(150, &l), 1);
+        assert_eq!(t.hello_counts(), (0, 0));
     }
 }
