@@ -47,6 +47,31 @@ pub fn read_import(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// The most a policy's own `.ward` file may hold: the import bound, so a root file is held to
+/// what a `use`d module is.
+pub const MAX_SOURCE_BYTES: u64 = MAX_IMPORT_BYTES;
+
+/// Refuses, before it is read, a `.ward` file a command was given that is over
+/// [`MAX_SOURCE_BYTES`] or not a regular file; the error names the file and the limit. (A file
+/// that grows past the limit after this look is read whole by `check::load`.)
+pub fn source_within_bounds(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{shown}: not a regular file (a folder, device, FIFO or socket is not a policy)"
+        ));
+    }
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(format!(
+            "{shown}: {} bytes, over the limit of {MAX_SOURCE_BYTES} bytes ({} MiB) for a .ward file",
+            meta.len(),
+            MAX_SOURCE_BYTES >> 20
+        ));
+    }
+    Ok(())
+}
+
 /// A byte range in one source file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub struct Span {

@@ -580,3 +580,39 @@ fn tool_plans_limit_rules_for_the_checker_and_the_index() {
     let index = &dump[dump.find("; index").expect("an index")..];
     assert!(index.contains("send"), "{index}");
 }
+
+#[test]
+fn a_ward_file_over_the_size_limit_is_refused_before_it_is_read() {
+    // A sparse file one byte over the limit: costs no disk, and reading it whole would
+    // cost 16 MiB and a parse.
+    let dir = std::env::temp_dir().join(format!("warden-big-ward-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.ward");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(warden::diagnostics::MAX_SOURCE_BYTES + 1)
+        .unwrap();
+    let big = big.to_str().unwrap();
+    for args in [
+        vec!["check", big],
+        vec!["fmt", "--check", big],
+        vec!["test", big],
+        vec!["serve", "--stdio", "--policy", big],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        // What it said (`warden test` reports on stdout), rendering's line breaks undone.
+        let said = [out.stdout, out.stderr].concat();
+        let said = String::from_utf8_lossy(&said).replace('│', " ");
+        let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+        assert!(
+            said.contains("over the limit of 16777216 bytes (16 MiB) for a .ward file"),
+            "{args:?}: {said}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

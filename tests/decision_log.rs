@@ -529,3 +529,180 @@ fn mcp_proxy_logs_each_decided_request_and_result() {
         .any(|r| r["method"] == "protocols/MCP/tools/list" && r["decision"] == "allow"));
     assert!(records.iter().all(|r| r["policy_digest"].is_string()));
 }
+
+/// A collector that accepts connections and never reads from them or answers: every POST
+/// waits out its time limits, and nothing is ever taken off the sink's queue.
+fn hung_collector() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming() {
+            held.push(s);
+        }
+    });
+    addr
+}
+
+/// `GET /metrics` on the operator endpoint: `name → value`.
+fn metrics(operator: &str) -> std::collections::HashMap<String, u64> {
+    let mut s = TcpStream::connect(operator).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let (status, body) = warden::adapters::core_agent::parse_http_response(&out).unwrap();
+    assert_eq!(status, 200);
+    String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `VmRSS` of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A call whose argument is `mib` MiB of text: its record is as large.
+fn upload(sid: &str, mib: usize) -> Value {
+    envelope(
+        sid,
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "upload"},
+               "arguments": {"data": {"value": "a".repeat(mib << 20)}}}),
+    )
+}
+
+#[test]
+fn a_hung_collector_keeps_the_queue_within_its_byte_bound() {
+    // 64 records of 1 MiB for a collector that takes none: the queue holds at most 8 MiB
+    // (dropping the oldest, counted), and the process grows by far less than the 64 MiB it
+    // was sent.
+    const BOUND: u64 = 8 << 20;
+    let dir = tmp("dlog-hung");
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    let url = format!("http://{}/ingest", hung_collector());
+    let w = Http::start(
+        &dir,
+        &[
+            "--decision-log",
+            &url,
+            "--decision-log-queue-bytes",
+            &BOUND.to_string(),
+            "--max-envelope-bytes",
+            &(2u64 << 20).to_string(),
+            "--operator-listen",
+            "127.0.0.1:0",
+            "--operator-token-file",
+            dir.join("token").to_str().unwrap(),
+        ],
+    );
+    let operator = w.operator.clone().unwrap();
+    let sid = ids::random_v4(0);
+    // Warm up (allocator arenas, the runtime's buffers) before the baseline.
+    for _ in 0..2 {
+        assert_eq!(w.acs(&upload(&sid, 1))["result"]["decision"], "allow");
+    }
+    let base = rss_kib(w.child.id());
+    for _ in 0..64 {
+        assert_eq!(w.acs(&upload(&sid, 1))["result"]["decision"], "allow");
+    }
+    let m = metrics(&operator);
+    let grown_mib = rss_kib(w.child.id()).saturating_sub(base) / 1024;
+    assert_eq!(m["warden_decision_log_queue_max_bytes"], BOUND, "{m:?}");
+    assert!(m["warden_decision_log_queued_bytes"] <= BOUND, "{m:?}");
+    assert!(
+        m["warden_decision_log_dropped_queue_full_total"] > 0,
+        "{m:?}"
+    );
+    assert_eq!(m["warden_decision_log_sent_total"], 0, "{m:?}");
+    eprintln!("grew {grown_mib} MiB: {m:?}");
+    assert!(grown_mib < 40, "the server grew by {grown_mib} MiB: {m:?}");
+}
+
+/// Runs `command` (its stdin piped, fed by `feed`, then closed) to its end; its stderr.
+fn stderr_after(mut command: Command, feed: impl FnOnce(&mut std::process::ChildStdin)) -> String {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    feed(&mut stdin);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The counts of the stop line `warden: decision log URL: stopping with U record(s) unsent
+/// …; D dropped while running; S sent`: (U, D, S).
+fn stop_counts(stderr: &str) -> (u64, u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("stopping with"))
+        .unwrap_or_else(|| panic!("no stop line in {stderr}"));
+    let n = |after: &str| -> u64 {
+        let rest = &line[line.find(after).unwrap() + after.len()..];
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let dropped = line.split("; ").nth(1).unwrap();
+    let dropped = dropped.split_whitespace().next().unwrap().parse().unwrap();
+    (n("stopping with "), dropped, n("dropped while running; "))
+}
+
+#[test]
+fn records_a_stopping_server_could_not_send_are_counted_and_reported() {
+    let dir = tmp("dlog-unsent");
+    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
+    let url = format!("http://{}/ingest", hung_collector());
+    let mut c = Command::new(bin());
+    c.args(["serve", "--stdio", "--no-handshake", "--policy"])
+        .arg(dir.join("p.ward"))
+        .args(["--decision-log", &url]);
+    let sid = ids::random_v4(0);
+    let stderr = stderr_after(c, |stdin| {
+        for _ in 0..3 {
+            writeln!(
+                stdin,
+                "{}",
+                envelope(&sid, "steps/toolCallRequest", login("a", "b"))
+            )
+            .unwrap();
+        }
+    });
+    // Every record is accounted for: none reached the collector.
+    let (unsent, dropped, sent) = stop_counts(&stderr);
+    assert_eq!((unsent + dropped, sent), (3, 0), "{stderr}");
+}
+
+#[test]
+fn mcp_proxy_counts_and_reports_the_records_it_could_not_send() {
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/policy.ward");
+    let url = format!("http://{}/ingest", hung_collector());
+    let mut c = Command::new(bin());
+    c.args(["mcp-proxy", "--quiet", "--policy"])
+        .arg(&policy)
+        .args(["--decision-log", &url, "--", "cat"]);
+    let stderr = stderr_after(c, |stdin| {
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list"}}"#).unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
+    });
+    let (unsent, dropped, sent) = stop_counts(&stderr);
+    assert!(unsent + dropped >= 2 && sent == 0, "{stderr}");
+}

@@ -712,6 +712,62 @@ fn watch_swaps_a_good_policy_and_keeps_the_last_good_one() {
     assert!(text.contains("1 policy reload(s)"), "{text}");
 }
 
+#[test]
+fn watch_loads_no_policy_saved_in_two_chunks_with_a_close_between() {
+    // The first chunk is a whole policy on its own (allow everything), written and closed;
+    // the second, appended after a pause shorter than the debounce, makes the real one. Only
+    // the finished file may be loaded.
+    let dir = tmp("watch-chunks");
+    let policy = dir.join("p.ward");
+    std::fs::write(&policy, POLICY).unwrap();
+    let srv = Http::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--watch",
+        "--watch-debounce-ms",
+        "3000",
+        "--no-handshake",
+    ]);
+    std::fs::write(&policy, "default allow\n").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&policy)
+        .unwrap();
+    f.write_all(
+        b"rule no_ls on toolCallRequest when tool.name == \"ls\" => deny \"no_ls\": \"no\"\n",
+    )
+    .unwrap();
+    drop(f);
+    let deadline = std::time::Instant::now() + WAIT;
+    while srv.server.said("warden: reloaded").is_none() {
+        assert!(std::time::Instant::now() < deadline, "never reloaded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let reloads = srv
+        .server
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("warden: reloaded"))
+        .count();
+    assert_eq!(reloads, 1, "only the finished file was loaded");
+    let sid = ids::counter(0, 7);
+    let call = |tool: &str| {
+        envelope(
+            "steps/toolCallRequest",
+            &sid,
+            json!({"tool": {"name": tool}, "arguments": {}}),
+            None,
+        )
+    };
+    assert_eq!(
+        srv.post("/acs", &call("ls")).1["result"]["decision"],
+        "deny"
+    );
+}
+
 /// Reload through the library's watcher with a short quiet period: a Guardian that audits and
 /// journals in memory, one session, and what it answers for `tool`.
 mod reload {

@@ -1,7 +1,8 @@
 //! The session table under hostile load (docs/serve.md, "Sessions"): a request refused for
-//! want of a handshake allocates nothing, one agent cannot take every slot, idle sessions
-//! leave memory and come back from the journal with their chain and taint, and an ended
-//! session's age survives a restart.
+//! want of a handshake allocates nothing, a flood of bare hellos locks no new session out (with
+//! and without `--key-file`), one agent cannot take every slot, idle sessions leave memory and
+//! come back from the journal with their chain and taint, and an ended session's age survives
+//! a restart.
 
 mod serve_common;
 
@@ -193,6 +194,13 @@ fn one_agent_cannot_take_every_slot() {
                 &ids::counter(53, i),
                 hello(),
             ),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+        // A first step: the share counts established sessions (bare hellos give way).
+        let sid = ids::counter(53, i);
+        let r = send(
+            &g,
+            &req(next(), "steps/sessionStart", "greedy", &sid, json!({})),
         );
         assert_eq!(r["result"]["decision"], "allow", "{r}");
     }
@@ -536,4 +544,244 @@ fn audit_show_and_export_read_the_chains() {
     assert_eq!(entries[2]["previous_hash"], entries[1]["entry_hash"]);
     let (code, _) = run(&["show", "--session", "no-such-session"]);
     assert_eq!(code, Some(1));
+}
+
+/// `n` hellos of fresh sessions from the agent `agent`, over stdio to `child`, each answered.
+fn flood(child: &mut std::process::Child, agent: &str, n: u64) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stdin = child.stdin.take().unwrap();
+    let agent = agent.to_string();
+    let writer = std::thread::spawn(move || {
+        let mut out = std::io::BufWriter::new(&mut stdin);
+        for i in 0..n {
+            let e = req(
+                i + 1,
+                "handshake/hello",
+                &agent,
+                &ids::counter(60, i),
+                hello(),
+            );
+            writeln!(out, "{e}").unwrap();
+        }
+        out.flush().unwrap();
+        drop(out);
+        stdin
+    });
+    let mut answers = Vec::new();
+    let mut out = BufReader::new(child.stdout.as_mut().unwrap());
+    for _ in 0..n {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        answers.push(serde_json::from_str(&line).unwrap());
+    }
+    child.stdin = Some(writer.join().unwrap());
+    answers
+}
+
+/// One request over stdio to `child`, answered.
+fn over_stdio(child: &mut std::process::Child, v: &Value) -> Value {
+    use std::io::{BufRead, BufReader, Write};
+    writeln!(child.stdin.as_mut().unwrap(), "{v}").unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+fn stdio_serve(dir: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    std::fs::write(dir.join("p.ward"), POLICY).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["serve", "--stdio", "--policy"])
+        .arg(dir.join("p.ward"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_flood_of_bare_hellos_locks_no_new_session_out() {
+    // 100 000 hellos that never take a step, under one agent id, then a client of that same
+    // agent: its hello and its steps go through, and after a restart the flood is gone (a
+    // hello is journalled only with a first step).
+    let dir = serve_common::tmp("hello-flood");
+    std::fs::write(dir.join("token"), "flood-metrics-token").unwrap();
+    let token = dir.join("token");
+    let mut child = stdio_serve(
+        &dir,
+        &[
+            "--operator-listen",
+            "127.0.0.1:0",
+            "--operator-token-file",
+            token.to_str().unwrap(),
+            // No bare session expires during the flood, however slow the machine: the
+            // counts below are the pool's alone.
+            "--hello-timeout",
+            "3600",
+        ],
+    );
+    let (_, operator) = serve_common::announced(child.stderr.take().unwrap(), false, true);
+    let answers = flood(&mut child, "a", 100_000);
+    assert!(answers.iter().all(|r| r["result"]["decision"] == "allow"));
+    // What the flood holds: the pool of bare sessions (10 000 by default), nothing more.
+    let m = serve_common::operator_metrics(&operator.unwrap(), "flood-metrics-token");
+    assert_eq!(m["warden_hello_sessions"], 10_000, "{m:?}");
+    assert_eq!(m["warden_sessions"], 10_000, "{m:?}");
+    assert_eq!(m["warden_hello_sessions_dropped_total"], 90_000, "{m:?}");
+    let sid = ids::counter(61, 0);
+    let r = over_stdio(
+        &mut child,
+        &req(200_001, "handshake/hello", "a", &sid, hello()),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    let r = over_stdio(
+        &mut child,
+        &req(200_002, "steps/sessionStart", "a", &sid, json!({})),
+    );
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let records = warden::server::store::read_dir(&dir.join("state")).unwrap();
+    assert_eq!(
+        records.len(),
+        2,
+        "the client's handshake and step, nothing of the flood"
+    );
+    assert!(records.iter().all(|r| r.session() == Some(sid.as_str())));
+}
+
+#[test]
+fn bare_hellos_are_held_in_a_pool_that_drops_the_oldest() {
+    let caps = Caps {
+        max_hello_sessions: 100,
+        hello_timeout_ms: Some(60_000),
+        ..Caps::default()
+    };
+    let g = guardian(caps, Some(Arc::new(MemoryJournal::default())));
+    for i in 0..1_000 {
+        let r = send(
+            &g,
+            &req(i + 1, "handshake/hello", "a", &ids::counter(62, i), hello()),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+    }
+    assert_eq!(g.hello_counts(), (100, 900));
+    assert_eq!(g.session_count(), 100);
+    // The newest are held: one takes its first step and leaves the pool.
+    let sid = ids::counter(62, 999);
+    let r = send(&g, &req(2_000, "steps/sessionStart", "a", &sid, json!({})));
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    assert_eq!(g.hello_counts().0, 99);
+    // The oldest was dropped: it must say hello again.
+    let r = send(
+        &g,
+        &req(
+            2_001,
+            "steps/sessionStart",
+            "a",
+            &ids::counter(62, 0),
+            json!({}),
+        ),
+    );
+    assert_eq!(error_code(&r), Some(-32003), "{r}");
+}
+
+#[test]
+fn with_a_key_file_unsigned_hellos_are_refused_and_hold_nothing() {
+    let dir = serve_common::tmp("hello-flood-key");
+    std::fs::write(dir.join("key"), "k3y-for-the-flood").unwrap();
+    let key = dir.join("key");
+    let mut child = stdio_serve(&dir, &["--key-file", key.to_str().unwrap()]);
+    let answers = flood(&mut child, "a", 1_000);
+    assert!(
+        answers.iter().all(|r| r["error"]["code"] == -32004),
+        "{:?}",
+        answers[0]
+    );
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    assert!(warden::server::store::read_dir(&dir.join("state"))
+        .unwrap()
+        .is_empty());
+}
+
+/// Waits (at most a minute) until the server has said `needle`; the lines it said so far.
+fn wait_said(server: &Server, needle: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.said(needle).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never said {needle:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    server.stderr.lock().unwrap().clone()
+}
+
+#[test]
+fn a_restart_listens_first_and_compacts_expired_ended_sessions_in_the_background() {
+    // 300 sessions end under a one-minute tombstone (nothing is compacted), then the server
+    // restarts with a skew window of 1 ms: every tombstone has expired.
+    const N: u64 = 300;
+    let (server, state) = stateful_server("restart-compact", &["--skew-window-ms", "60000"]);
+    let mut c = Conn::open(&server.addr).unwrap();
+    for s in 0..N {
+        let sid = ids::counter(63, s);
+        let r = post(
+            &mut c,
+            &req(3 * s + 1, "handshake/hello", "a", &sid, hello()),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+        let r = post(
+            &mut c,
+            &req(3 * s + 2, "steps/sessionStart", "a", &sid, json!({})),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+        let end = json!({"reason": "completed"});
+        let r = post(&mut c, &req(3 * s + 3, "steps/sessionEnd", "a", &sid, end));
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+    }
+    server.kill9();
+    let policy = state.parent().unwrap().join("p.ward");
+    let server = Server::start(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--skew-window-ms",
+        "1",
+    ]);
+    // The listener was announced before the journal was read.
+    let said = wait_said(&server, "restored");
+    let at = |needle: &str| said.iter().position(|l| l.contains(needle)).unwrap();
+    assert!(at("listening on") < at("restored"), "{said:?}");
+    // The housekeeping thread compacts them all, in batches, while the server serves.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let compacted = || -> u64 {
+        server
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.strip_prefix("warden: compacted the records of "))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    };
+    while compacted() < N {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "compacted {}",
+            compacted()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    server.kill9();
+    let records = warden::server::store::read_dir(&state).unwrap();
+    assert_eq!(records.len() as u64, N, "one sealed record per session");
+    assert!(records.iter().all(|r| matches!(r, Record::Sealed { .. })));
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
@@ -37,6 +37,10 @@ pub struct McpProxyArgs {
     /// only) or an http:// collector, as `warden serve --decision-log` does (docs/serve.md)
     #[arg(long, value_name = "PATH|-|URL")]
     decision_log: Option<String>,
+    /// With an http:// decision log: the most bytes of records queued for the collector
+    /// (the batch being sent included); when full, the oldest records are dropped and counted
+    #[arg(long, value_name = "BYTES", default_value_t = crate::server::decision_log::QUEUE_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..))]
+    decision_log_queue_bytes: usize,
     /// Reach the MCP server over Streamable HTTP at this endpoint (http://HOST:PORT/PATH)
     /// instead of starting it
     #[arg(long, value_name = "URL", conflicts_with = "server")]
@@ -63,7 +67,7 @@ pub fn run(a: McpProxyArgs) -> i32 {
         protocol: Protocol::strict(),
         ..Options::default()
     };
-    let (guardian, _store) = match serve::build_serving(policy, options, a.state.as_deref()) {
+    let (guardian, store) = match serve::build_serving(policy, options, a.state.as_deref()) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("warden mcp-proxy: {e}");
@@ -72,7 +76,14 @@ pub fn run(a: McpProxyArgs) -> i32 {
     };
     let mut decision_log = None;
     if let Some(spec) = &a.decision_log {
-        match crate::server::decision_log::open(spec, a.listen.is_some()) {
+        match crate::server::decision_log::open(
+            spec,
+            a.listen.is_some(),
+            crate::server::decision_log::Bounds {
+                records: crate::server::decision_log::QUEUE_CAPACITY,
+                bytes: a.decision_log_queue_bytes,
+            },
+        ) {
             Ok(sink) => {
                 guardian.set_decision_log(sink.clone());
                 decision_log = Some(sink);
@@ -105,8 +116,17 @@ pub fn run(a: McpProxyArgs) -> i32 {
         }),
         None => mcp_proxy::run(guardian, &upstream, &config),
     };
+    if let Some(Err(e)) = store.as_deref().map(crate::server::backend::Backend::close) {
+        eprintln!("warden mcp-proxy: the journal could not be closed: {e}");
+    }
     if let Some(log) = &decision_log {
-        log.flush(std::time::Duration::from_secs(5));
+        log.flush(crate::server::stop::LOG_GRACE);
+    }
+    if crate::server::stop::requested() {
+        eprintln!(
+            "warden mcp-proxy: stopped after {}",
+            crate::server::stop::signal_name()
+        );
     }
     match ran {
         Ok(code) => code,
@@ -118,19 +138,21 @@ pub fn run(a: McpProxyArgs) -> i32 {
 }
 
 /// SIGINT and SIGTERM stop the proxy cleanly: the server is stopped and the ACS session ended,
-/// which seals its audit chain.
+/// which seals its audit chain; the decision log then sends what it holds. A second signal
+/// stops at once ([`crate::server::stop`]).
 fn stop_on_signal() -> &'static AtomicBool {
-    static STOP: AtomicBool = AtomicBool::new(false);
-    #[cfg(unix)]
-    {
-        extern "C" fn on_signal(_: libc::c_int) {
-            STOP.store(true, Ordering::Relaxed);
-        }
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        }
-    }
-    &STOP
+    let flag = crate::server::stop::install();
+    let _ = std::thread::Builder::new()
+        .name("warden-stop".into())
+        .spawn(|| {
+            while !crate::server::stop::requested() {
+                std::thread::sleep(crate::server::stop::POLL);
+            }
+            eprintln!(
+                "warden mcp-proxy: {}: stopping (the MCP server is stopped and the session \
+                 ended); a second signal stops at once",
+                crate::server::stop::signal_name()
+            );
+        });
+    flag
 }

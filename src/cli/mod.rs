@@ -261,8 +261,17 @@ fn usage_error(message: &str) -> i32 {
     2
 }
 
+/// The `.ward` files under `paths`, each within [`crate::diagnostics::MAX_SOURCE_BYTES`].
+fn bounded_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let files = collect_files(paths)?;
+    for f in &files {
+        crate::diagnostics::source_within_bounds(f)?;
+    }
+    Ok(files)
+}
+
 fn run_check(paths: &[PathBuf], format: Format) -> i32 {
-    let files = match collect_files(paths) {
+    let files = match bounded_files(paths) {
         Ok(files) => files,
         Err(e) => return usage_error(&e),
     };
@@ -416,7 +425,7 @@ fn unified_diff(path: &str, old: &str, new: &str) -> String {
 }
 
 fn run_fmt(paths: &[PathBuf], check_only: bool, diff: bool) -> i32 {
-    let files = match collect_files(paths) {
+    let files = match bounded_files(paths) {
         Ok(files) => files,
         Err(e) => return usage_error(&e),
     };

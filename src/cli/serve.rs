@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::adapters::core_agent as hook;
 use crate::guardian::{self, Guardian, OnDecisionFailure, Options, Protocol};
 use crate::server::backend::{self, Backend};
-use crate::server::{decision_log, operator, serve, watch};
+use crate::server::{decision_log, operator, serve, stop, watch};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -43,6 +43,10 @@ pub struct ServeArgs {
     /// Recompile the policy when it changes and swap it in if it checks
     #[arg(long, requires = "policy")]
     watch: bool,
+    /// With --watch: how long the policy's folder must be quiet (no write, no close) before
+    /// its files are read, and the interval between the two reads that must agree
+    #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..))]
+    watch_debounce_ms: u64,
     /// File holding the HMAC input keying material: every request must be signed with the
     /// per-session key derived from it, and every response is signed
     #[arg(long)]
@@ -76,6 +80,14 @@ pub struct ServeArgs {
     /// `--state` it is restored, chain and all, when it comes back; without, it is gone
     #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
     idle_timeout: u64,
+    /// A session that has only said hello leaves memory this many seconds after its hello
+    /// unless it takes a step (0: only as an idle session)
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    hello_timeout: u64,
+    /// Sessions that have only said hello held at once (at most half of --max-sessions and
+    /// of --max-sessions-per-agent); a new hello beyond it drops the oldest
+    #[arg(long, value_name = "N", default_value_t = guardian::Caps::default().max_hello_sessions)]
+    max_hello_sessions: usize,
     /// Attach explain traces to results
     #[arg(long)]
     explain: bool,
@@ -84,6 +96,10 @@ pub struct ServeArgs {
     /// only) or an http:// collector (batched POSTs of JSON lines; docs/serve.md)
     #[arg(long, value_name = "PATH|-|URL")]
     decision_log: Option<String>,
+    /// With an http:// decision log: the most bytes of records queued for the collector
+    /// (the batch being sent included); when full, the oldest records are dropped and counted
+    #[arg(long, value_name = "BYTES", default_value_t = decision_log::QUEUE_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(4..))]
+    decision_log_queue_bytes: usize,
     /// Also serve the operator endpoint (list and resolve effects, list and grant approvals)
     /// on this address: a separate listener from the agent-facing one (docs/serve.md)
     #[arg(long, value_name = "ADDR", requires = "operator_token_file")]
@@ -112,6 +128,13 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    fn decision_log_bounds(&self) -> decision_log::Bounds {
+        decision_log::Bounds {
+            records: decision_log::QUEUE_CAPACITY,
+            bytes: self.decision_log_queue_bytes,
+        }
+    }
+
     /// The HTTP listeners' time limits and connection caps.
     fn http_limits(&self) -> serve::HttpLimits {
         serve::HttpLimits {
@@ -484,15 +507,67 @@ fn read_key(path: &std::path::Path) -> Result<Arc<[u8]>, String> {
     Ok(Arc::from(trimmed))
 }
 
-/// Flushes a decision log (for up to 5 s) when dropped: at the end of `run_serve`.
-struct FlushOnDrop(Option<Arc<dyn guardian::log::DecisionLog>>);
-
-impl Drop for FlushOnDrop {
-    fn drop(&mut self) {
-        if let Some(log) = &self.0 {
-            log.flush(Duration::from_secs(5));
+/// The end of a serve, whether the input ended or a signal asked for the stop
+/// (docs/serve.md, "Stopping"): what the transport could not answer in time is said, the
+/// journal is closed (filed, or its leases let go), the decision log sends what it holds within
+/// [`stop::LOG_GRACE`] (what it could not send is counted and said).
+fn wind_down(
+    store: Option<&crate::server::backend::Backend>,
+    log: Option<&dyn guardian::log::DecisionLog>,
+    still_open: usize,
+) {
+    let signalled = stop::requested();
+    if still_open > 0 {
+        eprintln!(
+            "warden: stop: {still_open} connection(s) still busy after {} s were closed \
+             without an answer",
+            stop::ANSWER_GRACE.as_secs()
+        );
+    }
+    if let Some(store) = store {
+        match store.close() {
+            Ok(0) => {}
+            Ok(n) => eprintln!("warden: stop: let go of {n} session lease(s)"),
+            Err(e) => eprintln!("warden: stop: the journal could not be closed: {e}"),
         }
     }
+    if let Some(log) = log {
+        log.flush(stop::LOG_GRACE);
+    }
+    if signalled {
+        eprintln!("warden: stopped after {}", stop::signal_name());
+    }
+}
+
+/// Housekeeping, once a second off the request path: ended sessions' tombstones and idle
+/// sessions leave memory (admissions only sweep a few as they go), and the records of ended
+/// sessions that left are compacted in batches (those a restart found expired included).
+fn spawn_housekeeping(g: &Arc<guardian::Guardian>) {
+    let g = Arc::downgrade(g);
+    let _ = std::thread::Builder::new()
+        .name("warden-sweep".into())
+        .spawn(move || {
+            while let Some(g) = g.upgrade() {
+                g.sweep_memory();
+                let n = g.compact_ended_sessions();
+                if n > 0 {
+                    eprintln!("warden: compacted the records of {n} ended session(s)");
+                }
+                drop(g);
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+}
+
+/// Binds the ACS listener and says where (port 0 picks a free one).
+fn listen(addr: SocketAddr) -> Result<std::net::TcpListener, String> {
+    if !addr.ip().is_loopback() {
+        eprintln!("warden: warning: {addr} is not a loopback address; ACS traffic should stay on the host or behind TLS");
+    }
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| format!("{addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| format!("{addr}: {e}"))?;
+    eprintln!("warden: listening on http://{bound}/acs");
+    Ok(listener)
 }
 
 fn fail(message: &str) -> i32 {
@@ -508,6 +583,25 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             return fail("the policy has errors; nothing was served");
         }
     };
+    // SIGTERM and SIGINT stop the server cleanly from here on (a second one at once).
+    stop::install();
+    match start(&a, policy) {
+        Ok(started) => serve_until_stopped(started, a.http_limits()),
+        Err(e) => fail(&e),
+    }
+}
+
+/// A Guardian ready to serve, with what its stop must close.
+struct Started {
+    g: Arc<guardian::Guardian>,
+    store: Option<Arc<crate::server::backend::Backend>>,
+    decision_log: Option<Arc<dyn guardian::log::DecisionLog>>,
+    listener: Option<std::net::TcpListener>,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+/// The protocol `serve` runs: strict, with the flags' caps and key.
+fn serve_protocol(a: &ServeArgs) -> Result<Protocol, String> {
     let mut protocol = Protocol::strict();
     protocol.require_handshake = !a.no_handshake;
     protocol.skew_window_ms = Some(a.skew_window_ms);
@@ -519,22 +613,28 @@ pub fn run_serve(a: ServeArgs) -> i32 {
     protocol.caps.max_sessions_per_agent = a.max_sessions_per_agent;
     protocol.caps.idle_session_ms =
         (a.idle_timeout > 0).then(|| a.idle_timeout.saturating_mul(1000));
+    protocol.caps.hello_timeout_ms =
+        (a.hello_timeout > 0).then(|| a.hello_timeout.saturating_mul(1000));
+    protocol.caps.max_hello_sessions = a.max_hello_sessions;
     if let Some(k) = &a.key_file {
-        match read_key(k) {
-            Ok(k) => protocol.key = Some(k),
-            Err(e) => return fail(&e),
-        }
+        protocol.key = Some(read_key(k)?);
     }
-    let operator_token = match &a.operator_token_file {
-        Some(f) => match operator::Token::read(f) {
-            Ok(t) => Some(t),
-            Err(e) => return fail(&e),
-        },
-        None => None,
-    };
+    Ok(protocol)
+}
+
+/// Reads the flags, opens the listener (before the journal is read: a restart's clients wait
+/// in its backlog rather than being refused), the decision log and the journal (restoring
+/// it), and starts housekeeping, `--watch` and the operator endpoint.
+fn start(a: &ServeArgs, policy: guardian::Policy) -> Result<Started, String> {
+    let protocol = serve_protocol(a)?;
+    let operator_token = a
+        .operator_token_file
+        .as_deref()
+        .map(operator::Token::read)
+        .transpose()?;
     if let (Some(op), Some(acs)) = (a.operator_listen, a.listen) {
         if op == acs && op.port() != 0 {
-            return fail(&format!(
+            return Err(format!(
                 "--operator-listen {op} is the ACS listener's address: the operator endpoint \
                  must be a listener of its own, out of the agent platform's reach"
             ));
@@ -548,15 +648,11 @@ pub fn run_serve(a: ServeArgs) -> i32 {
         explain: a.explain,
         protocol,
     };
-    let decision_log = match a
+    let decision_log = a
         .decision_log
         .as_deref()
-        .map(|spec| decision_log::open(spec, a.listen.is_some()))
-        .transpose()
-    {
-        Ok(d) => d,
-        Err(e) => return fail(&e),
-    };
+        .map(|spec| decision_log::open(spec, a.listen.is_some(), a.decision_log_bounds()))
+        .transpose()?;
     #[cfg(feature = "postgres")]
     crate::server::pg::set_fleet(crate::server::pg::Fleet {
         guardian: a
@@ -565,72 +661,80 @@ pub fn run_serve(a: ServeArgs) -> i32 {
             .unwrap_or_else(|| crate::server::pg::default_guardian_id(a.listen.map(|l| l.port()))),
         lease: Duration::from_millis(a.lease_ms),
     });
-    let (g, store) = match serve::build_serving(policy, options, a.state.as_deref()) {
-        Ok(x) => x,
-        Err(e) => return fail(&e),
-    };
+    let listener = a.listen.map(listen).transpose()?;
+    let (g, store) = serve::build_serving(policy, options, a.state.as_deref())?;
     if let Some(sink) = &decision_log {
         g.set_decision_log(sink.clone());
     }
-    // The last records reach an HTTP collector before the process ends (stdio: end of input).
-    let _flush = FlushOnDrop(decision_log);
-    // Housekeeping: ended sessions' tombstones and idle sessions leave memory off the
-    // request path (admissions only sweep a few as they go).
-    {
-        let g = Arc::downgrade(&g);
-        let _ = std::thread::Builder::new()
-            .name("warden-sweep".into())
-            .spawn(move || {
-                while let Some(g) = g.upgrade() {
-                    g.sweep_sessions();
-                    drop(g);
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-            });
-    }
+    spawn_housekeeping(&g);
     let _watcher = match (a.watch, &a.policy) {
-        (true, Some(p)) => match watch::watch(g.clone(), p.clone(), Duration::from_millis(150)) {
-            Ok(w) => Some(w),
-            Err(e) => return fail(&e),
-        },
+        (true, Some(p)) => Some(watch::watch(
+            g.clone(),
+            p.clone(),
+            Duration::from_millis(a.watch_debounce_ms),
+        )?),
         _ => None,
     };
     if let (Some(addr), Some(token)) = (a.operator_listen, operator_token) {
-        if !addr.ip().is_loopback() {
-            eprintln!("warden: warning: operator endpoint on {addr}, not a loopback address; its bearer token travels in plain HTTP: put TLS in front of it");
-        }
-        let op = operator::Operator {
-            guardian: g.clone(),
-            store: store.clone(),
-            token,
-            max_body: a.max_envelope_bytes,
-            limits: a.http_limits().for_operator(),
-        };
-        match operator::spawn(op, addr) {
-            Ok(bound) => eprintln!("warden: operator endpoint on http://{bound}/"),
-            Err(e) => return fail(&format!("--operator-listen {addr}: {e}")),
-        }
+        start_operator(a, addr, token, &g, &store, &decision_log)?;
     }
-    let _ = a.stdio;
-    match a.listen {
-        Some(addr) => {
-            if !addr.ip().is_loopback() {
-                eprintln!("warden: warning: {addr} is not a loopback address; ACS traffic should stay on the host or behind TLS");
-            }
-            let r = serve::run_http(g, addr, a.http_limits(), |bound| {
-                eprintln!("warden: listening on http://{bound}/acs");
-            });
-            match r {
-                Ok(()) => 0,
-                Err(e) => fail(&format!("{addr}: {e}")),
-            }
-        }
-        None => match serve::run_stdio(&g, std::io::stdin().lock(), std::io::stdout()) {
-            Ok(()) => 0,
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-            Err(e) => fail(&e.to_string()),
+    Ok(Started {
+        g,
+        store,
+        decision_log,
+        listener,
+        _watcher,
+    })
+}
+
+fn start_operator(
+    a: &ServeArgs,
+    addr: SocketAddr,
+    token: operator::Token,
+    g: &Arc<guardian::Guardian>,
+    store: &Option<Arc<crate::server::backend::Backend>>,
+    decision_log: &Option<Arc<dyn guardian::log::DecisionLog>>,
+) -> Result<(), String> {
+    if !addr.ip().is_loopback() {
+        eprintln!("warden: warning: operator endpoint on {addr}, not a loopback address; its bearer token travels in plain HTTP: put TLS in front of it");
+    }
+    let op = operator::Operator {
+        guardian: g.clone(),
+        store: store.clone(),
+        token,
+        max_body: a.max_envelope_bytes,
+        limits: a.http_limits().for_operator(),
+        decision_log: decision_log.clone(),
+    };
+    let bound = operator::spawn(op, addr).map_err(|e| format!("--operator-listen {addr}: {e}"))?;
+    eprintln!("warden: operator endpoint on http://{bound}/");
+    Ok(())
+}
+
+/// Serves on the transport until its input ends or a signal stops it, then winds down.
+fn serve_until_stopped(s: Started, limits: serve::HttpLimits) -> i32 {
+    let (code, still_open) = match s.listener {
+        Some(listener) => match serve::run_http(s.g, listener, limits) {
+            Ok(open) => (0, open),
+            Err(e) => (fail(&e.to_string()), 0),
         },
-    }
+        None => {
+            let r = serve::run_stdio(&s.g, stop::StdinUntilStop, std::io::stdout());
+            if stop::requested() {
+                eprintln!(
+                    "warden: {}: stopped reading; every message read was answered",
+                    stop::signal_name()
+                );
+            }
+            match r {
+                Ok(()) => (0, 0),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => (0, 0),
+                Err(e) => (fail(&e.to_string()), 0),
+            }
+        }
+    };
+    wind_down(s.store.as_deref(), s.decision_log.as_deref(), still_open);
+    code
 }
 
 pub fn run_audit(c: AuditCommand) -> i32 {

@@ -165,6 +165,13 @@ pub trait Journal: Send + Sync {
         Ok(false)
     }
 
+    /// Like [`Journal::compact`] without waiting: the [`Durable`] settles once the summary
+    /// has replaced the records, so many compactions can share one commit. The default
+    /// compacts at once.
+    fn compact_submit(&self, session: &str, summary: Record) -> Durable {
+        Durable::settled(self.compact(session, summary).map(|_| ()))
+    }
+
     /// Whether this Guardian may decide `session` now. A journal shared by several Guardians
     /// (PostgreSQL) answers from its lease on the session; one Guardian's own journal always
     /// holds every session (the default).

@@ -39,6 +39,12 @@ pub trait DecisionLog: Send + Sync {
     /// Sends what is still queued, waiting at most `limit`: a server that stops calls it so the
     /// last records are not lost. The default has nothing queued.
     fn flush(&self, _limit: std::time::Duration) {}
+
+    /// The sink's counters and gauges as `(name, value)`, e.g. `("dropped_total", 3)`: what an
+    /// operator reads to see the sink keeping up (docs/serve.md). The default has none.
+    fn metrics(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// What the Guardian knows about a decision besides its response.

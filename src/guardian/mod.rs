@@ -133,57 +133,36 @@ impl Policy {
         &self.sources
     }
 
-    /// Loads the policy rooted at a `.ward` file.
+    /// Loads the policy rooted at a `.ward` file. A file over
+    /// [`crate::diagnostics::MAX_SOURCE_BYTES`] is refused before it is read.
     pub fn load(path: impl AsRef<Path>) -> Result<Policy, Diagnostics> {
         let path = path.as_ref();
+        crate::diagnostics::source_within_bounds(path).map_err(|e| unloadable(path, e))?;
         match Loaded::from_path(path) {
             Ok(loaded) => Policy::build(check::check(loaded)),
-            Err(e) => {
-                let mut d = Diagnostics::default();
-                let file = d.sources.add(crate::diagnostics::SourceFile::new(
-                    path.display().to_string(),
-                    "",
-                ));
-                d.items.push(
-                    Diagnostic::error(
-                        "load::unreadable",
-                        file,
-                        Default::default(),
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                    .with_help("check the path"),
-                );
-                Err(d)
-            }
+            Err(e) => Err(unloadable(
+                path,
+                format!("cannot read {}: {e}", path.display()),
+            )),
         }
     }
 
     /// One policy from several files (and folders of `.ward` files), checked together: their
-    /// rules, labels and constants share one namespace.
+    /// rules, labels and constants share one namespace. Each file is held to
+    /// [`crate::diagnostics::MAX_SOURCE_BYTES`].
     pub fn load_paths(paths: &[PathBuf]) -> Result<Policy, Diagnostics> {
-        let unreadable = |p: &Path, e: String| {
-            let mut d = Diagnostics::default();
-            let file = d.sources.add(crate::diagnostics::SourceFile::new(
-                p.display().to_string(),
-                "",
-            ));
-            d.items.push(
-                Diagnostic::error("load::unreadable", file, Default::default(), e)
-                    .with_help("check the path"),
-            );
-            d
-        };
-        let files = check::collect_files(paths)
-            .map_err(|e| unreadable(paths.first().map_or(Path::new("."), |p| p.as_path()), e))?;
+        let first = paths.first().map_or(Path::new("."), |p| p.as_path());
+        let files = check::collect_files(paths).map_err(|e| unloadable(first, e))?;
         let mut loaded = Loaded::default();
         for f in &files {
+            crate::diagnostics::source_within_bounds(f).map_err(|e| unloadable(f, e))?;
             loaded
                 .add_path(f)
-                .map_err(|e| unreadable(f, format!("cannot read {}: {e}", f.display())))?;
+                .map_err(|e| unloadable(f, format!("cannot read {}: {e}", f.display())))?;
         }
         if files.is_empty() {
-            return Err(unreadable(
-                paths.first().map_or(Path::new("."), |p| p.as_path()),
+            return Err(unloadable(
+                first,
                 "no .ward files in the given paths".into(),
             ));
         }
@@ -292,6 +271,10 @@ struct Session {
     /// Guardians on one database): its records are committed only while the lease still
     /// carries it. `None` with a journal of one Guardian's own.
     lease: Option<i64>,
+    /// Said hello (at this time, under this policy) and took no step yet: the handshake is
+    /// journalled with the first step, so a session that only said hello costs the journal
+    /// nothing.
+    hello: Option<(i64, Arc<str>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -655,7 +638,15 @@ impl Guardian {
             max_per_agent: proto.caps.max_sessions_per_agent,
             tombstone_ms: proto.skew_window_ms,
             idle_ms: proto.caps.idle_session_ms,
+            hello_ms: proto.caps.hello_timeout_ms,
+            max_hellos: proto.caps.max_hello_sessions,
         }
+    }
+
+    /// Sessions held that have only said hello, and those dropped so far to make room for
+    /// newer hellos (docs/serve.md, "Sessions").
+    pub fn hello_counts(&self) -> (usize, usize) {
+        self.sessions.hello_counts()
     }
 
     /// Holds a new session `sid` for `agent` (or returns the one held), within the caps,
@@ -674,6 +665,28 @@ impl Guardian {
         })
     }
 
+    /// Holds a session a request opens: a hello's as bare (in the pool of sessions that have
+    /// only said hello), any other's (`--no-handshake`) as established.
+    fn admit_new(
+        &self,
+        sid: &str,
+        agent: &str,
+        hello: bool,
+    ) -> Result<Arc<Mutex<Session>>, RpcError> {
+        if !hello {
+            return self.admit(sid, agent, true, time::now_ms());
+        }
+        let now = time::now_ms();
+        let limits = self.limits();
+        self.sessions
+            .admit_hello(sid, agent, now, &limits, || Session {
+                last_active_ms: now,
+                agent: Arc::from(agent),
+                ..Session::default()
+            })
+            .map_err(|r| refusal(agent, r))
+    }
+
     /// Holds `make()` as session `sid` for `agent` (or returns the one held), within the caps.
     fn admit_with(
         &self,
@@ -686,16 +699,7 @@ impl Guardian {
         let limits = self.limits();
         self.sessions
             .admit(sid, agent, now, &limits, counted, make)
-            .map_err(|r| {
-                RpcError::session_refused(match r {
-                    sessions::Refusal::Full(n) => {
-                        format!("this Guardian holds its maximum of {n} sessions")
-                    }
-                    sessions::Refusal::AgentFull(n) => format!(
-                        "agent {agent:?} holds its maximum of {n} sessions on this Guardian"
-                    ),
-                })
-            })
+            .map_err(|r| refusal(agent, r))
     }
 
     /// Drops every ended session whose tombstone outlived the skew window and every idle
@@ -708,14 +712,35 @@ impl Guardian {
         removed
     }
 
+    /// Drops ended sessions whose tombstone outlived the skew window and idle sessions from
+    /// memory, like [`Guardian::sweep_sessions`], without compacting their records: those
+    /// wait for the next [`Guardian::compact_ended_sessions`] (a restart leaves them to the
+    /// housekeeping thread, so the listener is not held up by them).
+    pub fn sweep_memory(&self) -> usize {
+        self.sessions.sweep(time::now_ms(), &self.limits())
+    }
+
     /// Compacts the journal records of every ended session whose tombstone left memory since
     /// the last call (see [`Record::Sealed`]); `sweep_sessions` calls it. Returns how many.
+    /// In batches of [`COMPACT_BATCH`]: a batch's summaries are handed to the journal together
+    /// and waited for together, so they share commits.
     pub fn compact_ended_sessions(&self) -> usize {
-        self.sessions
-            .take_listed()
+        let listed = self.sessions.take_listed();
+        listed
+            .chunks(COMPACT_BATCH)
+            .map(|batch| self.compact_batch(batch))
+            .sum()
+    }
+
+    fn compact_batch(&self, ids: &[Arc<str>]) -> usize {
+        let Some(journal) = &self.journal else {
+            return 0;
+        };
+        let pending: Vec<Durable> = ids
             .iter()
-            .filter(|id| self.compact_ended(id))
-            .count()
+            .filter_map(|id| Some(journal.compact_submit(id, self.compact_summary(id)?)))
+            .collect();
+        pending.into_iter().filter_map(|d| d.wait().ok()).count()
     }
 
     fn process_session(&self, req: &Request, raw: &mut Value, key: Option<&[u8; 32]>) -> Decided {
@@ -775,7 +800,7 @@ impl Guardian {
                 None if hook.is_some() && proto.require_handshake => {
                     return fail(handshake_required(&req.method))
                 }
-                None => match self.admit(sid, &p.metadata.agent_id, true, time::now_ms()) {
+                None => match self.admit_new(sid, &p.metadata.agent_id, hook.is_none()) {
                     Ok(s) => (s, true),
                     Err(e) => return fail(e),
                 },
@@ -806,12 +831,12 @@ impl Guardian {
             return fail(RpcError::session_refused(why.clone()));
         }
         let Some(hook) = hook else {
-            return match self.hello(&mut s, sid, p) {
-                Ok((r, durable)) => Decided {
+            return match self.hello(&mut s, p) {
+                Ok(r) => Decided {
                     response: Response::result(id, r),
                     traces: Vec::new(),
                     logged: None,
-                    durable,
+                    durable: None,
                 },
                 Err(e) => {
                     // A refused hello leaves nothing behind.
@@ -983,7 +1008,8 @@ impl Guardian {
                         approval: None,
                         at_ms: Some(time::now_ms()),
                     };
-                    let durable = self.submit_as(vec![record], s.lease);
+                    let records = self.with_hello(&mut s, sid, record);
+                    let durable = self.submit_as(records, s.lease);
                     return Decided {
                         response,
                         traces: Vec::new(),
@@ -1093,7 +1119,8 @@ impl Guardian {
         };
         // Journalled under the session's lock, so the journal holds each session's steps in
         // the order they were decided; the answer waits for the commit (`Pending`).
-        let durable = self.submit_as(vec![record], s.lease);
+        let records = self.with_hello(&mut s, sid, record);
+        let durable = self.submit_as(records, s.lease);
         if proceeds {
             if let (Some((_, Some(child))), Some(state)) = (&child_info, s.state.as_mut()) {
                 state.merge_effects(&child.effects);
@@ -1165,12 +1192,34 @@ impl Guardian {
         self.journal.as_ref().map(|j| j.submit_as(records, lease))
     }
 
+    /// A step's record, preceded by the session's handshake if this is its first step (the
+    /// hello was held back: [`Guardian::hello`]); the session is then no longer bare.
+    fn with_hello(&self, s: &mut Session, sid: &str, record: Record) -> Vec<Record> {
+        let Some((at_ms, policy)) = s.hello.take() else {
+            return vec![record];
+        };
+        self.sessions
+            .established(sid, time::now_ms(), &self.limits());
+        let Some(negotiated) = s.negotiated.as_deref() else {
+            return vec![record];
+        };
+        let handshake = Record::Handshake {
+            session: sid.to_string(),
+            negotiated: negotiated.clone(),
+            agent: Some(s.agent.to_string()),
+            at_ms: Some(at_ms),
+            policy: Some(policy.to_string()),
+        };
+        vec![handshake, record]
+    }
+
+    /// Answers a ClientHello with the ServerHello. Nothing is journalled yet: the handshake
+    /// goes with the session's first step ([`Guardian::with_hello`]).
     fn hello(
         &self,
         s: &mut Session,
-        sid: &str,
         p: &envelope::Params,
-    ) -> Result<(envelope::AcsResult, Option<Durable>), RpcError> {
+    ) -> Result<envelope::AcsResult, RpcError> {
         if s.negotiated.is_some() {
             return Err(RpcError::session_refused(
                 "the session is already negotiated (ACS v0.1 has no renegotiation)",
@@ -1178,22 +1227,13 @@ impl Guardian {
         }
         let (negotiated, hello) =
             protocol::negotiate(&self.options.protocol, &p.payload, is_known_method)?;
-        let durable = self.submit_as(
-            vec![Record::Handshake {
-                session: sid.to_string(),
-                negotiated: negotiated.clone(),
-                agent: Some(p.metadata.agent_id.clone()),
-                at_ms: Some(time::now_ms()),
-                policy: Some(self.policy_digest().to_string()),
-            }],
-            s.lease,
-        );
+        s.hello = Some((time::now_ms(), self.policy_digest()));
         s.negotiated = Some(Arc::new(negotiated));
         let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
             .to_result(&p.request_id);
         r.reason_codes.clear();
         r.payload = Some(hello);
-        Ok((r, durable))
+        Ok(r)
     }
 
     /// The answer to a decision failure: a result, or the error response to send.
@@ -1629,16 +1669,16 @@ impl Guardian {
     /// one [`Record::Sealed`] that keeps its audit chain and what its tombstone held. Only a
     /// session outside any subagent family (whose records others' restores read) is
     /// compacted. Returns whether it was.
-    fn compact_ended(&self, sid: &str) -> bool {
-        let Some(journal) = &self.journal else {
-            return false;
-        };
+    /// The one record that replaces an ended session's records (`None`: nothing to compact:
+    /// no journal, already compacted, not ended, or part of a subagent family).
+    fn compact_summary(&self, sid: &str) -> Option<Record> {
+        let journal = self.journal.as_ref()?;
         let records = match journal.session_records(sid) {
             Some(Ok(r)) => r,
-            _ => return false,
+            _ => return None,
         };
         if records.is_empty() || matches!(records[..], [Record::Sealed { .. }]) {
-            return false;
+            return None;
         }
         let entries: Vec<Value> = journal::chains(&records)
             .into_iter()
@@ -1646,16 +1686,15 @@ impl Guardian {
             .collect();
         let s = self.rebuild(records);
         if !s.sealed || s.family {
-            return false;
+            return None;
         }
-        let summary = Record::Sealed {
+        Some(Record::Sealed {
             session: sid.to_string(),
             agent: Some(s.agent.to_string()).filter(|a| !a.is_empty()),
             at_ms: s.sealed_at_ms,
             labels: s.final_labels.unwrap_or(0),
             entries,
-        };
-        journal.compact(sid, summary).unwrap_or(false)
+        })
     }
 
     /// Re-applies one journal record to a session (restart and returning sessions alike).
@@ -1845,6 +1884,33 @@ impl sessions::Retire for Session {
             Verdict::Keep(due)
         }
     }
+}
+
+/// Ended sessions compacted together: their summaries share the journal's commits.
+pub const COMPACT_BATCH: usize = 256;
+
+/// The one diagnostic of a policy file that could not be loaded at all.
+fn unloadable(path: &Path, message: String) -> Diagnostics {
+    let mut d = Diagnostics::default();
+    let file = d.sources.add(crate::diagnostics::SourceFile::new(
+        path.display().to_string(),
+        "",
+    ));
+    d.items.push(
+        Diagnostic::error("load::unreadable", file, Default::default(), message)
+            .with_help("check the path"),
+    );
+    d
+}
+
+/// The -32000 of a session the table would not admit.
+fn refusal(agent: &str, r: sessions::Refusal) -> RpcError {
+    RpcError::session_refused(match r {
+        sessions::Refusal::Full(n) => format!("this Guardian holds its maximum of {n} sessions"),
+        sessions::Refusal::AgentFull(n) => {
+            format!("agent {agent:?} holds its maximum of {n} sessions on this Guardian")
+        }
+    })
 }
 
 fn handshake_required(method: &str) -> RpcError {

@@ -63,6 +63,12 @@ pub struct Caps {
     /// A session with no request for this long leaves memory (with a journal that can give
     /// its records back, it is restored when it returns). `None`: never.
     pub idle_session_ms: Option<u64>,
+    /// A session that has only said hello leaves memory this long after it (a hello is not
+    /// journalled until the session's first step). `None`: only as an idle session.
+    pub hello_timeout_ms: Option<u64>,
+    /// Sessions that have only said hello held at once (at most half of `max_sessions` and of
+    /// `max_sessions_per_agent`); a new hello beyond it drops the oldest.
+    pub max_hello_sessions: usize,
 }
 
 impl Default for Caps {
@@ -75,6 +81,8 @@ impl Default for Caps {
             max_sessions: 100_000,
             max_sessions_per_agent: 25_000,
             idle_session_ms: Some(3_600_000),
+            hello_timeout_ms: Some(30_000),
+            max_hello_sessions: 10_000,
         }
     }
 }
@@ -90,6 +98,8 @@ impl Caps {
             max_sessions: usize::MAX,
             max_sessions_per_agent: usize::MAX,
             idle_session_ms: None,
+            hello_timeout_ms: None,
+            max_hello_sessions: usize::MAX,
             ..Caps::default()
         }
     }

@@ -4,11 +4,26 @@
 //! window, an idle session after the idle time). Every operation is O(1) amortised and takes
 //! one shard's lock, never a lock over the whole table. Owns where a session lives; knows
 //! nothing of what a session holds, of deciding a step, or of the journal.
+//!
+//! A session that has only said hello (*bare*: admitted by [`Table::admit_hello`], not yet
+//! [`Table::established`] by a first step) is cheap to let go: bare sessions sit in a pool of
+//! their own ([`Limits::hello_pool`]) from which the oldest is dropped when a new hello needs
+//! the room, and each leaves after [`Limits::hello_ms`] without a first step. So a flood of
+//! hellos holds at most the pool, for at most that long, and never refuses a new hello.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// What became of a session looked up to be dropped as bare.
+enum Bare {
+    Removed,
+    /// Bare, but being decided right now (its first step, most likely).
+    Busy,
+    /// No longer held, or no longer bare.
+    Gone,
+}
 
 /// Shards of the table; a power of two so a hash picks one with a mask.
 const SHARDS: usize = 64;
@@ -48,6 +63,8 @@ type Shard<V> = Mutex<HashMap<Arc<str>, V>>;
 struct Entry<T> {
     session: Arc<Mutex<T>>,
     agent: Arc<str>,
+    /// Only said hello so far.
+    bare: bool,
 }
 
 /// Sessions by id, sharded, with admission counts and two retirement queues.
@@ -63,6 +80,13 @@ pub struct Table<T> {
     idle: Mutex<VecDeque<(i64, Arc<str>)>>,
     /// Removed sessions listed by their verdict, until someone takes them.
     listed: Mutex<Vec<Arc<str>>>,
+    /// Bare sessions, in the order they said hello: (hello at, id). Entries of sessions since
+    /// established or removed are dropped when they reach the front.
+    hellos: Mutex<VecDeque<(i64, Arc<str>)>>,
+    /// Bare sessions held.
+    bare: AtomicUsize,
+    /// Bare sessions dropped to make room for a newer hello.
+    hellos_evicted: AtomicUsize,
 }
 
 impl<T> Default for Table<T> {
@@ -75,6 +99,9 @@ impl<T> Default for Table<T> {
             sealed: Mutex::default(),
             idle: Mutex::default(),
             listed: Mutex::default(),
+            hellos: Mutex::default(),
+            bare: AtomicUsize::new(0),
+            hellos_evicted: AtomicUsize::new(0),
         }
     }
 }
@@ -90,6 +117,22 @@ pub struct Limits {
     pub tombstone_ms: Option<u64>,
     /// A session with no request for this long leaves memory. `None`: never.
     pub idle_ms: Option<u64>,
+    /// A session that has only said hello leaves memory this long after its hello. `None`:
+    /// only as an idle one.
+    pub hello_ms: Option<u64>,
+    /// The most bare sessions held (see [`Limits::hello_pool`]).
+    pub max_hellos: usize,
+}
+
+impl Limits {
+    /// The bare sessions held at most: `max_hellos`, and never more than half of the table or
+    /// of one agent's share, so hellos alone never fill either.
+    pub fn hello_pool(&self) -> usize {
+        self.max_hellos
+            .min(self.max_sessions / 2)
+            .min(self.max_per_agent / 2)
+            .max(1)
+    }
 }
 
 fn lock<X>(m: &Mutex<X>) -> std::sync::MutexGuard<'_, X> {
@@ -147,6 +190,118 @@ impl<T: Retire> Table<T> {
         counted: bool,
         make: impl FnOnce() -> T,
     ) -> Result<Arc<Mutex<T>>, Refusal> {
+        self.admit_as(id, agent, now_ms, limits, counted, false, make)
+    }
+
+    /// Like [`Table::admit`] (counted), for a session opened by a hello: held as bare until
+    /// [`Table::established`]. When the bare pool is full, the oldest bare session leaves
+    /// first, so a hello is never refused for want of room in the pool.
+    pub fn admit_hello(
+        &self,
+        id: &str,
+        agent: &str,
+        now_ms: i64,
+        limits: &Limits,
+        make: impl FnOnce() -> T,
+    ) -> Result<Arc<Mutex<T>>, Refusal> {
+        if let Some(s) = self.get(id) {
+            return Ok(s);
+        }
+        while self.bare.load(Ordering::SeqCst) >= limits.hello_pool() {
+            if !self.evict_oldest_hello() {
+                break;
+            }
+        }
+        let s = self.admit_as(id, agent, now_ms, limits, true, true, make)?;
+        lock(&self.hellos).push_back((now_ms, Arc::from(id)));
+        Ok(s)
+    }
+
+    /// Session `id` took its first step at `now_ms`: it is no longer bare, and from now on
+    /// leaves memory as an idle session.
+    pub fn established(&self, id: &str, now_ms: i64, limits: &Limits) {
+        let key = {
+            let mut shard = lock(&self.shards[self.shard_of(id)]);
+            match shard.get_mut(id) {
+                Some(e) if e.bare => e.bare = false,
+                _ => return,
+            }
+            shard.get_key_value(id).map(|(k, _)| k.clone())
+        };
+        self.bare.fetch_sub(1, Ordering::SeqCst);
+        if let (Some(idle), Some(_), Some(key)) = (limits.idle_ms, limits.hello_ms, key) {
+            lock(&self.idle).push_back((now_ms.saturating_add(idle as i64), key));
+        }
+    }
+
+    /// Bare sessions held now, and dropped so far to make room for newer hellos.
+    pub fn hello_counts(&self) -> (usize, usize) {
+        (
+            self.bare.load(Ordering::SeqCst),
+            self.hellos_evicted.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Drops the oldest bare session that nobody is deciding right now; `false` when the
+    /// hello queue holds none that can go. A bare session being decided right now goes back
+    /// to the queue's end (its first step may yet be refused, leaving it bare).
+    fn evict_oldest_hello(&self) -> bool {
+        let mut budget = lock(&self.hellos).len();
+        while budget > 0 {
+            budget -= 1;
+            let Some((at, id)) = lock(&self.hellos).pop_front() else {
+                return false;
+            };
+            match self.remove_if_bare(&id) {
+                Bare::Removed => {
+                    self.hellos_evicted.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
+                Bare::Busy => lock(&self.hellos).push_back((at, id)),
+                Bare::Gone => {}
+            }
+        }
+        false
+    }
+
+    /// Removes session `id` if it is still bare and nobody is deciding it right now.
+    fn remove_if_bare(&self, id: &str) -> Bare {
+        let mut shard = lock(&self.shards[self.shard_of(id)]);
+        let removed = match shard.get(id) {
+            Some(e) if e.bare && e.session.try_lock().is_ok() => shard.remove(id),
+            Some(e) if e.bare => return Bare::Busy,
+            _ => return Bare::Gone,
+        };
+        drop(shard);
+        match removed {
+            Some(e) => {
+                self.forget(&e);
+                Bare::Removed
+            }
+            None => Bare::Gone,
+        }
+    }
+
+    /// The counts a removed entry leaves.
+    fn forget(&self, e: &Entry<T>) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+        if e.bare {
+            self.bare.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.release_agent(&e.agent);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn admit_as(
+        &self,
+        id: &str,
+        agent: &str,
+        now_ms: i64,
+        limits: &Limits,
+        counted: bool,
+        bare: bool,
+        make: impl FnOnce() -> T,
+    ) -> Result<Arc<Mutex<T>>, Refusal> {
         if let Some(s) = self.get(id) {
             return Ok(s);
         }
@@ -180,11 +335,18 @@ impl<T: Retire> Table<T> {
             Entry {
                 session: session.clone(),
                 agent,
+                bare,
             },
         );
         drop(shard);
         self.count.fetch_add(1, Ordering::SeqCst);
-        if let Some(idle) = limits.idle_ms {
+        if bare {
+            self.bare.fetch_add(1, Ordering::SeqCst);
+        }
+        // A bare session waits in the hello queue only (a flood of hellos must not grow the idle
+        // queue, whose entries last the idle time); it joins the idle queue when established.
+        let in_hello_queue = bare && limits.hello_ms.is_some();
+        if let (Some(idle), false) = (limits.idle_ms, in_hello_queue) {
             lock(&self.idle).push_back((now_ms.saturating_add(idle as i64), key));
         }
         Ok(session)
@@ -205,8 +367,7 @@ impl<T: Retire> Table<T> {
         let removed = lock(&self.shards[self.shard_of(id)]).remove(id);
         match removed {
             Some(e) => {
-                self.count.fetch_sub(1, Ordering::SeqCst);
-                self.release_agent(&e.agent);
+                self.forget(&e);
                 true
             }
             None => false,
@@ -263,6 +424,9 @@ impl<T: Retire> Table<T> {
                 }
             }
         }
+        if let (true, Some(wait)) = (idle, limits.hello_ms) {
+            removed += self.sweep_hellos(now_ms, wait as i64, budget, &mut looked);
+        }
         if idle && limits.idle_ms.is_some() {
             while looked < budget {
                 let next = {
@@ -277,6 +441,29 @@ impl<T: Retire> Table<T> {
                 if self.retire(&id, now_ms, false, limits) {
                     removed += 1;
                 }
+            }
+        }
+        removed
+    }
+
+    /// Bare sessions whose hello is older than `wait`: removed (unless being decided).
+    fn sweep_hellos(&self, now_ms: i64, wait: i64, budget: usize, looked: &mut usize) -> usize {
+        let mut removed = 0;
+        while *looked < budget {
+            let next = {
+                let mut q = lock(&self.hellos);
+                match q.front() {
+                    Some((at, _)) if at.saturating_add(wait) <= now_ms => q.pop_front(),
+                    _ => None,
+                }
+            };
+            let Some((_, id)) = next else { break };
+            *looked += 1;
+            match self.remove_if_bare(&id) {
+                Bare::Removed => removed += 1,
+                // Looked at again a hello timeout from now.
+                Bare::Busy => lock(&self.hellos).push_back((now_ms, id)),
+                Bare::Gone => {}
             }
         }
         removed
@@ -323,6 +510,8 @@ mod tests {
             max_per_agent: per_agent,
             tombstone_ms: Some(100),
             idle_ms: Some(1_000),
+            hello_ms: Some(50),
+            max_hellos: 4,
         }
     }
 
@@ -411,5 +600,67 @@ mod tests {
         assert_eq!(t.sweep(1_899, &l), 0);
         assert_eq!(t.sweep(1_900, &l), 1);
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn a_full_hello_pool_drops_its_oldest_bare_session_and_never_refuses() {
+        let t: Table<S> = Table::default();
+        let l = limits(100, 100);
+        assert_eq!(l.hello_pool(), 4);
+        t.admit_hello("kept", "x", 0, &l, S::default).unwrap();
+        t.established("kept", 0, &l);
+        for i in 0..1_000 {
+            t.admit_hello(&format!("h{i}"), "x", 0, &l, S::default)
+                .unwrap();
+        }
+        assert_eq!(t.hello_counts(), (4, 996));
+        assert_eq!(t.len(), 5, "the established session and the pool");
+        assert!(t.get("kept").is_some());
+        assert!(t.get("h999").is_some() && t.get("h995").is_none());
+    }
+
+    #[test]
+    fn bare_sessions_leave_after_the_hello_time_and_established_ones_stay() {
+        let t: Table<S> = Table::default();
+        let l = limits(100, 100);
+        t.admit_hello("bare", "x", 0, &l, S::default).unwrap();
+        t.admit_hello("stepped", "x", 0, &l, S::default).unwrap();
+        t.established("stepped", 0, &l);
+        assert_eq!(t.sweep(49, &l), 0);
+        assert_eq!(t.sweep(50, &l), 1);
+        assert!(t.get("bare").is_none() && t.get("stepped").is_some());
+        assert_eq!(t.hello_counts().0, 0);
+    }
+
+    #[test]
+    fn bare_sessions_wait_in_the_hello_queue_only() {
+        let t: Table<S> = Table::default();
+        let l = limits(100, 100);
+        for i in 0..10 {
+            t.admit_hello(&format!("h{i}"), "x", 0, &l, S::default)
+                .unwrap();
+        }
+        assert_eq!(
+            lock(&t.idle).len(),
+            0,
+            "a flood of hellos does not grow the idle queue"
+        );
+        t.established("h9", 5, &l);
+        assert_eq!(lock(&t.idle).len(), 1);
+    }
+
+    #[test]
+    fn a_bare_session_being_decided_is_not_dropped_and_stays_in_the_queue() {
+        let t: Table<S> = Table::default();
+        let l = limits(100, 100);
+        let busy = t.admit_hello("busy", "x", 0, &l, S::default).unwrap();
+        let guard = busy.lock().unwrap();
+        assert_eq!(t.sweep(100, &l), 0, "being decided: kept");
+        assert!(!t.evict_oldest_hello());
+        drop(guard);
+        // Still bare and queued: it leaves a hello timeout after it was looked at.
+        assert_eq!(t.sweep(149, &l), 0);
+        assert_eq!(t.sweep(150, &l), 1);
+        assert_eq!(t.hello_counts(), (0, 0));
     }
 }

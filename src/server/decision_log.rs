@@ -3,16 +3,17 @@
 //!
 //! - a file path: one JSON line appended per record, written before the answer goes out;
 //! - `-`: one JSON line on stdout (only when stdout is not the protocol's channel);
-//! - `http://HOST:PORT/PATH`: records are queued (bounded) and POSTed in batches of JSON lines
-//!   by a background thread. A full queue or a failed POST drops records: they are counted and
-//!   reported on stderr, and a decision never waits for or fails on the collector.
+//! - `http://HOST:PORT/PATH`: records are queued and POSTed in batches of JSON lines by a
+//!   background thread. The queue is bounded in records and bytes, the batch in flight
+//!   included ([`queue`]); when it is full the oldest records are dropped. Every record given
+//!   up (full queue, too large, failed POST, unsent at stop) is counted, warned about on
+//!   stderr and readable as a metric ([`DecisionLog::metrics`]); a decision never waits for
+//!   or fails on the collector.
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, Read as _, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,8 +21,15 @@ use serde_json::Value;
 
 use crate::guardian::log::DecisionLog;
 
-/// Records held for the HTTP collector before new ones are dropped.
+mod queue;
+pub use queue::Bounds;
+use queue::{Pushed, Queue};
+
+/// Records the HTTP collector's queue holds, the batch in flight included.
 pub const QUEUE_CAPACITY: usize = 10_000;
+/// Bytes (of JSON lines) the HTTP collector's queue holds, the batch in flight included
+/// (`--decision-log-queue-bytes`).
+pub const QUEUE_BYTES: usize = 64 << 20;
 /// Most records in one POST.
 pub const BATCH_MAX: usize = 500;
 /// How long a batch waits to fill before it is sent.
@@ -31,7 +39,7 @@ pub const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where `--decision-log SPEC` sends records. `stdout_free`: stdout does not carry the
 /// protocol (`-` is refused otherwise).
-pub fn open(spec: &str, stdout_free: bool) -> Result<Arc<dyn DecisionLog>, String> {
+pub fn open(spec: &str, stdout_free: bool, bounds: Bounds) -> Result<Arc<dyn DecisionLog>, String> {
     if spec == "-" {
         if !stdout_free {
             return Err(
@@ -50,7 +58,7 @@ pub fn open(spec: &str, stdout_free: bool) -> Result<Arc<dyn DecisionLog>, Strin
         ));
     }
     if let Some(rest) = spec.strip_prefix("http://") {
-        return Ok(Arc::new(Http::start(spec, rest)?));
+        return Ok(Arc::new(Http::start(spec, rest, bounds)?));
     }
     let path = std::path::Path::new(spec);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -100,6 +108,10 @@ impl DecisionLog for FileSink {
             }
         }
     }
+
+    fn metrics(&self) -> Vec<(&'static str, u64)> {
+        vec![("write_failed_total", self.failures.load(Ordering::Relaxed))]
+    }
 }
 
 /// One line per record on stdout.
@@ -113,16 +125,16 @@ impl DecisionLog for Stdout {
     }
 }
 
-/// Batched POSTs of JSON lines from a background thread.
+/// Batched POSTs of JSON lines from a background thread, out of a queue bounded in records
+/// and bytes ([`queue`]: drop oldest when full).
 struct Http {
-    queue: SyncSender<Msg>,
-    dropped: Arc<AtomicU64>,
-}
-
-enum Msg {
-    Line(Vec<u8>),
-    /// Send what is gathered now, then say so.
-    Flush(mpsc::Sender<()>),
+    queue: Arc<Queue>,
+    name: String,
+    /// When a drop was last reported (milliseconds since `started`; `u64::MAX`: never), and
+    /// the drops counted then.
+    warned_ms: AtomicU64,
+    reported: AtomicU64,
+    started: Instant,
 }
 
 /// Where an `http://` collector is.
@@ -154,112 +166,119 @@ fn parse_target(rest: &str) -> Result<Target, String> {
 }
 
 impl Http {
-    fn start(spec: &str, rest: &str) -> Result<Http, String> {
+    fn start(spec: &str, rest: &str, bounds: Bounds) -> Result<Http, String> {
         let target = parse_target(rest).map_err(|e| format!("--decision-log {spec}: {e}"))?;
-        let (tx, rx) = mpsc::sync_channel(QUEUE_CAPACITY);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let d = dropped.clone();
-        let name = spec.to_string();
+        let queue = Arc::new(Queue::new(bounds));
+        let q = queue.clone();
         std::thread::Builder::new()
             .name("warden-decision-log".into())
-            .spawn(move || ship(rx, target, name, d))
+            .spawn(move || ship(&q, &target))
             .map_err(|e| format!("--decision-log {spec}: {e}"))?;
-        Ok(Http { queue: tx, dropped })
+        Ok(Http {
+            queue,
+            name: spec.to_string(),
+            warned_ms: AtomicU64::new(u64::MAX),
+            reported: AtomicU64::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    /// A warning line on stderr for records given up: the first at once, then at most one
+    /// every [`WARN_EVERY`].
+    fn warn_dropped(&self, why: &str) {
+        let now = self.started.elapsed().as_millis() as u64;
+        let last = self.warned_ms.load(Ordering::Relaxed);
+        let due = last == u64::MAX || now.saturating_sub(last) >= WARN_EVERY.as_millis() as u64;
+        if !due
+            || self
+                .warned_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let c = &self.queue.counters;
+        self.reported.store(c.dropped(), Ordering::Relaxed);
+        let b = self.queue.bounds();
+        eprintln!(
+            "warden: decision log {}: {why}; {} record(s) dropped so far ({} oldest from the \
+             full queue of {} records / {} bytes, {} too large, {} in failed POSTs)",
+            self.name,
+            c.dropped(),
+            c.dropped_full.load(Ordering::Relaxed),
+            b.records,
+            b.bytes,
+            c.dropped_too_large.load(Ordering::Relaxed),
+            c.dropped_failed.load(Ordering::Relaxed),
+        );
     }
 }
 
+/// The most often a warning about dropped records is written.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
 impl DecisionLog for Http {
     fn record(&self, record: &Value) {
-        match self.queue.try_send(Msg::Line(line(record))) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let why = match self.queue.push(line(record)) {
+            Pushed::Queued => "POSTs to the collector failed",
+            Pushed::Evicted(_) => "the queue is full: the oldest records were dropped",
+            Pushed::TooLarge => "a record larger than a batch was dropped",
+        };
+        if self.queue.counters.dropped() > self.reported.load(Ordering::Relaxed) {
+            self.warn_dropped(why);
         }
     }
 
     fn flush(&self, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        let (tx, rx) = mpsc::channel();
-        let mut msg = Msg::Flush(tx);
-        loop {
-            match self.queue.try_send(msg) {
-                Ok(()) => break,
-                Err(TrySendError::Full(m)) if Instant::now() < deadline => {
-                    msg = m;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(_) => return,
-            }
-        }
-        let _ = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-        let lost = self.dropped.load(Ordering::Relaxed);
-        if lost > 0 {
-            eprintln!("warden: decision log: {lost} record(s) dropped in all");
-        }
-    }
-}
-
-/// The background thread: gathers a batch, POSTs it, counts what was lost, and says so on
-/// stderr (at most every 10 seconds).
-fn ship(rx: Receiver<Msg>, target: Target, name: String, dropped: Arc<AtomicU64>) {
-    let mut reported = 0u64;
-    let mut last_report = Instant::now() - Duration::from_secs(60);
-    let mut batch: VecDeque<Vec<u8>> = VecDeque::new();
-    let send = |batch: &mut VecDeque<Vec<u8>>, last_report: Instant| {
-        if batch.is_empty() {
-            return;
-        }
-        let body: Vec<u8> = batch.drain(..).flatten().collect();
-        let n = body.iter().filter(|b| **b == b'\n').count() as u64;
-        if let Err(e) = post(&target, &body) {
-            dropped.fetch_add(n, Ordering::Relaxed);
-            if last_report.elapsed() >= Duration::from_secs(10) {
-                eprintln!("warden: decision log {name}: {e}");
-            }
-        }
-    };
-    loop {
-        let mut flushed = None;
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(Msg::Line(r)) => {
-                batch.push_back(r);
-                let until = Instant::now() + BATCH_WAIT;
-                while batch.len() < BATCH_MAX {
-                    let left = until.saturating_duration_since(Instant::now());
-                    match rx.recv_timeout(left) {
-                        Ok(Msg::Line(r)) => batch.push_back(r),
-                        Ok(Msg::Flush(done)) => {
-                            flushed = Some(done);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                send(&mut batch, last_report);
-            }
-            Ok(Msg::Flush(done)) => flushed = Some(done),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        if let Some(done) = flushed {
-            let _ = done.send(());
-        }
-        let lost = dropped.load(Ordering::Relaxed);
-        if lost > reported && last_report.elapsed() >= Duration::from_secs(10) {
+        let unsent = self.queue.drain(Instant::now() + limit);
+        let c = &self.queue.counters;
+        let dropped = c.dropped();
+        if unsent > 0 || dropped > 0 {
             eprintln!(
-                "warden: decision log {name}: {} record(s) dropped ({lost} in all): the \
-                 collector was unreachable or the queue of {QUEUE_CAPACITY} was full",
-                lost - reported
+                "warden: decision log {}: stopping with {unsent} record(s) unsent (not taken \
+                 by the collector within {} ms); {dropped} dropped while running; {} sent",
+                self.name,
+                limit.as_millis(),
+                c.sent.load(Ordering::Relaxed),
             );
-            reported = lost;
-            last_report = Instant::now();
         }
+    }
+
+    fn metrics(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.queue.counters;
+        let (records, bytes) = self.queue.held();
+        let b = self.queue.bounds();
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            ("queued_records", records as u64),
+            ("queued_bytes", bytes as u64),
+            ("queue_max_records", b.records as u64),
+            ("queue_max_bytes", b.bytes as u64),
+            ("sent_total", n(&c.sent)),
+            ("dropped_queue_full_total", n(&c.dropped_full)),
+            ("dropped_too_large_total", n(&c.dropped_too_large)),
+            ("dropped_post_failed_total", n(&c.dropped_failed)),
+            ("unsent_at_stop_total", n(&c.unsent_at_stop)),
+        ]
     }
 }
 
-/// One POST of `body` (JSON lines); `Err` unless the collector answers 2xx.
-fn post(t: &Target, body: &[u8]) -> Result<(), String> {
+/// The background thread: takes a batch (at most [`BATCH_MAX`] records and a quarter of the
+/// byte bound, gathered for up to [`BATCH_WAIT`]), POSTs it, and settles it as sent or lost.
+fn ship(queue: &Queue, target: &Target) {
+    loop {
+        let Some(batch) = queue.take(BATCH_MAX, Duration::from_secs(1), BATCH_WAIT) else {
+            continue;
+        };
+        let ok = post(target, &batch.lines).is_ok();
+        queue.settle(batch, ok);
+    }
+}
+
+/// One POST of `lines` (JSON lines, written one by one: no copy of the batch); `Err` unless
+/// the collector answers 2xx.
+fn post(t: &Target, lines: &[Vec<u8>]) -> Result<(), String> {
+    let len: usize = lines.iter().map(Vec::len).sum();
     let addr = t
         .host
         .to_socket_addrs()
@@ -272,12 +291,10 @@ fn post(t: &Target, body: &[u8]) -> Result<(), String> {
     let head = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-ndjson\r\n\
          Content-Length: {}\r\nConnection: close\r\nUser-Agent: warden\r\n\r\n",
-        t.path,
-        t.authority,
-        body.len()
+        t.path, t.authority, len
     );
     s.write_all(head.as_bytes())
-        .and_then(|()| s.write_all(body))
+        .and_then(|()| lines.iter().try_for_each(|l| s.write_all(l)))
         .map_err(|e| e.to_string())?;
     let mut r = io::BufReader::new(s.take(64 * 1024));
     let mut status = String::new();
@@ -308,9 +325,11 @@ mod tests {
 
     #[test]
     fn stdout_is_refused_when_it_carries_the_protocol() {
-        let e = open("-", false).err().unwrap();
+        let e = open("-", false, Bounds::default()).err().unwrap();
         assert!(e.contains("stdio"), "{e}");
-        let e = open("https://example.com/x", true).err().unwrap();
+        let e = open("https://example.com/x", true, Bounds::default())
+            .err()
+            .unwrap();
         assert!(e.contains("not supported"), "{e}");
     }
 }

@@ -381,9 +381,13 @@ pub fn run(
         .map_err(|e| format!("{addr}: {e}"))?;
     ready(listener.local_addr().map_err(|e| e.to_string())?);
     rt.spawn(async move {
-        serve_connections(listener, limits, ErrorStyle::JsonRpc, move |req| {
-            handle(client.clone(), router.clone(), limits, req)
-        })
+        serve_connections(
+            listener,
+            limits,
+            ErrorStyle::JsonRpc,
+            move |req| handle(client.clone(), router.clone(), limits, req),
+            std::future::pending(),
+        )
         .await
     });
     while !proxy.server_closed() && !crate::adapters::mcp_proxy::stopped(config) {

@@ -10,7 +10,8 @@
 //!   postgres://…`, feature `postgres`); [`backend`]: the one type over both;
 //! - [`operator`]: the operator endpoint (effect keys and approvals on a running server);
 //! - [`decision_log`]: the sinks of `--decision-log` (a file, stdout, an HTTP collector);
-//! - [`mcp_http`]: MCP's Streamable HTTP transport for `warden mcp-proxy --listen`.
+//! - [`mcp_http`]: MCP's Streamable HTTP transport for `warden mcp-proxy --listen`;
+//! - [`stop`]: the clean stop on SIGTERM and SIGINT (a second signal ends the process at once).
 
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
@@ -22,5 +23,6 @@ pub mod operator;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod serve;
+pub mod stop;
 pub mod store;
 pub mod watch;

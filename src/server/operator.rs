@@ -10,6 +10,7 @@
 //! | `GET /approvals` | `[{session, request_id, status, approver, question, action_hash, action}]` |
 //! | `POST /approvals/approve` `{request_id, approver}` | `{session, request_id, action_hash, expires_seconds, intent}` |
 //! | `GET /audit` (`?session=ID` for one) | `[{session, entries}]`: the audit chains, read from the journal (`--state`) |
+//! | `GET /metrics` | the Guardian's gauges and the decision log's counters, Prometheus text format |
 
 use std::convert::Infallible;
 use std::io;
@@ -24,6 +25,7 @@ use serde_json::{json, Map, Value};
 
 use super::serve::{BodyError, ErrorStyle};
 use crate::acs::crypto;
+use crate::guardian::log::DecisionLog;
 use crate::guardian::{ApprovalInfo, ApproveError, Guardian};
 use crate::state::{EffectStatus, Extension, GrantError};
 
@@ -81,6 +83,8 @@ pub struct Operator {
     pub max_body: usize,
     /// Time limits and connection caps (serve's, on a listener of its own).
     pub limits: super::serve::HttpLimits,
+    /// The `--decision-log` sink, whose counters `GET /metrics` shows.
+    pub decision_log: Option<Arc<dyn DecisionLog>>,
 }
 
 type Answer = hyper::Response<Full<Bytes>>;
@@ -124,13 +128,13 @@ pub async fn handle(
         return Ok(r);
     }
     let method = match req.uri().path() {
-        "/effects" | "/approvals" | "/audit" => Method::GET,
+        "/effects" | "/approvals" | "/audit" | "/metrics" => Method::GET,
         "/effects/resolve" | "/approvals/approve" => Method::POST,
         _ => {
             return Ok(error(
                 StatusCode::NOT_FOUND,
                 "not found: GET /effects, POST /effects/resolve, GET /approvals, \
-                 POST /approvals/approve, GET /audit",
+                 POST /approvals/approve, GET /audit, GET /metrics",
             ))
         }
     };
@@ -150,6 +154,9 @@ pub async fn handle(
         return Ok(r);
     }
     let path = req.uri().path().to_string();
+    if path == "/metrics" {
+        return Ok(metrics(&op));
+    }
     if path == "/audit" {
         let session = match req.uri().query().map(session_query) {
             None | Some(Ok(None)) => None,
@@ -185,6 +192,26 @@ pub async fn handle(
             "the operator task failed",
         )
     }))
+}
+
+/// `GET /metrics`: one `warden_NAME VALUE` line per gauge and counter (Prometheus text
+/// format): the sessions held, those that have only said hello and those of them dropped for
+/// newer hellos, and each of the decision log's (docs/serve.md).
+fn metrics(op: &Operator) -> Answer {
+    let (bare, dropped) = op.guardian.hello_counts();
+    let mut text = format!(
+        "warden_sessions {}\nwarden_hello_sessions {bare}\nwarden_hello_sessions_dropped_total {dropped}\n",
+        op.guardian.session_count()
+    );
+    for (name, value) in op.decision_log.iter().flat_map(|l| l.metrics()) {
+        text.push_str(&format!("warden_decision_log_{name} {value}\n"));
+    }
+    let mut r = hyper::Response::new(Full::new(Bytes::from(text)));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
 }
 
 /// The body as a JSON object (strict: duplicate members are refused), within `max` bytes and
@@ -460,6 +487,7 @@ pub fn spawn(op: Operator, addr: SocketAddr) -> io::Result<SocketAddr> {
                 limits,
                 ErrorStyle::Plain,
                 move |req| handle(op.clone(), req),
+                std::future::pending(),
             ))
         })?;
     Ok(bound)

@@ -419,16 +419,19 @@ impl PgStore {
 
     /// Lets every lease this Guardian holds go at once (a clean stop): the other Guardians
     /// take its sessions without waiting for the leases to expire.
-    pub fn release_all(&self) -> Result<(), String> {
+    /// Returns how many were let go.
+    pub fn release_all(&self) -> Result<usize, String> {
         let held: Vec<(String, i64)> = {
             let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
             leases.drain().map(|(s, l)| (s, l.token)).collect()
         };
         if held.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let me = self.fleet.guardian.clone();
-        self.on_reader(move |c| release(c, &me, &held))
+        let n = held.len();
+        self.on_reader(move |c| release(c, &me, &held))?;
+        Ok(n)
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::{self, BufRead, Read, Write};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -103,7 +103,9 @@ fn build_with(
                     );
                 }
             }
-            g.sweep_sessions();
+            // Ended sessions past their tombstone leave memory now; their records are compacted
+            // by the server's housekeeping thread, in batches, once it serves.
+            g.sweep_memory();
             if n > 0 {
                 eprintln!(
                     "warden: restored {n} journal record(s), {} session(s) from {} in {} ms",
@@ -548,27 +550,44 @@ fn answer(r: crate::acs::envelope::Response) -> hyper::Response<Full<Bytes>> {
     out
 }
 
-/// Serves HTTP on `addr` until the process ends; `ready` gets the bound address (port 0
-/// picks a free one).
+/// Serves HTTP on `listener` (bound already, so that a restart's listener is open before
+/// the journal is read: connections wait in its backlog meanwhile) until a stop is asked for
+/// ([`super::stop`]). Returns the number of connections still open when the stop's grace ran
+/// out (0: every request in flight was answered).
 pub fn run_http(
     g: Arc<Guardian>,
-    addr: SocketAddr,
+    listener: std::net::TcpListener,
     limits: HttpLimits,
-    ready: impl FnOnce(SocketAddr),
-) -> io::Result<()> {
+) -> io::Result<usize> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_io()
         .enable_time()
         .thread_name("warden-http")
         .build()?;
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        ready(listener.local_addr()?);
-        serve_connections(listener, limits, ErrorStyle::JsonRpc, move |req| {
-            handle_http(g.clone(), limits, req)
-        })
+    listener.set_nonblocking(true)?;
+    let open = rt.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let stop = async {
+            super::stop::asked().await;
+            eprintln!(
+                "warden: {}: stopping: no new connections; requests in flight are answered \
+                 (for up to {} s); a second signal stops at once",
+                super::stop::signal_name(),
+                super::stop::ANSWER_GRACE.as_secs()
+            );
+        };
+        serve_connections(
+            listener,
+            limits,
+            ErrorStyle::JsonRpc,
+            move |req| handle_http(g.clone(), limits, req),
+            stop,
+        )
         .await
-    })
+    })?;
+    // Connections still open past the grace are dropped with the runtime.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    Ok(open)
 }
 
 /// Counts the connections being served, in total and per peer address.
@@ -711,17 +730,22 @@ async fn refuse(stream: tokio::net::TcpStream, body: Vec<u8>) {
     }
 }
 
-/// Accepts connections on `listener` forever and serves each with `handler` (HTTP/1.1,
-/// keep-alive) within `limits`: a connection over a cap is answered 503 and closed, a request
-/// is answered within `request_timeout` (503 otherwise), and a connection whose client neither
-/// sends nor reads in time is closed. Shared by the ACS listener and the operator endpoint
-/// ([`super::operator`]).
+/// Accepts connections on `listener` until `stop` resolves and serves each with `handler`
+/// (HTTP/1.1, keep-alive) within `limits`: a connection over a cap is answered 503 and
+/// closed, a request is answered within `request_timeout` (503 otherwise), and a connection
+/// whose client neither sends nor reads in time is closed. Shared by the ACS listener and the
+/// operator endpoint ([`super::operator`]).
+///
+/// At `stop`: the listener closes, every connection finishes the request it is serving and
+/// closes (an idle one at once), and this returns once none is left or after
+/// [`super::stop::ANSWER_GRACE`], with the number still open then.
 pub(crate) async fn serve_connections<F, Fut, B>(
     listener: tokio::net::TcpListener,
     limits: HttpLimits,
     style: ErrorStyle,
     handler: F,
-) -> io::Result<()>
+    stop: impl Future<Output = ()>,
+) -> io::Result<usize>
 where
     F: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<hyper::Response<B>, Infallible>> + Send + 'static,
@@ -729,8 +753,14 @@ where
 {
     let limiter = ConnLimiter::new(limits.max_connections, limits.max_connections_per_peer);
     let refusals = Arc::new(AtomicUsize::new(0));
+    let (closing, closing_rx) = tokio::sync::watch::channel(false);
+    let mut stop = std::pin::pin!(stop);
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = match race(listener.accept(), stop.as_mut()).await {
+            Either::Left(a) => a,
+            Either::Right(()) => break,
+        };
+        let (stream, peer) = match accepted {
             Ok(c) => c,
             Err(_) => {
                 // Out of descriptors and the like: wait instead of spinning.
@@ -756,34 +786,92 @@ where
             }
         };
         let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
+        let conn = serve_one(stream, limits, style, handler.clone(), closing_rx.clone());
         tokio::spawn(async move {
             let _guard = guard;
-            let io = WriteDeadline {
-                inner: hyper_util::rt::TokioIo::new(stream),
-                limit: limits.request_timeout,
-                sleep: None,
-            };
-            let svc = hyper::service::service_fn(move |req| {
-                let answer = handler(req);
-                async move {
-                    match tokio::time::timeout(limits.request_timeout, answer).await {
-                        Ok(r) => r,
-                        Err(_) => Ok(json_response(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            style.body(request_timeout_error(limits.request_timeout)),
-                        )
-                        .map(B::from)),
-                    }
-                }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .serve_connection(io, svc)
-                .await;
+            conn.await;
         });
     }
+    drop(listener);
+    let _ = closing.send(true);
+    Ok(drain(&limiter).await)
+}
+
+/// One connection served by hyper with the time limits of `limits`, to its end; if
+/// `closing` turns true first, it is asked to finish the request in progress and close
+/// (hyper's graceful shutdown: an idle connection closes at once), and that is waited for.
+async fn serve_one<F, Fut, B>(
+    stream: tokio::net::TcpStream,
+    limits: HttpLimits,
+    style: ErrorStyle,
+    handler: F,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) where
+    F: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<hyper::Response<B>, Infallible>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes, Error = Infallible> + From<Full<Bytes>> + Send + 'static,
+{
+    let io = WriteDeadline {
+        inner: hyper_util::rt::TokioIo::new(stream),
+        limit: limits.request_timeout,
+        sleep: None,
+    };
+    let svc = hyper::service::service_fn(move |req| {
+        let answer = handler(req);
+        async move {
+            match tokio::time::timeout(limits.request_timeout, answer).await {
+                Ok(r) => r,
+                Err(_) => Ok(json_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    style.body(request_timeout_error(limits.request_timeout)),
+                )
+                .map(B::from)),
+            }
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .serve_connection(io, svc);
+    let mut conn = std::pin::pin!(conn);
+    let closed = async {
+        let _ = closing.wait_for(|c| *c).await;
+    };
+    if let Either::Right(()) = race(conn.as_mut(), closed).await {
+        conn.as_mut().graceful_shutdown();
+        let _ = conn.await;
+    }
+}
+
+/// Waits until every admitted connection has closed, for at most the stop's grace; the
+/// number still open then.
+async fn drain(limiter: &ConnLimiter) -> usize {
+    let deadline = tokio::time::Instant::now() + super::stop::ANSWER_GRACE;
+    loop {
+        let open = limiter.open.lock().unwrap_or_else(|e| e.into_inner()).0;
+        if open == 0 || tokio::time::Instant::now() >= deadline {
+            return open;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+enum Either<A, B> {
+    Left(A),
+    Right(B),
+}
+
+/// Whichever of `a` and `b` finishes first (`a` when both are ready).
+async fn race<A: Future, B: Future>(a: A, b: B) -> Either<A::Output, B::Output> {
+    let mut a = std::pin::pin!(a);
+    let mut b = std::pin::pin!(b);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(x) = a.as_mut().poll(cx) {
+            return Poll::Ready(Either::Left(x));
+        }
+        b.as_mut().poll(cx).map(Either::Right)
+    })
+    .await
 }
 
 /// A connection whose writes fail once one has waited `limit` on a client that does not

@@ -221,7 +221,7 @@ impl Store {
     }
 
     /// Waits until the database holds every record acknowledged so far.
-    fn caught_up(&self) -> Result<(), String> {
+    pub(super) fn caught_up(&self) -> Result<(), String> {
         let target = self.progress.logged.load(Ordering::SeqCst);
         if self
             .progress
@@ -335,6 +335,10 @@ impl Journal for Store {
         self.write(vec![summary], Some(session.to_string()))
             .wait()?;
         Ok(true)
+    }
+
+    fn compact_submit(&self, session: &str, summary: Record) -> Durable {
+        self.write(vec![summary], Some(session.to_string()))
     }
 
     fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {

@@ -68,7 +68,8 @@ fn stamp(path: &Path) -> Result<Stamp, Unread> {
     let shown = path.display();
     let failed = |e: std::io::Error| Unread::Failed(format!("cannot read {shown}: {e}"));
     let before = std::fs::metadata(path).map_err(failed)?;
-    let bytes = std::fs::read(path).map_err(failed)?;
+    let bytes = crate::diagnostics::read_import(path, crate::diagnostics::MAX_SOURCE_BYTES)
+        .map_err(Unread::Failed)?;
     let after = std::fs::metadata(path).map_err(failed)?;
     let modified = before.modified().ok();
     if before.len() != after.len()

@@ -71,6 +71,14 @@ impl Suite {
             ));
             d
         };
+        for p in [policy_path.as_path(), test_path] {
+            crate::diagnostics::source_within_bounds(p).map_err(|e| {
+                err(unreadable(
+                    p,
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                ))
+            })?;
+        }
         let mut loaded =
             Loaded::from_path(&policy_path).map_err(|e| err(unreadable(&policy_path, e)))?;
         if policy_path != test_path {
