@@ -53,7 +53,23 @@ pub struct Loaded {
 
 /// Reads a file as a source; a file that is not UTF-8 is reported at its first bad byte.
 pub fn read_source(path: &Path) -> Result<(SourceFile, Option<Diagnostic>), std::io::Error> {
-    let bytes = std::fs::read(path)?;
+    use std::io::Read;
+    // Bounded, whatever a size check before it saw: a file that grows after the check is not
+    // read whole.
+    let max = crate::diagnostics::MAX_SOURCE_BYTES;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{}: over the limit of {max} bytes for a policy file",
+                path.display()
+            ),
+        ));
+    }
     Ok(source_of(path, bytes))
 }
 
