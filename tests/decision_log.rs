@@ -544,29 +544,6 @@ fn hung_collector() -> String {
     addr
 }
 
-/// `GET /metrics` on the operator endpoint: `name → value`.
-fn metrics(operator: &str) -> std::collections::HashMap<String, u64> {
-    let mut s = TcpStream::connect(operator).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let (status, body) = warden::adapters::core_agent::parse_http_response(&out).unwrap();
-    assert_eq!(status, 200);
-    String::from_utf8(body)
-        .unwrap()
-        .lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
 /// `VmRSS` of a process, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -621,7 +598,7 @@ fn a_hung_collector_keeps_the_queue_within_its_byte_bound() {
     for _ in 0..64 {
         assert_eq!(w.acs(&upload(&sid, 1))["result"]["decision"], "allow");
     }
-    let m = metrics(&operator);
+    let m = serve_common::operator_metrics(&operator, TOKEN);
     let grown_mib = rss_kib(w.child.id()).saturating_sub(base) / 1024;
     assert_eq!(m["warden_decision_log_queue_max_bytes"], BOUND, "{m:?}");
     assert!(m["warden_decision_log_queued_bytes"] <= BOUND, "{m:?}");

@@ -251,12 +251,7 @@ fn text(v: &Value) -> String {
             rule["rule"].as_str().unwrap_or("?")
         ));
         for c in rule["checks"].as_array().into_iter().flatten() {
-            let outcome = c
-                .get("returned")
-                .or_else(|| c.get("result"))
-                .filter(|x| !x.is_null())
-                .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
-                .unwrap_or_else(|| "undefined".into());
+            let outcome = super::explain_text::check_outcome(c);
             let values: Vec<String> = c["values"]
                 .as_array()
                 .into_iter()

@@ -118,14 +118,19 @@ fn winners(result: &Value) -> Vec<String> {
         .collect()
 }
 
-/// One check: `text → outcome [values]`.
-fn check(c: &Value) -> String {
-    let outcome = c
-        .get("returned")
+/// What a check of an explain trace came to: the value it returned, or its truth, or
+/// `undefined`.
+pub(crate) fn check_outcome(c: &Value) -> String {
+    c.get("returned")
         .or_else(|| c.get("result"))
         .filter(|x| !x.is_null())
         .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
-        .unwrap_or_else(|| "undefined".into());
+        .unwrap_or_else(|| "undefined".into())
+}
+
+/// One check: `text → outcome [values]`.
+fn check(c: &Value) -> String {
+    let outcome = check_outcome(c);
     let values: Vec<String> = c["values"]
         .as_array()
         .into_iter()
