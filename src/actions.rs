@@ -879,14 +879,14 @@ const OBJECTS: &[ObjectRow] = &[
     ),
 ];
 
-/// The kinds of thing a tool's name says it acts on, as bits (one per [`OBJECTS`] row); 0 when
+/// The kinds of thing a tool's name says it acts on, as bits (one per `OBJECTS` row); 0 when
 /// its name names none.
 pub fn tool_objects(tool: &str) -> u32 {
     static IN_TOOL: LazyLock<Lexicon> = LazyLock::new(|| Lexicon::of(|(_, t, _)| t));
     words(tool).iter().fold(0, |bits, w| bits | IN_TOOL.bits(w))
 }
 
-/// The kinds of thing a request's words name, as bits (one per [`OBJECTS`] row). A word
+/// The kinds of thing a request's words name, as bits (one per `OBJECTS` row). A word
 /// written in two parts counts joined too ("check-up", "e-mail", "catch up").
 pub fn named_objects(text: &str) -> u32 {
     static IN_REQUEST: LazyLock<Lexicon> = LazyLock::new(|| Lexicon::of(|(_, _, r)| r));

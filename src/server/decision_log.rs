@@ -5,7 +5,7 @@
 //! - `-`: one JSON line on stdout (only when stdout is not the protocol's channel);
 //! - `http://HOST:PORT/PATH`: records are queued and POSTed in batches of JSON lines by a
 //!   background thread. The queue is bounded in records and bytes, the batch in flight
-//!   included ([`queue`]); when it is full the oldest records are dropped. Every record given
+//!   included (`queue.rs`); when it is full the oldest records are dropped. Every record given
 //!   up (full queue, too large, failed POST, unsent at stop) is counted, warned about on
 //!   stderr and readable as a metric ([`DecisionLog::metrics`]); a decision never waits for
 //!   or fails on the collector.
