@@ -554,6 +554,16 @@ default allow
 
 /// `gen::BUG_BARE_ARGUMENT_CONDITION`: `when args.flag` with `flag = true` should fire.
 #[test]
+fn bug_redact_each_condition_fails_under_a_winning_deny() {
+    let policy = "rule r0 on toolCallRequest => modify \"c0\" redact each k, a in args when k == \"to\" or a == \"bob\"\nrule r1 on toolCallRequest => deny \"c0\"\ndefault allow\n";
+    check_case(
+        policy,
+        vec![call("send", json!({"flag": {"value": false}}))],
+    )
+    .unwrap();
+}
+
+#[test]
 fn bug_bare_argument_condition() {
     let policy = "rule r on toolCallRequest when args.flag => deny \"c\"\ndefault allow\n";
     check_case(policy, vec![call("t", json!({"flag": {"value": true}}))]).unwrap();

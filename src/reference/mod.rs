@@ -1522,6 +1522,14 @@ fn combine(
             }
         }
     }
+    // Every fired modify rule's `redact each` chooses its places, whichever decision wins: what
+    // it chooses is masked in every output, so a type error there fails the decision.
+    let modifiers: Vec<(&ast::Decision, FileId)> = fired
+        .iter()
+        .filter(|r| r.decision.kind == DecisionKind::Modify)
+        .map(|r| (r.decision, r.file))
+        .collect();
+    redact_each_choices(view, &modifiers, payload, metadata)?;
     let mut out = outcome(top, codes);
     if !changers.is_empty() {
         match merge(view, &changers, payload, metadata)? {
@@ -1536,6 +1544,32 @@ fn combine(
         }
     }
     Ok(out)
+}
+
+/// Runs the `redact each` conditions of `rules` (for their type errors; what they choose is
+/// merged by [`merge`] when the rules' changes apply).
+fn redact_each_choices(
+    view: &View<'_>,
+    rules: &[(&ast::Decision, FileId)],
+    payload: &V,
+    metadata: &V,
+) -> eval::R<()> {
+    for (d, file) in rules {
+        let mut cx = Cx {
+            view,
+            file: *file,
+            root: payload,
+            metadata,
+            current: None,
+            vars: Vec::new(),
+        };
+        for change in &d.modifications {
+            if let ast::Modification::RedactEach { select, .. } = change {
+                value(&mut cx, select)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Modifications that cannot be applied together: deny (allow where deny is illegal).
