@@ -1546,6 +1546,18 @@ fn combine(
     Ok(out)
 }
 
+/// The context a rule's decision is evaluated in: the event, no quantifier variables.
+fn decision_cx<'a>(view: &'a View<'a>, file: FileId, payload: &'a V, metadata: &'a V) -> Cx<'a> {
+    Cx {
+        view,
+        file,
+        root: payload,
+        metadata,
+        current: None,
+        vars: Vec::new(),
+    }
+}
+
 /// Runs the `redact each` conditions of `rules` (for their type errors; what they choose is
 /// merged by [`merge`] when the rules' changes apply).
 fn redact_each_choices(
@@ -1555,14 +1567,7 @@ fn redact_each_choices(
     metadata: &V,
 ) -> eval::R<()> {
     for (d, file) in rules {
-        let mut cx = Cx {
-            view,
-            file: *file,
-            root: payload,
-            metadata,
-            current: None,
-            vars: Vec::new(),
-        };
+        let mut cx = decision_cx(view, *file, payload, metadata);
         for change in &d.modifications {
             if let ast::Modification::RedactEach { select, .. } = change {
                 value(&mut cx, select)?;
@@ -1596,14 +1601,7 @@ fn merge(
 ) -> eval::R<Result<Mods, String>> {
     let mut m = Mods::default();
     for (d, file) in winners {
-        let mut cx = Cx {
-            view,
-            file: *file,
-            root: payload,
-            metadata,
-            current: None,
-            vars: Vec::new(),
-        };
+        let mut cx = decision_cx(view, *file, payload, metadata);
         for change in &d.modifications {
             match change {
                 ast::Modification::Redact {
