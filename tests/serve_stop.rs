@@ -345,3 +345,112 @@ fn sigterm_stops_mcp_proxy_cleanly_and_a_second_signal_at_once() {
     assert_eq!(exit_code(&mut child), Some(128 + 15));
     drop(stdin);
 }
+
+/// An MCP server over HTTP that answers each POSTed request after `delay`, with an empty
+/// tool list under the request's id (7 for the test's one request), and refuses a GET; its
+/// address.
+fn slow_http_mcp_server(delay: Duration) -> String {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn);
+                let mut head = String::new();
+                let mut length = 0usize;
+                loop {
+                    let mut l = String::new();
+                    if reader.read_line(&mut l).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(n) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap_or(0);
+                    }
+                    if l == "\r\n" {
+                        break;
+                    }
+                    head.push_str(&l);
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let mut conn = reader.into_inner();
+                let (status, answer) = if head.starts_with("GET") {
+                    ("405 Method Not Allowed", String::new())
+                } else if body.windows(8).any(|w| w == b"\"method\"")
+                    && body.windows(4).any(|w| w == b"\"id\"")
+                {
+                    std::thread::sleep(delay);
+                    let id = serde_json::from_slice::<Value>(&body).unwrap()["id"].clone();
+                    (
+                        "200 OK",
+                        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[]}}}}"#),
+                    )
+                } else {
+                    ("202 Accepted", String::new())
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn sigterm_lets_mcp_proxy_over_http_answer_the_request_in_flight() {
+    // The MCP server (over HTTP) takes two seconds to answer; SIGTERM arrives while the
+    // client waits. The proxy stops accepting, keeps its link to the server until the answer
+    // is through, and only then closes it: the client gets its answer, not a reset.
+    let dir = tmp("stop-mcp-http");
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/policy.ward");
+    let upstream = slow_http_mcp_server(Duration::from_secs(2));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp-proxy", "--quiet", "--policy"])
+        .arg(&policy)
+        .arg("--decision-log")
+        .arg(dir.join("log.jsonl"))
+        .args(["--listen", "127.0.0.1:0", "--server-url"])
+        .arg(format!("http://{upstream}/mcp"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "the proxy ended");
+        if let Some(url) = line.trim().strip_prefix("warden mcp-proxy: listening on ") {
+            let hostport = url.trim_start_matches("http://").trim_end_matches("/mcp");
+            break hostport.to_string();
+        }
+    };
+    let waiting = std::thread::spawn(move || {
+        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#;
+        let mut conn = Conn::open(&addr).unwrap();
+        conn.send_raw(
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        conn.send_raw(body).unwrap();
+        conn.read_answer()
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    signal(child.id(), "-TERM");
+    let (status, answer) = waiting.join().unwrap().expect("an answer, not a reset");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert_eq!(exit_code(&mut child), Some(0));
+    let rest = read_all(err.into_inner());
+    assert!(rest.contains("stopped after SIGTERM"), "{rest}");
+}

@@ -380,18 +380,41 @@ pub fn run(
         .block_on(tokio::net::TcpListener::bind(addr))
         .map_err(|e| format!("{addr}: {e}"))?;
     ready(listener.local_addr().map_err(|e| e.to_string())?);
-    rt.spawn(async move {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let streams = router.clone();
+    let served = rt.spawn(async move {
         serve_connections(
             listener,
             limits,
             ErrorStyle::JsonRpc,
             move |req| handle(client.clone(), router.clone(), limits, req),
-            std::future::pending(),
+            async {
+                let _ = stop_rx.await;
+            },
         )
         .await
     });
     while !proxy.server_closed() && !crate::adapters::mcp_proxy::stopped(config) {
         std::thread::sleep(Duration::from_millis(100));
+    }
+    // The stop sequence: no new connections; the requests in flight are answered by the
+    // server, which is still running (for up to the stop's grace); only then is it stopped.
+    // The event stream (a GET) never ends on its own: it is closed so that its connection
+    // can.
+    drop(
+        streams
+            .stream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(),
+    );
+    let _ = stop_tx.send(());
+    let still_open = rt.block_on(served).ok().and_then(Result::ok).unwrap_or(0);
+    if still_open > 0 {
+        eprintln!(
+            "warden mcp-proxy: {still_open} connection(s) still had a request in flight when \
+             the stop's grace ran out"
+        );
     }
     let code = proxy.finish();
     rt.shutdown_timeout(Duration::from_secs(1));
