@@ -277,6 +277,12 @@ pub const BUILTINS: &[BuiltinSpec] = &[
         "whether the user's words hand the choice of actions to content (\"do the tasks on my list\", \"follow the e-mail's instructions\")",
     ),
     special(
+        "read_at",
+        1,
+        Allowed::Rules,
+        "the places a value's direct sources were read at: the destination arguments (a channel, an inbox's owner, a page's address) of the calls whose results it was taken from, lower-cased; a rule fails (decision failure) when one is a place Warden cannot name",
+    ),
+    special(
         "lineage_inferred",
         1,
         Allowed::Rules,

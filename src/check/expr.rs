@@ -956,6 +956,17 @@ impl Checker<'_> {
                 self.origin_arg(cx, &args[1].value);
                 Type::Bool
             }
+            "read_at" => {
+                let t = self.expr(cx, &args[0].value);
+                if !t.carries_provenance() {
+                    self.diagnostics
+                        .push(no_provenance(cx.file, args[0].value.span, &t));
+                }
+                if !b.allowed.admits(cx.scope) {
+                    return self.error(rules_only(cx.file, span, bname));
+                }
+                Type::List(Box::new(Type::String))
+            }
             "lineage_inferred" => {
                 let t = self.expr(cx, &args[0].value);
                 if !t.carries_provenance() {

@@ -100,6 +100,7 @@ fn op_text(program: &Program, op: &Op) -> String {
         Op::DerivedFrom(k) => format!("derived_from {}", konst(k)),
         Op::FoundIn(k) => format!("found_in   {}", konst(k)),
         Op::LineageInferred => "lineage_inferred".to_string(),
+        Op::ReadAt => "read_at".to_string(),
         Op::TakenFromOrigin(k, all) => format!(
             "{} {}",
             if *all {

@@ -1339,6 +1339,11 @@ impl<'a> Lower<'a> {
                     self.expr(frame, &args[0].value, code);
                     Self::emit(code, Op::LineageInferred, span);
                 }
+                "read_at" => {
+                    self.program.reads_places = true;
+                    self.expr(frame, &args[0].value, code);
+                    Self::emit(code, Op::ReadAt, span);
+                }
                 "requested_by_user" => {
                     self.program.reads_requested = true;
                     Self::emit(code, Op::Requested, span);

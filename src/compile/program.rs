@@ -98,6 +98,9 @@ pub enum Op {
     Sources,
     /// Pop a carrier; push whether its sources were inferred rather than declared.
     LineageInferred,
+    /// Pop a carrier; push the places its direct sources were read at, as a list of strings
+    /// (an error when one of them is a place Warden cannot name).
+    ReadAt,
     /// Pop a value (or carrier); push whether every one of its tokens appeared in content of
     /// origin constant `k` (lineage inference, whatever lineage was declared).
     FoundIn(u32),
@@ -338,6 +341,9 @@ pub struct Program {
     /// Some rule or label reads `requested_by_user()`: only then does a session remember
     /// which calls the user asked for (work on every `toolCallRequest` otherwise wasted).
     pub reads_requested: bool,
+    /// Some rule or label reads `read_at(x)`: only then does a session note the places each
+    /// call reads at.
+    pub reads_places: bool,
     /// The catalogue's effect class of each tool name seen so far (`effect_class`): the
     /// catalogue reads a name's words against its lists, which costs more than a decision,
     /// so each name is read once per program.

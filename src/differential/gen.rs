@@ -5,11 +5,12 @@
 //! postCompact whose conditions combine `==`, `!=`, `<`, `>`, `in`, `not in`, `has`,
 //! `and`/`or`/`not`, `any`/`all` over arguments, payload lists and constant lists, the builtins
 //! `len`, `lower`, `upper`, `starts_with`, `ends_with`, `contains`, `present`, `derived_from`,
-//! `lineage_depth`, `turns_since`, `effect_class`, `requested`, `delegated`, and
+//! `lineage_depth`, `turns_since`, `effect_class`, `requested`, `delegated`, `read_at`, and
 //! `count`/`exists` with every window, `by` keys and `$` keys; decisions of every kind; a
 //! default or none. Events: sessionStart (with or without an Intent's `raw` request),
 //! turnStart/turnEnd, userMessage (texts the request lexicon reads and texts it does not),
-//! toolCallRequest (arguments of every JSON kind, or absent), toolCallResult and postCompact,
+//! toolCallRequest (arguments of every JSON kind, or absent), toolCallResult (answering an
+//! earlier or a never-made call, or none) and postCompact,
 //! with provenance whose `derived_from` points at ids seen before, not yet, or never, or with
 //! no id or no provenance at all where the hook's own origin applies.
 //!
@@ -287,6 +288,13 @@ fn request_atom() -> BoxedStrategy<String> {
         (select(&["to", "x"][..]), select(ORIGINS))
             .prop_map(|(a, o)| format!("found_in(args.{a}, {o})")),
         select(&["to", "x"][..]).prop_map(|a| format!("lineage_inferred(args.{a})")),
+        // Places (`read_at`): the `to` of the call a result answers.
+        (select(&["to", "x"][..]), select(STRS))
+            .prop_map(|(a, p)| format!("\"{}\" in read_at(args.{a})", p.to_lowercase())),
+        (select(&["to", "x"][..]), small())
+            .prop_map(|(a, n)| format!("len(read_at(args.{a})) > {n}")),
+        select(&["to", "x"][..])
+            .prop_map(|a| format!("all p in read_at(args.{a}): p == lower(args.to)")),
         // What the call does and whether the user's words asked for it (src/actions.rs).
         select(&["read", "communicate", "execute", "money"][..])
             .prop_map(|c| format!("effect_class() == {c}")),
@@ -663,7 +671,8 @@ pub struct GenEvent {
     /// Seconds since the previous event.
     pub step_s: u64,
     /// For postCompact: the events (by position, wrapping; past the end: never sent) whose
-    /// request ids go into `entries_compacted`.
+    /// request ids go into `entries_compacted`; for toolCallResult, the call it answers (its
+    /// `request_id_ref`), if any.
     pub compacted: Vec<usize>,
 }
 
@@ -911,7 +920,8 @@ fn event() -> BoxedStrategy<GenEvent> {
             .prop_map(|(t, o)| ("steps/turnEnd", json!({"turn_id": t, "outcome": o}), Vec::new())),
         4 => message_payload().prop_map(|p| ("steps/userMessage", p, Vec::new())),
         8 => request_payload().prop_map(|p| ("steps/toolCallRequest", p, Vec::new())),
-        5 => result_payload().prop_map(|p| ("steps/toolCallResult", p, Vec::new())),
+        5 => (result_payload(), prop::collection::vec(0usize..40, 0..=1))
+            .prop_map(|(p, call)| ("steps/toolCallResult", p, call)),
         2 => compact_payload().prop_map(|(p, c)| ("steps/postCompact", p, c)),
     ]
     .boxed();

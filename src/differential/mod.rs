@@ -78,6 +78,11 @@ impl Case {
                         .collect();
                     payload["entries_compacted"] = json!(ids);
                 }
+                // A result answers the call at a position (past the end: one never made).
+                if let (Some(&j), "steps/toolCallResult") = (e.compacted.first(), e.method) {
+                    let n = self.events.len();
+                    payload["request_id_ref"] = json!(request_id(if j < n { j } else { 1000 + j }));
+                }
                 let (h, m, s) = (t / 3600, t / 60 % 60, t % 60);
                 let envelope = envelope::request(
                     i,

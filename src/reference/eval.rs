@@ -672,6 +672,13 @@ fn call(cx: &mut Cx<'_>, callee: &Expr, args: &[Arg]) -> R<V> {
             };
             Ok(V::Bool(cx.view.found_in(&value, &origin)))
         }
+        "read_at" => {
+            let c = carrier(cx, arg(0))?;
+            let Some(node) = cx.view.node_of(&c) else {
+                return Ok(V::Undef);
+            };
+            cx.view.read_at(&node.source_places)
+        }
         "lineage_inferred" => {
             let c = carrier(cx, arg(0))?;
             Ok(cx
@@ -824,6 +831,10 @@ pub struct NodeView {
     pub source_all: BTreeSet<String>,
     /// Whether its sources were inferred (no stated lineage).
     pub inferred: bool,
+    /// The places its content was read at (`read_at`): its own (a call's result) and its
+    /// parents'; and those of its direct sources.
+    pub places: BTreeSet<String>,
+    pub source_places: BTreeSet<String>,
 }
 
 /// The provenance id a carrier names: the object itself when it is a Provenance record, or its

@@ -11,8 +11,8 @@ use serde_json::Value;
 /// What inference can see: every token that entered, and what the user said.
 #[derive(Debug, Default)]
 pub struct Index {
-    /// (token, own origin of the content it came in, that content's labels)
-    entries: Vec<(String, String, BTreeSet<String>)>,
+    /// (token, own origin of the content it came in, that content's labels and places)
+    entries: Vec<(String, String, BTreeSet<String>, BTreeSet<String>)>,
     /// The user's words, each piece compacted.
     user_pieces: Vec<String>,
 }
@@ -28,11 +28,18 @@ pub struct Found {
 impl Index {
     /// Files `value`'s tokens under content of origin `own` carrying `labels`; content the user
     /// wrote is kept as the user's words too.
-    pub fn add(&mut self, value: &Value, own: &str, labels: &BTreeSet<String>) {
+    pub fn add(
+        &mut self,
+        value: &Value,
+        own: &str,
+        labels: &BTreeSet<String>,
+        places: &BTreeSet<String>,
+    ) {
         let mut toks = Vec::new();
         crate::text::value_tokens(value, &mut toks, 0);
         for t in toks {
-            self.entries.push((t, own.to_string(), labels.clone()));
+            self.entries
+                .push((t, own.to_string(), labels.clone(), places.clone()));
         }
         if own == "user_input" {
             crate::text::compact_leaves(value, &mut self.user_pieces, 0);
@@ -49,19 +56,19 @@ impl Index {
         }
         let mut found: Option<Found> = None;
         for t in &toks {
-            let seen: Vec<_> = self.entries.iter().filter(|(k, _, _)| k == t).collect();
+            let seen: Vec<_> = self.entries.iter().filter(|(k, ..)| k == t).collect();
             if seen.is_empty() {
                 return None;
             }
             // An origin the wire does not know stands for none (its labels still count).
             let origins: BTreeSet<String> = seen
                 .iter()
-                .map(|(_, o, _)| o.clone())
+                .map(|(_, o, ..)| o.clone())
                 .filter(|o| crate::acs::fields::ORIGINS.contains(&o.as_str()))
                 .collect();
             let mut all: Option<BTreeSet<String>> = found.as_ref().map(|f| f.all.clone());
             let mut any = found.as_ref().map(|f| f.any.clone()).unwrap_or_default();
-            for (_, _, labels) in &seen {
+            for (_, _, labels, _) in &seen {
                 any.extend(labels.iter().cloned());
                 all = Some(match all {
                     Some(a) => a.intersection(labels).cloned().collect(),
@@ -79,6 +86,18 @@ impl Index {
             });
         }
         found.filter(|f| !f.origins.is_empty())
+    }
+
+    /// The places of the content any token of `value` appeared in (`read_at` of a value of
+    /// inferred lineage), found or not.
+    pub fn places(&self, value: &Value) -> BTreeSet<String> {
+        let mut toks = Vec::new();
+        crate::text::value_tokens(value, &mut toks, 0);
+        self.entries
+            .iter()
+            .filter(|(k, ..)| toks.contains(k))
+            .flat_map(|(.., places)| places.iter().cloned())
+            .collect()
     }
 
     /// Whether every string and number of `value`, compacted, occurs in one piece of what the

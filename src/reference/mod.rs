@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::acs::fields::{self, HookSpec};
+use crate::acs::ids;
 use crate::acs::DecisionKind;
 use crate::check::Checked;
 use crate::diagnostics::FileId;
@@ -275,6 +276,8 @@ pub(crate) struct Policy<'c> {
     unknown_labels: BTreeSet<String>,
     /// `tool NAME(…) as CLASS`: the classes tool declarations state.
     tool_classes: BTreeMap<String, String>,
+    /// `tool NAME(ARG: T as ROLE)`: the roles tool declarations state, by (tool, argument).
+    tool_roles: BTreeMap<(String, String), String>,
 }
 
 impl<'c> Policy<'c> {
@@ -288,6 +291,7 @@ impl<'c> Policy<'c> {
             constant_values: RefCell::default(),
             unknown_labels: BTreeSet::new(),
             tool_classes: BTreeMap::new(),
+            tool_roles: BTreeMap::new(),
         };
         for unit in &checked.loaded.units {
             for item in &unit.module.items {
@@ -303,6 +307,14 @@ impl<'c> Policy<'c> {
                     Item::Tool(t) => {
                         if let Some(c) = &t.class {
                             p.tool_classes.insert(t.name.value.clone(), c.name.clone());
+                        }
+                        for param in &t.params {
+                            if let Some(r) = &param.role {
+                                p.tool_roles.insert(
+                                    (t.name.value.clone(), param.name.name.clone()),
+                                    r.name.clone(),
+                                );
+                            }
                         }
                     }
                     Item::Rule(r) => p.rules.push(Rule {
@@ -382,6 +394,10 @@ impl<'c> Policy<'c> {
     }
 }
 
+/// The place of content read at a place Warden cannot name (unknown lineage, a call's ninth
+/// place, a session's 64th): `read_at` fails on it.
+pub(crate) const UNKNOWN_PLACE: &str = "\u{0}unknown place";
+
 /// One provenance node: what the session knows about a `provenance_id`, fixed when it first
 /// entered.
 #[derive(Debug, Clone, PartialEq)]
@@ -441,6 +457,8 @@ pub struct View<'a> {
     index: infer::Index,
     /// The labels of everything that entered this turn, the event's content included.
     turn_labels: BTreeSet<String>,
+    /// The places the session named, in the order it named them (`read_at` lists in it).
+    places: Vec<String>,
 }
 
 impl<'a> View<'a> {
@@ -466,6 +484,23 @@ impl<'a> View<'a> {
             Some(n) => n.view.clone(),
             None => self.unknown_node(),
         })
+    }
+
+    /// `read_at(x)` of a node with these source places: their names in the order the session
+    /// named them; a type error when one is a place Warden cannot name.
+    pub(crate) fn read_at(&self, places: &BTreeSet<String>) -> eval::R<V> {
+        if places.contains(UNKNOWN_PLACE) {
+            return Err(eval::Fail::Type(
+                "read_at(…): the value was read at a place Warden cannot name".into(),
+            ));
+        }
+        Ok(V::List(
+            self.places
+                .iter()
+                .filter(|p| places.contains(*p))
+                .map(|p| V::Str(p.clone()))
+                .collect(),
+        ))
     }
 
     /// A carrier whose value came with no stated lineage (no `derived_from`, and no origin or
@@ -496,11 +531,14 @@ impl<'a> View<'a> {
     /// sources; found nowhere, unknown (an external source, every origin possible).
     fn inferred_node(&self, value: &V, labels: BTreeSet<String>) -> NodeView {
         let gen = "agent_generated".to_string();
+        let places = self.index.places(&value.to_json());
         let n = NodeView {
             labels,
             depth: 1,
             own: gen.clone(),
             inferred: true,
+            source_places: places.clone(),
+            places,
             ..NodeView::default()
         };
         match self.index.sources(&value.to_json()) {
@@ -546,6 +584,8 @@ impl<'a> View<'a> {
             source_any: unknown.clone(),
             source_all: unknown,
             inferred: false,
+            places: BTreeSet::from([UNKNOWN_PLACE.to_string()]),
+            source_places: BTreeSet::from([UNKNOWN_PLACE.to_string()]),
         }
     }
 
@@ -810,6 +850,7 @@ impl<'c> Reference<'c> {
                 objects: 0,
                 index: infer::Index::default(),
                 turn_labels: BTreeSet::new(),
+                places: Vec::new(),
             };
             policy.own_labels(&view, &external)
         };
@@ -842,6 +883,7 @@ impl<'c> Reference<'c> {
             objects: 0,
             index: infer::Index::default(),
             turn_labels: BTreeSet::new(),
+            places: Vec::new(),
         }
     }
 
@@ -922,7 +964,7 @@ impl<'c> Reference<'c> {
             }
             let node = draft.iter().chain(&self.nodes).find(|n| n.id == id);
             if let Some(n) = node {
-                index.add(value, &n.view.own, &n.view.labels);
+                index.add(value, &n.view.own, &n.view.labels, &n.view.places);
             }
         }
         if matches!(method, "steps/sessionStart" | "steps/agentTrigger") {
@@ -936,7 +978,7 @@ impl<'c> Reference<'c> {
                     .policy
                     .own_labels(&view, &record)
                     .unwrap_or_else(|_| self.policy.unknown_labels.clone());
-                index.add(raw, "user_input", &labels);
+                index.add(raw, "user_input", &labels, &BTreeSet::new());
             }
         }
     }
@@ -1058,6 +1100,7 @@ impl<'c> Reference<'c> {
         so_far: &[String],
         turn: u64,
         inherited: &BTreeSet<String>,
+        read_at: &BTreeSet<String>,
     ) -> eval::R<Node> {
         let view = self.view(draft, &[], turn, 0);
         let origin = match record.get("origin") {
@@ -1081,12 +1124,17 @@ impl<'c> Reference<'c> {
             ..NodeView::default()
         };
         n.labels.extend(inherited.iter().cloned());
+        if origin == "tool_output" {
+            n.places = read_at.clone();
+        }
         let mut source_all: Option<BTreeSet<String>> = None;
         for p in &parents {
             let parent = view
                 .node(p)
                 .map_or_else(|| view.unknown_node(), |p| p.view.clone());
             n.labels.extend(parent.labels.iter().cloned());
+            n.places.extend(parent.places.iter().cloned());
+            n.source_places.extend(parent.places.iter().cloned());
             n.origins.extend(parent.origins.iter().cloned());
             n.depth = n.depth.max(parent.depth);
             n.sources.insert(parent.own.clone());
@@ -1102,6 +1150,8 @@ impl<'c> Reference<'c> {
                 // Model output without stated lineage: everything that entered this turn, and
                 // sources unknown (an external one, never the user's request).
                 n.labels.extend(self.entered_in_turn(turn, draft, so_far));
+                n.places
+                    .extend(self.entered_places_in_turn(turn, draft, so_far));
                 n.sources = BTreeSet::from(["external".to_string()]);
                 n.source_any = n.labels.clone();
                 n.source_any
@@ -1113,6 +1163,7 @@ impl<'c> Reference<'c> {
                 n.source_any = n.labels.clone();
                 n.source_all = n.labels.clone();
             }
+            n.source_places = n.places.clone();
         }
         n.depth += 1;
         let id = match record.get("provenance_id") {
@@ -1120,6 +1171,117 @@ impl<'c> Reference<'c> {
             _ => String::new(),
         };
         Ok(Node { id, view: n })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Places (`read_at`), modelled plainly: every call that went ahead names the places its
+    // destination arguments give; a result's content was read at its call's places.
+
+    /// The places a call names, lower-cased and trimmed, in argument order, with its request
+    /// id as 128 bits; `None` for a call the session does not note (no UUID request id, or
+    /// arguments that are not an object).
+    fn call_places(&self, request_id: &str, payload: &Value) -> Option<(u128, Vec<String>)> {
+        let id = ids::uuid_bits(request_id)?;
+        let tool = fields::tool_name(payload);
+        let args = payload.get("arguments")?.as_object()?;
+        let mut out = Vec::new();
+        for (name, arg) in args {
+            let declared = tool.and_then(|t| {
+                self.policy
+                    .tool_roles
+                    .get(&(t.to_string(), name.clone()))
+            });
+            let role = declared.map_or_else(|| crate::roles::catalogue_role(name), String::as_str);
+            if role != "destination" {
+                continue;
+            }
+            let value = match arg {
+                Value::Object(m) if m.contains_key("value") => &m["value"],
+                other => other,
+            };
+            match value {
+                Value::String(s) => out.push(s.as_str()),
+                Value::Array(items) => out.extend(items.iter().filter_map(Value::as_str)),
+                _ => {}
+            }
+        }
+        Some((id, out.iter().map(|s| s.trim().to_lowercase()).collect()))
+    }
+
+    /// The calls the session noted, oldest first (the event being decided last, when it is
+    /// a call).
+    fn noted_calls(&self, current: Option<(&str, &str, &Value)>) -> Vec<(u128, Vec<String>)> {
+        self.committed
+            .iter()
+            .map(|r| (r.method, r.request_id.as_str(), &r.json))
+            .chain(current)
+            .filter(|(m, _, _)| *m == "steps/toolCallRequest")
+            .filter_map(|(_, id, p)| self.call_places(id, p))
+            .collect()
+    }
+
+    /// The session's places in the order it named them: the first eight of each call's, at
+    /// most 63 in all.
+    fn place_table(&self, current: Option<(&str, &str, &Value)>) -> Vec<String> {
+        let mut table: Vec<String> = Vec::new();
+        for (_, names) in self.noted_calls(current) {
+            for name in names.into_iter().take(8) {
+                if !table.contains(&name) && table.len() < 63 {
+                    table.push(name);
+                }
+            }
+        }
+        table
+    }
+
+    /// The places the content of a `toolCallResult` was read at: its call's (among the 16
+    /// latest calls, newest first), each one the table cannot name read as unknown.
+    fn result_places(&self, method: &str, payload: &Value) -> BTreeSet<String> {
+        let call = (method == "steps/toolCallResult")
+            .then(|| payload.get("request_id_ref").and_then(Value::as_str))
+            .flatten()
+            .and_then(ids::uuid_bits)
+            .filter(|id| *id != 0);
+        let Some(call) = call else {
+            return BTreeSet::new();
+        };
+        let noted = self.noted_calls(None);
+        let table = self.place_table(None);
+        let found = noted.iter().rev().take(16).find(|(id, _)| *id == call);
+        let Some((_, names)) = found else {
+            return BTreeSet::new();
+        };
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                if i < 8 && table.contains(n) {
+                    n.clone()
+                } else {
+                    UNKNOWN_PLACE.to_string()
+                }
+            })
+            .collect()
+    }
+
+    /// The places of everything that entered in `turn` so far (the event's own records in
+    /// `so_far`).
+    fn entered_places_in_turn(
+        &self,
+        turn: u64,
+        draft: &[Node],
+        so_far: &[String],
+    ) -> BTreeSet<String> {
+        let view = self.view(draft, &[], turn, 0);
+        let ids = self
+            .committed
+            .iter()
+            .filter(|e| e.turn == turn)
+            .flat_map(|e| e.records.iter())
+            .chain(so_far);
+        ids.filter_map(|id| view.node(id))
+            .flat_map(|n| n.view.places.iter().cloned())
+            .collect()
     }
 
     /// Decides one event, and records it if it goes ahead.
@@ -1153,6 +1315,7 @@ impl<'c> Reference<'c> {
         } else {
             BTreeSet::new()
         };
+        let read_at = self.result_places(hook.method, ev.payload);
         let found = fields::provenance_records(ev.payload);
         let mut draft: Vec<Node> = Vec::new();
         let mut ids: Vec<String> = Vec::new();
@@ -1163,7 +1326,7 @@ impl<'c> Reference<'c> {
             };
             let known = self.nodes.iter().chain(&draft).any(|n| n.id == id);
             if !known {
-                match self.make_node(&record, &draft, &ids, turn, &inherited) {
+                match self.make_node(&record, &draft, &ids, turn, &inherited, &read_at) {
                     Ok(n) => draft.push(n),
                     Err(Fail::Type(why)) => {
                         let out = self.failed(hook, why, BTreeSet::new());
@@ -1183,6 +1346,8 @@ impl<'c> Reference<'c> {
             (view.asked, view.objects) = self.asked(hook.method, &payload);
             view.index = self.index(Some((hook.method, ev.payload, &draft)));
             view.turn_labels = self.entered_in_turn(turn, &draft, &ids);
+            let current = (hook.method, ev.request_id, ev.payload);
+            view.places = self.place_table(Some(current));
             let out = self.decide(hook, &view, &payload, &metadata);
             out.map(|mut o| {
                 o.touched.extend(view.touched.take());

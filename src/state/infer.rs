@@ -19,6 +19,8 @@ pub struct Seen {
     pub origins: u8,
     pub labels_any: u64,
     pub labels_all: u64,
+    /// The places of the content it appeared in (`read_at`).
+    pub places: u64,
 }
 
 impl Seen {
@@ -27,6 +29,7 @@ impl Seen {
             origins: self.origins | other.origins,
             labels_any: self.labels_any | other.labels_any,
             labels_all: self.labels_all & other.labels_all,
+            places: self.places | other.places,
         }
     }
 }

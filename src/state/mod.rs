@@ -35,7 +35,7 @@ pub use table::StrTable;
 
 use crate::acs::{fields, ids};
 use crate::compile::{Program, WindowSpec};
-use crate::vm::{Facts, Val};
+use crate::vm::{Facts, Val, UNKNOWN_PLACE};
 
 pub use crate::vm::Node;
 
@@ -44,6 +44,9 @@ pub use crate::vm::Node;
 impl Facts for Draft<'_> {
     fn node_of(&self, program: &Program, v: &Val<'_>) -> Option<Node> {
         Draft::node_of(self, program, v)
+    }
+    fn place_name(&self, bit: u32) -> Option<Arc<str>> {
+        self.scalars.places.get(bit as usize).cloned()
     }
     fn labels_of(&self, program: &Program, v: &Val<'_>) -> Option<u64> {
         Draft::labels_of(self, program, v)
@@ -120,8 +123,13 @@ fn seen_in(node: &Node) -> infer::Seen {
         origins: node.own_origin,
         labels_any: node.labels,
         labels_all: node.labels,
+        places: node.places,
     }
 }
+
+/// What lineage inference found for a value: its sources when every token was seen, and the
+/// places any token was seen at.
+type Inferred = (Option<infer::Seen>, u64);
 
 /// The node content of unknown lineage stands for: every label an `external` origin earns,
 /// every origin possible, sources unknown.
@@ -136,6 +144,8 @@ fn unknown_node(program: &Program, turn: u64) -> Node {
         source_all: program.unknown_labels,
         own_origin: origin_bit("external"),
         inferred: false,
+        places: UNKNOWN_PLACE,
+        source_places: UNKNOWN_PLACE,
     }
 }
 
@@ -313,6 +323,16 @@ pub struct Scalars {
     /// The kinds of thing the user's own words named (the same texts, as
     /// `actions::named_objects` bits): what `requested_object()` reads.
     pub objects: u32,
+    /// The places content was read at in this session (`read_at`), by bit: the destination
+    /// arguments of calls whose results came back, lower-cased, in order of first use; at
+    /// most [`MAX_PLACES`] (past them a place reads as [`UNKNOWN_PLACE`]).
+    pub places: Arc<Vec<Arc<str>>>,
+    /// The place bits of the latest calls, by request id (what their results were read at),
+    /// newest last. A ring: [`REQUESTED_CALLS`] calls in flight.
+    placed: [(u128, u64); REQUESTED_CALLS],
+    placed_next: usize,
+    /// The places of everything that entered the context this turn.
+    pub turn_places: u64,
     /// Everything the user said (the Intent's `raw`, `user_input` content), each piece cut to
     /// its letters and digits, lower-cased, pieces apart (`|`): what `found_in(x, user_input)`
     /// searches for `x` as one contiguous run (`infer::compact`). `None` once it would pass
@@ -327,6 +347,22 @@ pub const MAX_USER_TEXT: usize = 1 << 20;
 /// How many requested calls are remembered until their results come back.
 pub const REQUESTED_CALLS: usize = 16;
 
+/// The most places a session names (`read_at`); bit 63 is [`UNKNOWN_PLACE`].
+pub const MAX_PLACES: usize = 63;
+
+/// The most destination values of one call that name the places its result is read at.
+const PLACES_PER_CALL: usize = 8;
+
+impl Scalars {
+    /// The place bits of call `id` among the latest calls, newest first (0: not among them).
+    fn call_places(&self, id: u128) -> u64 {
+        (1..=REQUESTED_CALLS)
+            .map(|back| self.placed[(self.placed_next + REQUESTED_CALLS - back) % REQUESTED_CALLS])
+            .find(|(c, _)| *c == id)
+            .map_or(0, |(_, bits)| bits)
+    }
+}
+
 impl Default for Scalars {
     fn default() -> Self {
         Scalars {
@@ -340,6 +376,10 @@ impl Default for Scalars {
             requested_next: 0,
             asked: 0,
             objects: 0,
+            places: Arc::new(Vec::new()),
+            placed: [(0, 0); REQUESTED_CALLS],
+            placed_next: 0,
+            turn_places: 0,
             user_text: Some(Arc::from("")),
         }
     }
@@ -498,9 +538,11 @@ pub struct Draft<'a> {
     new_tokens: Vec<(u64, infer::Seen)>,
     /// This event is the result of a call the user requested (`requested_by_user()`).
     requested_now: bool,
+    /// The places this event's content (a call's result) was read at (`read_at`).
+    result_places: u64,
     /// Inferred sources of the string values looked up in this decision. Valid while the
     /// token index does not change, which it does only before the rules run.
-    infer_cache: std::cell::RefCell<HashMap<Box<str>, Option<infer::Seen>>>,
+    infer_cache: std::cell::RefCell<HashMap<Box<str>, Inferred>>,
 }
 
 /// The labels a provenance object (`prov`) earns by itself under the policy's `label … when …`
@@ -663,7 +705,7 @@ impl SessionState {
         claims
             .into_iter()
             .filter(|(_, v)| {
-                view.infer_sources(v).is_none_or(|s| s.origins & user == 0) || !view.said_by_user(v)
+                view.infer_sources(v).0.is_none_or(|s| s.origins & user == 0) || !view.said_by_user(v)
             })
             .map(|(ptr, _)| ptr)
             .collect()
@@ -803,6 +845,7 @@ impl<'a> Draft<'a> {
             intent_refused: None,
             new_tokens: Vec::new(),
             requested_now: false,
+            result_places: 0,
             infer_cache: Default::default(),
         }
     }
@@ -1084,14 +1127,23 @@ impl<'a> Draft<'a> {
         }
         self.note_asked(ev);
         match ev.method {
-            "steps/toolCallRequest" if program.reads_requested => self.note_requested(program, ev),
+            "steps/toolCallRequest" => {
+                if program.reads_requested {
+                    self.note_requested(program, ev);
+                }
+                if program.reads_places {
+                    self.note_places(program, ev);
+                }
+            }
             "steps/toolCallResult" => {
-                self.requested_now = ev
+                let call = ev
                     .payload
                     .get("request_id_ref")
                     .and_then(Value::as_str)
                     .and_then(ids::uuid_bits)
-                    .is_some_and(|id| id != 0 && self.scalars.requested.contains(&id));
+                    .filter(|id| *id != 0);
+                self.requested_now = call.is_some_and(|id| self.scalars.requested.contains(&id));
+                self.result_places = call.map_or(0, |id| self.scalars.call_places(id));
             }
             _ => {}
         }
@@ -1218,6 +1270,59 @@ impl<'a> Draft<'a> {
         }
     }
 
+    /// Remembers the places a call reads at (its destination arguments' string values: the
+    /// channel read, the inbox's owner, the page's address), for its result's content.
+    fn note_places(&mut self, program: &Program, ev: &Event<'_>) {
+        let Some(id) = ids::uuid_bits(ev.request_id) else {
+            return;
+        };
+        let tool = fields::tool_name(ev.payload);
+        let Some(args) = ev.payload.get("arguments").and_then(Value::as_object) else {
+            return;
+        };
+        let mut names = Vec::new();
+        for (name, arg) in args {
+            if program.argument_role(tool, name) != "destination" {
+                continue;
+            }
+            let value = match arg {
+                Value::Object(m) if m.contains_key("value") => &m["value"],
+                other => other,
+            };
+            match value {
+                Value::String(s) => names.push(s.as_str()),
+                Value::Array(items) => names.extend(items.iter().filter_map(Value::as_str)),
+                _ => {}
+            }
+        }
+        let mut bits = 0u64;
+        for (i, name) in names.into_iter().enumerate() {
+            bits |= if i < PLACES_PER_CALL {
+                self.place_bit(name)
+            } else {
+                UNKNOWN_PLACE
+            };
+        }
+        let s = &mut self.scalars;
+        s.placed[s.placed_next % REQUESTED_CALLS] = (id, bits);
+        s.placed_next = (s.placed_next + 1) % REQUESTED_CALLS;
+    }
+
+    /// The bit of a place (lower-cased and trimmed), naming it in the session's table if it
+    /// is new and there is room.
+    fn place_bit(&mut self, name: &str) -> u64 {
+        let name = name.trim().to_lowercase();
+        if let Some(i) = self.scalars.places.iter().position(|p| **p == *name) {
+            return 1 << i;
+        }
+        if self.scalars.places.len() >= MAX_PLACES {
+            return UNKNOWN_PLACE;
+        }
+        let places = Arc::make_mut(&mut self.scalars.places);
+        places.push(Arc::from(name));
+        1 << (places.len() - 1)
+    }
+
     fn track_turn(&mut self, ev: &Event<'_>) {
         let turn_id = fields::member(ev.metadata, "turn_id")
             .and_then(Value::as_str)
@@ -1250,6 +1355,7 @@ impl<'a> Draft<'a> {
     fn next_turn(&mut self) {
         self.scalars.turn += 1;
         self.scalars.turn_labels = 0;
+        self.scalars.turn_places = 0;
     }
 
     fn insert_provenance(&mut self, program: &Program, ev: &Event<'_>) {
@@ -1292,6 +1398,7 @@ impl<'a> Draft<'a> {
             if let Some(n) = self.node(id) {
                 // Known content seen again: it is in the context now.
                 self.entered(n.labels);
+                self.scalars.turn_places |= n.places;
                 step |= n.labels;
                 continue;
             }
@@ -1302,6 +1409,7 @@ impl<'a> Draft<'a> {
             let node = self.make_node(program, prov, &parents, inherited);
             self.new_nodes.push((Arc::from(id), node));
             self.entered(node.labels);
+            self.scalars.turn_places |= node.places;
             step |= node.labels;
         }
         self.step = step_id.map(|id| (id, step));
@@ -1353,9 +1461,10 @@ impl<'a> Draft<'a> {
 
     /// Where a value the model wrote without stated lineage was taken from, by matching its
     /// tokens against the content that entered the session (`infer.rs`). Unknown (an external
-    /// source, the labels of unknown lineage) when any token was seen nowhere.
+    /// source, the labels of unknown lineage) when any token was seen nowhere. Its places
+    /// (`read_at`) are those of the content any of its tokens was seen in, found or not.
     pub fn infer_node(&self, program: &Program, value: &Value, labels_now: u64) -> Node {
-        let found = match value {
+        let (found, places) = match value {
             // A decision asks about one value several times (`taken_from`, `found_in`, …):
             // strings are looked up once per decision.
             Value::String(text) => {
@@ -1379,6 +1488,8 @@ impl<'a> Draft<'a> {
         // this turn, or its own node's): inference only says where it was taken from.
         node.labels = labels_now;
         node.own_origin = origin_bit("agent_generated");
+        node.places = places;
+        node.source_places = places;
         if let Some(a) = found {
             node.source_origins = a.origins;
             node.source_any = a.labels_any;
@@ -1388,11 +1499,13 @@ impl<'a> Draft<'a> {
         node
     }
 
-    /// Where every token of `value` appeared (`None`: some token nowhere, or no token at all).
-    fn infer_sources(&self, value: &Value) -> Option<infer::Seen> {
+    /// Where every token of `value` appeared (`None`: some token nowhere, or no token at
+    /// all), and the places of the content any of them appeared in.
+    fn infer_sources(&self, value: &Value) -> Inferred {
         let mut toks = Vec::new();
         infer::value_tokens(value, &mut toks, 0);
         let mut acc: Option<infer::Seen> = None;
+        let mut places = 0u64;
         let mut unknown = toks.is_empty() || self.base.tokens_full;
         for t in &toks {
             let key = infer::token_key(t);
@@ -1405,12 +1518,14 @@ impl<'a> Draft<'a> {
                 .reduce(infer::Seen::merge);
             match seen {
                 Some(s) => {
+                    places |= s.places;
                     acc = Some(match acc {
                         // Every token must come from the source: intersect the origins.
                         Some(a) => infer::Seen {
                             origins: a.origins & s.origins,
                             labels_any: a.labels_any | s.labels_any,
                             labels_all: a.labels_all & s.labels_all,
+                            places: a.places | s.places,
                         },
                         None => s,
                     })
@@ -1418,7 +1533,7 @@ impl<'a> Draft<'a> {
                 None => unknown = true,
             }
         }
-        acc.filter(|a| !unknown && a.origins != 0)
+        (acc.filter(|a| !unknown && a.origins != 0), places)
     }
 
     fn make_node(&self, program: &Program, prov: &Value, parents: &[&str], extra: u64) -> Node {
@@ -1433,9 +1548,18 @@ impl<'a> Draft<'a> {
         let mut origins = own_origin;
         let mut depth = 0u16;
         let (mut source_origins, mut source_any, mut source_all) = (0u8, 0u64, u64::MAX);
+        // A call's result was read at the call's places.
+        let mut places = if origin == "tool_output" {
+            self.result_places
+        } else {
+            0
+        };
+        let mut source_places = 0u64;
         for p in parents {
             match self.node(p) {
                 Some(n) => {
+                    places |= n.places;
+                    source_places |= n.places;
                     labels |= n.labels;
                     origins |= n.origins;
                     depth = depth.max(n.depth);
@@ -1445,6 +1569,8 @@ impl<'a> Draft<'a> {
                 }
                 // Unknown lineage is never clean.
                 None => {
+                    places |= UNKNOWN_PLACE;
+                    source_places |= UNKNOWN_PLACE;
                     labels |= program.unknown_labels;
                     origins |= origin_bit("external");
                     depth = depth.max(1);
@@ -1460,6 +1586,7 @@ impl<'a> Draft<'a> {
                 // this turn, and could have been taken from any of it: its sources are unknown,
                 // which reads as an external source (never as the user's request).
                 labels |= self.scalars.turn_labels;
+                places |= self.scalars.turn_places;
                 source_origins = origin_bit("external");
                 source_any = labels | program.unknown_labels;
                 source_all = 0;
@@ -1469,6 +1596,7 @@ impl<'a> Draft<'a> {
                 source_any = labels;
                 source_all = labels;
             }
+            source_places = places;
         }
         Node {
             labels,
@@ -1480,6 +1608,8 @@ impl<'a> Draft<'a> {
             source_origins,
             source_any,
             source_all,
+            places,
+            source_places,
         }
     }
 

@@ -34,7 +34,17 @@ pub struct Node {
     /// Its sources were inferred by matching its value against the session's content, not
     /// declared by the platform (`lineage_inferred(x)`).
     pub inferred: bool,
+    /// The places its content was read at, as bits of the session's place table (a tool
+    /// output's: the destination arguments of the call that produced it; its parents'):
+    /// [`UNKNOWN_PLACE`] for a place Warden cannot name.
+    pub places: u64,
+    /// The places of its direct sources (`read_at(x)`).
+    pub source_places: u64,
 }
+
+/// The place bit of content read at a place Warden cannot name: content of unknown lineage, or
+/// a place past the 63 a session names.
+pub const UNKNOWN_PLACE: u64 = 1 << 63;
 
 /// What a running rule may ask about its session.
 pub trait Facts {
@@ -62,6 +72,8 @@ pub trait Facts {
     /// Whether every leaf of a value occurs, as one contiguous run, in what the user said
     /// (after cutting both to lower-cased letters and digits): `found_in(x, user_input)`.
     fn said_by_user(&self, value: &Value) -> bool;
+    /// The name of place bit `bit` (0–62) of the session's place table.
+    fn place_name(&self, bit: u32) -> Option<Arc<str>>;
     /// The current turn.
     fn turn(&self) -> u64;
     /// Whether the session declared an Intent.

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use serde_json::Value;
 use smallvec::SmallVec;
 
-pub use facts::{Facts, Node};
+pub use facts::{Facts, Node, UNKNOWN_PLACE};
 pub use trace::{Observation, Operand, Probe};
 pub use value::{glob as glob_match, Kind, Val};
 
@@ -179,6 +179,28 @@ fn has_provenance(v: &Val<'_>, what: &str) -> Result<(), value::TypeError> {
         )),
         _ => Ok(()),
     }
+}
+
+/// The names of place bits `bits` (`read_at`), in the order the session first named them; an
+/// error when one is a place Warden cannot name, so that no rule reads it as some other place.
+fn place_names<'a>(facts: &dyn Facts, bits: u64) -> Result<Val<'a>, value::TypeError> {
+    if bits & UNKNOWN_PLACE != 0 {
+        return Err("read_at(…): the value was read at a place Warden cannot name (content of \
+                    unknown lineage, or a session past 63 places), so no rule may take it for \
+                    another"
+            .to_string());
+    }
+    let mut names = Vec::new();
+    let mut rest = bits;
+    while rest != 0 {
+        let bit = rest.trailing_zeros();
+        rest &= rest - 1;
+        let name = facts
+            .place_name(bit)
+            .ok_or_else(|| "read_at(…): a place missing from the session's table".to_string())?;
+        names.push(Value::String(name.to_string()));
+    }
+    Ok(Val::owned(Value::Array(names)))
 }
 
 /// Runs `code` and returns its result value.
@@ -438,6 +460,16 @@ pub fn run<'a>(
                     .state
                     .node_of(program, &v)
                     .map_or(Val::Undef, |n| Val::Bool(n.inferred));
+                traced_call!(r, stack.len(), &[v]);
+                stack.push(r);
+            }
+            Op::ReadAt => {
+                let v = pop!();
+                typed!(has_provenance(&v, "read_at(…)"));
+                let r = match env.state.node_of(program, &v) {
+                    Some(n) => typed!(place_names(env.state, n.source_places)),
+                    None => Val::Undef,
+                };
                 traced_call!(r, stack.len(), &[v]);
                 stack.push(r);
             }
