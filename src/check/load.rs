@@ -17,6 +17,7 @@ pub const STDLIB: &[(&str, &str)] = &[
     ("std.skills", include_str!("../../stdlib/skills.ward")),
     ("std.agbom", include_str!("../../stdlib/agbom.ward")),
     ("std.effects", include_str!("../../stdlib/effects.ward")),
+    ("std.audience", include_str!("../../stdlib/audience.ward")),
     (
         "std.compaction",
         include_str!("../../stdlib/compaction.ward"),

@@ -420,6 +420,14 @@ impl<'a> Checker<'a> {
                     ExprKind::Name(f) if f == "turns_since" || f == "effect_state" => {
                         Some((format!("`{f}`"), callee.span))
                     }
+                    // A builtin only rules may call reads the session as a rule sees it.
+                    ExprKind::Name(f)
+                        if !self.defined_in_scope(unit, f)
+                            && super::builtins::builtin(f)
+                                .is_some_and(|b| !b.allowed.admits(Scope::Label)) =>
+                    {
+                        Some((format!("`{f}`"), callee.span))
+                    }
                     ExprKind::Name(_) => None,
                     ExprKind::Member(base, m)
                         if m.name == "permits"

@@ -89,10 +89,17 @@ impl Index {
     }
 
     /// The places of the content any token of `value` appeared in (`read_at` of a value of
-    /// inferred lineage), found or not.
+    /// inferred lineage), found or not, apart from tokens the user said (in content of origin
+    /// `user_input`): those may be the user's.
     pub fn places(&self, value: &Value) -> BTreeSet<String> {
         let mut toks = Vec::new();
         crate::text::value_tokens(value, &mut toks, 0);
+        toks.retain(|t| {
+            !self
+                .entries
+                .iter()
+                .any(|(k, own, ..)| k == t && own == "user_input")
+        });
         self.entries
             .iter()
             .filter(|(k, ..)| toks.contains(k))

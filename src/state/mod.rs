@@ -1462,7 +1462,8 @@ impl<'a> Draft<'a> {
     /// Where a value the model wrote without stated lineage was taken from, by matching its
     /// tokens against the content that entered the session (`infer.rs`). Unknown (an external
     /// source, the labels of unknown lineage) when any token was seen nowhere. Its places
-    /// (`read_at`) are those of the content any of its tokens was seen in, found or not.
+    /// (`read_at`) are those of the content any of its tokens was seen in, found or not,
+    /// apart from tokens the user said.
     pub fn infer_node(&self, program: &Program, value: &Value, labels_now: u64) -> Node {
         let (found, places) = match value {
             // A decision asks about one value several times (`taken_from`, `found_in`, …):
@@ -1500,7 +1501,7 @@ impl<'a> Draft<'a> {
     }
 
     /// Where every token of `value` appeared (`None`: some token nowhere, or no token at
-    /// all), and the places of the content any of them appeared in.
+    /// all), and the places of the content any of them the user never said appeared in.
     fn infer_sources(&self, value: &Value) -> Inferred {
         let mut toks = Vec::new();
         infer::value_tokens(value, &mut toks, 0);
@@ -1518,7 +1519,10 @@ impl<'a> Draft<'a> {
                 .reduce(infer::Seen::merge);
             match seen {
                 Some(s) => {
-                    places |= s.places;
+                    // A token the user said may be the user's: it is no sign of a place.
+                    if s.origins & origin_bit("user_input") == 0 {
+                        places |= s.places;
+                    }
                     acc = Some(match acc {
                         // Every token must come from the source: intersect the origins.
                         Some(a) => infer::Seen {
