@@ -645,8 +645,10 @@ fn account_change(w: &[String]) -> bool {
 
 /// Whether a call of class `class` is among the classes a request asked for (`asked`, from
 /// [`requested_classes`]). Close classes answer for each other where ordinary requests blur
-/// them: a change may be carried out by creating, a message may be a share or a post, a
-/// reservation is a thing created. `unknown` is never asked for by class.
+/// them: a change may be carried out by creating, a message may be a post, a reservation is a
+/// thing created, a share may be carried out as a message. A request to message someone is
+/// not a request to give anyone access (a new member, a shared file): `share` is asked for only
+/// in its own words. `unknown` is never asked for by class.
 pub fn admits(asked: u16, class: &str) -> bool {
     let has = |c: &str| asked & class_bit(c) != 0;
     match class {
@@ -654,7 +656,7 @@ pub fn admits(asked: u16, class: &str) -> bool {
         "communicate" => has("communicate") || has("share") || has("publish"),
         "create" => has("create") || has("change") || has("reserve"),
         "change" => has("change") || has("create"),
-        "share" => has("share") || has("communicate"),
+        "share" => has("share"),
         "publish" => has("publish") || has("communicate"),
         "unknown" => false,
         c => has(c),
