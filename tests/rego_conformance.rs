@@ -757,13 +757,17 @@ fn the_corpus_agrees_with_the_opa_it_was_recorded_from() {
                 rego_cache: None,
             };
             let args: Vec<Value> = case["args"].as_array().cloned().unwrap_or_default();
+            let mut error = String::new();
             let got = match env.rego(id, &args, Some(&case["input"])) {
                 Ok(Some(v)) => Answer::Value(v),
                 Ok(None) => Answer::Undefined,
-                Err(_) => Answer::Error,
+                Err(e) => {
+                    error = format!(" ({e:?})");
+                    Answer::Error
+                }
             };
             let mut ok = same_answer(&got, &want);
-            let mut why = format!("value {got:?}, want {want:?}");
+            let mut why = format!("value {got:?}{error}, want {want:?}");
 
             // The decision, through a policy.
             let call = warden_call(case);

@@ -74,6 +74,10 @@ pub struct Missing {
     pub name: String,
     /// The fix: what provides it, or why it is not there.
     pub hint: String,
+    /// `with … as NAME`: a builtin this build has, used to replace another function, which
+    /// regorus cannot do (it reads the name as an unsafe variable and fails every evaluation
+    /// of the package).
+    pub replacement: bool,
 }
 
 /// The text with comments and string contents replaced by spaces, byte for byte (so offsets
@@ -251,6 +255,8 @@ fn root_var(e: &Expr) -> Option<&Span> {
 #[derive(Default)]
 struct Walker {
     calls: Vec<(String, Span)>,
+    /// Builtins named as the value of a `with` (`with upper as lower`).
+    with_builtins: Vec<(String, Span)>,
     /// (alias, the alias's span) for each `alias.…` reference outside a call's name.
     alias_refs: Vec<(String, Span)>,
     bound: HashSet<String>,
@@ -402,6 +408,9 @@ impl Walker {
             for w in &stmt.with_mods {
                 // `with alias.f as …` is regorus's own to resolve; only the value is walked.
                 self.expr(&w.r#as);
+                if let Some(name) = call_path(&w.r#as).filter(|n| is_builtin(n)) {
+                    self.with_builtins.push((name, w.r#as.span().clone()));
+                }
             }
         }
     }
@@ -559,6 +568,26 @@ pub fn scan(modules: &[&Module], texts: &[&str], origins: &[&str]) -> Scan {
                     span,
                     name: name.clone(),
                     hint: hint_for(name, &defined),
+                    replacement: false,
+                });
+            }
+            for (name, span) in &w.with_builtins {
+                let root = name.split('.').next().unwrap_or_default();
+                if w.bound.contains(root) || defined.contains(root) || aliases.contains(root) {
+                    continue;
+                }
+                missing.push(Missing {
+                    file: idx,
+                    span: map_span(text, origin, span),
+                    name: name.clone(),
+                    hint: format!(
+                        "regorus, which runs Warden's Rego, cannot replace a function with a \
+                         builtin (OPA can); replace it with a function of the package that calls \
+                         the builtin: `{}_fn(x) := {name}(x)` and `with … as {}_fn`",
+                        name.replace('.', "_"),
+                        name.replace('.', "_")
+                    ),
+                    replacement: true,
                 });
             }
             for (alias, span) in &w.alias_refs {

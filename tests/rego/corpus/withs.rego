@@ -32,15 +32,3 @@ limit_replaced := x if {
 }
 
 allowed_users := [u | some u in input.users; allow with input.user as u]
-
-shout(s) := upper(s)
-
-whisper := x if {
-	x := shout(input.text) with upper as lower
-}
-
-is_ok(x) if x > 0
-
-ok_mocked if {
-	is_ok(-1) with is_ok as true
-}
