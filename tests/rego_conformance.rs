@@ -671,9 +671,7 @@ fn the_corpus_agrees_with_the_opa_it_was_recorded_from() {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "json") && p.with_extension("rego").exists()
-        })
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.with_extension("rego").exists())
         .collect();
     files.sort();
     let (mut cases, mut agree, mut documented, mut value_only) = (0, 0, 0, 0);
