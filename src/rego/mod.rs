@@ -146,6 +146,33 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
     } else {
         hoisted
     };
+    // Calls nested under `not` move out before it, as OPA evaluates them (parsed again from
+    // the prepared text); if the result does not parse (a bug here), the text stays as it is.
+    let mut parsed = regorus::Engine::new();
+    let prepared = if files
+        .iter()
+        .zip(&prepared)
+        .all(|((p, _), t)| parsed.add_policy(p.display().to_string(), t.clone()).is_ok())
+    {
+        let out: Vec<String> = parsed
+            .get_modules()
+            .iter()
+            .zip(&prepared)
+            .map(|(m, t)| scan::hoist_negated_calls(m, t))
+            .collect();
+        let mut check = regorus::Engine::new();
+        if files
+            .iter()
+            .zip(&out)
+            .all(|((p, _), t)| check.add_policy(p.display().to_string(), t.clone()).is_ok())
+        {
+            out
+        } else {
+            prepared
+        }
+    } else {
+        prepared
+    };
     Ok(RegoImport {
         alias: alias.to_string(),
         is_data: false,
@@ -392,6 +419,28 @@ deny contains msg if {
             "package p\nimport rego.v1\nimport data.q as n\nimport data.r.s\n\
              x := data.q.a\ny := data.r.s[\"b\"].c\nz := n.g(1)\nf(n) := n.b\nw := n\n"
         );
+    }
+
+    #[test]
+    fn what_opa_evaluates_before_a_negation_moves_out_of_it() {
+        let text = "package p\nimport rego.v1\nf(x) if x == 1\n\
+            a if not f(input.x)\n\
+            b if {\n\tnot startswith(lower(input.s), \"a\")\n}\n\
+            c if not input.u == \"x\"\n\
+            d := [k | some k in input.ks; not input.m[k]]\n\
+            e if not count(input.xs) > 0 with input.xs as [1]\n";
+        let imp = load_text("negation.rego", text).unwrap();
+        assert_eq!(
+            imp.prepared[0],
+            "package p\nimport rego.v1\nf(x) if x == 1\n\
+             a if { __warden_not_0 := input.x; not f(__warden_not_0) }\n\
+             b if {\n\t__warden_not_1 := lower(input.s); not startswith(__warden_not_1, \"a\")\n}\n\
+             c if not input.u == \"x\"\n\
+             d := [k | some k in input.ks; not input.m[k]]\n\
+             e if { __warden_not_2 := count(input.xs) with input.xs as [1]; \
+             not __warden_not_2 > 0 with input.xs as [1] }\n"
+        );
+        assert_eq!(imp.prepared[0].lines().count(), text.lines().count());
     }
 
     #[test]

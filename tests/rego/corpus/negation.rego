@@ -34,3 +34,41 @@ not_admin_prefix_bound if {
 
 # A call inside a reference's index under `not`.
 flag_off if not input.flags[lower(input.key)]
+
+# Counting under `not`: an absent list has no count, and OPA's body fails.
+no_violations if not count(input.violations) > 0
+
+# Arithmetic under `not`, in an `else` chain with bodies of one expression.
+budget := "ok" if not input.spent + input.pending > 100
+else := "over"
+
+# `not` inside a comprehension and inside `every`.
+unflagged := [k | some k in input.keys; not input.flags[lower(k)]]
+
+all_unflagged if every k in input.keys {
+	not input.flags[lower(k)]
+}
+
+# Several nested calls in one `not`, and a user function called at the top (not moved).
+odd_pair if not sum([to_number(input.a), to_number(input.b)]) % 2 == 0
+
+is_test(addr) if endswith(domain(addr), ".test")
+
+not_test_user if not is_test(input.user)
+
+# References as arguments under `not`: OPA evaluates them first (an absent field fails the
+# body); as an operand of `==`, or alone, a reference stays inside the negation.
+not_small if not input.n < 10
+
+not_listed if not input.user in {"ann", "bob"}
+
+not_ann if not input.user == "ann"
+
+not_ann_list if not [input.user] == ["ann"]
+
+no_user if not input.user
+
+flag_unset if not input.flags[input.key]
+
+# A `with` on the negated statement applies to what moves out of it.
+not_test_as_input if not is_test(input.other) with input.other as input.user
