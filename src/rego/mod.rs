@@ -146,14 +146,14 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
     } else {
         hoisted
     };
-    // Calls nested under `not` move out before it, as OPA evaluates them (parsed again from
+    // What OPA evaluates before a `not` moves out of it (scan::hoist_negated_calls; parsed again from
     // the prepared text); if the result does not parse (a bug here), the text stays as it is.
     let mut parsed = regorus::Engine::new();
-    let prepared = if files
-        .iter()
-        .zip(&prepared)
-        .all(|((p, _), t)| parsed.add_policy(p.display().to_string(), t.clone()).is_ok())
-    {
+    let prepared = if files.iter().zip(&prepared).all(|((p, _), t)| {
+        parsed
+            .add_policy(p.display().to_string(), t.clone())
+            .is_ok()
+    }) {
         let out: Vec<String> = parsed
             .get_modules()
             .iter()

@@ -1,7 +1,9 @@
 //! What Warden reads from parsed Rego before handing it to regorus: `import` lines after the
 //! first rule (moved up, line numbers kept), calls to functions this build cannot run (a load
-//! error, not a decision failure), and references through a `data` import alias (rewritten to
-//! the full `data.` path, so regorus evaluates only the rule named, as OPA does).
+//! error, not a decision failure), references through a `data` import alias (rewritten to
+//! the full `data.` path, so regorus evaluates only the rule named, as OPA does), and the terms
+//! of a negated expression that OPA evaluates before the negation (moved out of the `not`, so
+//! that an undefined one fails the body as in OPA).
 
 use std::collections::HashSet;
 

@@ -1,6 +1,7 @@
-# Conformance corpus: `not` over an expression with a call nested in it. OPA evaluates the
-# nested call before the negation (undefined there: the body fails); regorus evaluates it
-# inside (undefined there: `not` holds). docs/rego.md, "Differences from OPA".
+# Conformance corpus: `not` over an expression with calls and references in it. OPA evaluates
+# some of them before the negation (undefined there: the body fails); regorus alone would
+# evaluate them inside (undefined there: `not` holds), so Warden moves them out first
+# (docs/rego.md, "What Warden changes before regorus runs it").
 package corpus.negation
 
 import rego.v1
