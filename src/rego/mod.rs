@@ -146,8 +146,8 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
     } else {
         hoisted
     };
-    // What OPA evaluates before a `not` moves out of it (scan::hoist_negated_calls; parsed again from
-    // the prepared text); if the result does not parse (a bug here), the text stays as it is.
+    // What OPA evaluates before a `not` moves out of it (`scan::hoist_negated_calls`, over the
+    // prepared text parsed again); if the result does not parse (a bug here), the text stays.
     let mut parsed = regorus::Engine::new();
     let prepared = if files.iter().zip(&prepared).all(|((p, _), t)| {
         parsed
