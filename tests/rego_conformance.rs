@@ -1,9 +1,12 @@
-//! Rego conformance: the same rules evaluated directly through regorus and through a Warden
-//! policy must give the same values, over the real-world-shaped policies in `tests/rego/`.
+//! Rego conformance. The corpus (`tests/rego/corpus/`) holds the answers of a real OPA, and
+//! every case must get the same answer through Warden's Rego path, or name a difference that
+//! docs/rego.md lists (`the_corpus_agrees_with_the_opa_it_was_recorded_from`).
 //!
-//! For each case the direct value is computed with a plain regorus engine and the input a
-//! Warden decision builds. A Warden policy then compares the Rego expression with that value
-//! (`org.rule == <value>`); the rule must fire, so Warden saw exactly the same value.
+//! The other tests hold Warden to plain regorus over the real-world-shaped policies in
+//! `tests/rego/`: the direct value is computed with a plain regorus engine and the input a
+//! Warden decision builds, and a Warden policy comparing the Rego expression with that value
+//! (`org.rule == <value>`) must fire. They also check folding, imports, and the load errors of
+//! `tests/rego/errors/`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
