@@ -73,3 +73,14 @@ flag_unset if not input.flags[input.key]
 
 # A `with` on the negated statement applies to what moves out of it.
 not_test_as_input if not is_test(input.other) with input.other as input.user
+
+# The variable the moved term reads is bound after the `not`: both reorder the body.
+late_bound if {
+	not is_test(u.addr)
+	u = input.account
+}
+
+late_bound_in contains k if {
+	not startswith(lower(v.name), "svc-")
+	v = input.accounts[k]
+}
