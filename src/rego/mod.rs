@@ -38,6 +38,8 @@ pub struct RegoImport {
     pub prepared: Vec<String>,
     /// Calls to functions that are neither builtins of this build nor defined by the package.
     pub missing: Vec<Missing>,
+    /// Multi-value rules keyed by a variable, which are `{}` (not undefined) with no values.
+    pub multi_value: Vec<String>,
 }
 
 impl RegoImport {
@@ -101,6 +103,7 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
             reads_input: false,
             prepared: Vec::new(),
             missing: Vec::new(),
+            multi_value: Vec::new(),
         });
     }
     let mut packages: Vec<String> = files.iter().filter_map(|(_, t)| package_of(t)).collect();
@@ -182,6 +185,7 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
         reads_input,
         prepared,
         missing: found.missing,
+        multi_value: found.multi_value,
     })
 }
 
@@ -279,6 +283,9 @@ fn mentions_input(text: &str) -> bool {
 /// The loaded Rego of one policy: one engine, shared by every decision.
 pub struct Bridge {
     engine: Mutex<regorus::Engine>,
+    /// `data.` paths of multi-value rules keyed by a variable: with no values, `{}` as in OPA
+    /// (regorus leaves them undefined).
+    multi_value: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for Bridge {
@@ -328,8 +335,13 @@ impl Bridge {
             limit: CALL_LIMIT,
             check_interval: std::num::NonZeroU32::new(64).expect("non-zero"),
         });
+        let multi_value = imports
+            .iter()
+            .flat_map(|imp| imp.multi_value.iter().map(|r| imp.path_of(r)))
+            .collect();
         Ok(Bridge {
             engine: Mutex::new(engine),
+            multi_value,
         })
     }
 
@@ -341,6 +353,9 @@ impl Bridge {
             None => engine.set_input(regorus::Value::new_object()),
         }
         match engine.eval_rule(path.to_string()) {
+            Ok(v) if v == regorus::Value::Undefined && self.multi_value.contains(path) => {
+                Ok(Some(Value::Object(serde_json::Map::new())))
+            }
             Ok(v) => from_rego(&v),
             // Not a rule: a path into a data document.
             Err(e) if e.to_string().contains("not a valid rule path") => {

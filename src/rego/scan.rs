@@ -514,6 +514,9 @@ fn all_aliases(m: &Module) -> HashSet<String> {
 /// What the scan of a package's parsed modules found.
 pub struct Scan {
     pub missing: Vec<Missing>,
+    /// Multi-value rules keyed by a variable (`by_team[team] contains name if …`): with no
+    /// values OPA gives `{}` where regorus has none.
+    pub multi_value: Vec<String>,
     /// Per module, the text with `alias.…` references spelled `data.….…`.
     pub rewritten: Vec<String>,
 }
@@ -611,7 +614,35 @@ pub fn scan(modules: &[&Module], texts: &[&str], origins: &[&str]) -> Scan {
         }
         rewritten.push(out);
     }
-    Scan { missing, rewritten }
+    let mut multi_value: Vec<String> = modules
+        .iter()
+        .flat_map(|m| m.policy.iter().filter_map(|r| multi_value_rule(r)))
+        .collect();
+    multi_value.sort();
+    multi_value.dedup();
+    Scan {
+        missing,
+        rewritten,
+        multi_value,
+    }
+}
+
+/// The name of a multi-value rule keyed by a variable (`name[key] contains value if …`).
+fn multi_value_rule(r: &Rule) -> Option<String> {
+    let Rule::Spec {
+        head: RuleHead::Set { refr, .. },
+        ..
+    } = r
+    else {
+        return None;
+    };
+    match refr.as_ref() {
+        Expr::RefBrack { refr, index, .. } => match (refr.as_ref(), index.as_ref()) {
+            (Expr::Var { span, .. }, Expr::Var { .. }) => Some(span.text().to_string()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A span of the parsed text as a byte range of the file's own text: lines are the same, and
