@@ -325,19 +325,36 @@ impl Loaded {
                 Some(f) => f,
                 None => self.sources.add(SourceFile::new(name, text.as_str())),
             };
-            self.diagnostics.push(
-                Diagnostic::error(
-                    "check::unknown_rego_builtin",
-                    file,
-                    Span::new(m.span.0, m.span.1),
+            let (message, label) = if m.replacement {
+                (
+                    format!(
+                        "{} replaces a function with the builtin `{}` (`with … as {}`), which \
+                         Warden's Rego cannot do",
+                        path.display(),
+                        m.name,
+                        m.name
+                    ),
+                    "the replacement",
+                )
+            } else {
+                (
                     format!(
                         "{} calls `{}`, which is no builtin of Warden's Rego and no function \
                          of the package",
                         path.display(),
                         m.name
                     ),
+                    "called here",
                 )
-                .with_label("called here")
+            };
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::unknown_rego_builtin",
+                    file,
+                    Span::new(m.span.0, m.span.1),
+                    message,
+                )
+                .with_label(label)
                 .with_help(m.hint.clone()),
             );
         }

@@ -38,6 +38,8 @@ pub struct RegoImport {
     pub prepared: Vec<String>,
     /// Calls to functions that are neither builtins of this build nor defined by the package.
     pub missing: Vec<Missing>,
+    /// Multi-value rules keyed by a variable, which are `{}` (not undefined) with no values.
+    pub multi_value: Vec<String>,
 }
 
 impl RegoImport {
@@ -101,6 +103,7 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
             reads_input: false,
             prepared: Vec::new(),
             missing: Vec::new(),
+            multi_value: Vec::new(),
         });
     }
     let mut packages: Vec<String> = files.iter().filter_map(|(_, t)| package_of(t)).collect();
@@ -146,6 +149,33 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
     } else {
         hoisted
     };
+    // What OPA evaluates before a `not` moves out of it (`scan::hoist_negated_calls`, over the
+    // prepared text parsed again); if the result does not parse (a bug here), the text stays.
+    let mut parsed = regorus::Engine::new();
+    let prepared = if files.iter().zip(&prepared).all(|((p, _), t)| {
+        parsed
+            .add_policy(p.display().to_string(), t.clone())
+            .is_ok()
+    }) {
+        let out: Vec<String> = parsed
+            .get_modules()
+            .iter()
+            .zip(&prepared)
+            .map(|(m, t)| scan::hoist_negated_calls(m, t))
+            .collect();
+        let mut check = regorus::Engine::new();
+        if files
+            .iter()
+            .zip(&out)
+            .all(|((p, _), t)| check.add_policy(p.display().to_string(), t.clone()).is_ok())
+        {
+            out
+        } else {
+            prepared
+        }
+    } else {
+        prepared
+    };
     Ok(RegoImport {
         alias: alias.to_string(),
         is_data: false,
@@ -155,6 +185,7 @@ pub fn load_import(alias: &str, path: &Path, is_data: bool) -> Result<RegoImport
         reads_input,
         prepared,
         missing: found.missing,
+        multi_value: found.multi_value,
     })
 }
 
@@ -252,6 +283,9 @@ fn mentions_input(text: &str) -> bool {
 /// The loaded Rego of one policy: one engine, shared by every decision.
 pub struct Bridge {
     engine: Mutex<regorus::Engine>,
+    /// `data.` paths of multi-value rules keyed by a variable: with no values, `{}` as in OPA
+    /// (regorus leaves them undefined).
+    multi_value: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for Bridge {
@@ -301,8 +335,13 @@ impl Bridge {
             limit: CALL_LIMIT,
             check_interval: std::num::NonZeroU32::new(64).expect("non-zero"),
         });
+        let multi_value = imports
+            .iter()
+            .flat_map(|imp| imp.multi_value.iter().map(|r| imp.path_of(r)))
+            .collect();
         Ok(Bridge {
             engine: Mutex::new(engine),
+            multi_value,
         })
     }
 
@@ -314,6 +353,9 @@ impl Bridge {
             None => engine.set_input(regorus::Value::new_object()),
         }
         match engine.eval_rule(path.to_string()) {
+            Ok(v) if v == regorus::Value::Undefined && self.multi_value.contains(path) => {
+                Ok(Some(Value::Object(serde_json::Map::new())))
+            }
             Ok(v) => from_rego(&v),
             // Not a rule: a path into a data document.
             Err(e) if e.to_string().contains("not a valid rule path") => {
@@ -392,6 +434,28 @@ deny contains msg if {
             "package p\nimport rego.v1\nimport data.q as n\nimport data.r.s\n\
              x := data.q.a\ny := data.r.s[\"b\"].c\nz := n.g(1)\nf(n) := n.b\nw := n\n"
         );
+    }
+
+    #[test]
+    fn what_opa_evaluates_before_a_negation_moves_out_of_it() {
+        let text = "package p\nimport rego.v1\nf(x) if x == 1\n\
+            a if not f(input.x)\n\
+            b if {\n\tnot startswith(lower(input.s), \"a\")\n}\n\
+            c if not input.u == \"x\"\n\
+            d := [k | some k in input.ks; not input.m[k]]\n\
+            e if not count(input.xs) > 0 with input.xs as [1]\n";
+        let imp = load_text("negation.rego", text).unwrap();
+        assert_eq!(
+            imp.prepared[0],
+            "package p\nimport rego.v1\nf(x) if x == 1\n\
+             a if { __warden_not_0 := input.x; not f(__warden_not_0) }\n\
+             b if {\n\t__warden_not_1 := lower(input.s); not startswith(__warden_not_1, \"a\")\n}\n\
+             c if not input.u == \"x\"\n\
+             d := [k | some k in input.ks; not input.m[k]]\n\
+             e if { __warden_not_2 := count(input.xs) with input.xs as [1]; \
+             not __warden_not_2 > 0 with input.xs as [1] }\n"
+        );
+        assert_eq!(imp.prepared[0].lines().count(), text.lines().count());
     }
 
     #[test]

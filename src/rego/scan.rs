@@ -1,7 +1,9 @@
 //! What Warden reads from parsed Rego before handing it to regorus: `import` lines after the
 //! first rule (moved up, line numbers kept), calls to functions this build cannot run (a load
-//! error, not a decision failure), and references through a `data` import alias (rewritten to
-//! the full `data.` path, so regorus evaluates only the rule named, as OPA does).
+//! error, not a decision failure), references through a `data` import alias (rewritten to
+//! the full `data.` path, so regorus evaluates only the rule named, as OPA does), and the terms
+//! of a negated expression that OPA evaluates before the negation (moved out of the `not`, so
+//! that an undefined one fails the body as in OPA).
 
 use std::collections::HashSet;
 
@@ -74,6 +76,10 @@ pub struct Missing {
     pub name: String,
     /// The fix: what provides it, or why it is not there.
     pub hint: String,
+    /// `with … as NAME`: a builtin this build has, used to replace another function, which
+    /// regorus cannot do (it reads the name as an unsafe variable and fails every evaluation
+    /// of the package).
+    pub replacement: bool,
 }
 
 /// The text with comments and string contents replaced by spaces, byte for byte (so offsets
@@ -251,6 +257,8 @@ fn root_var(e: &Expr) -> Option<&Span> {
 #[derive(Default)]
 struct Walker {
     calls: Vec<(String, Span)>,
+    /// Builtins named as the value of a `with` (`with upper as lower`).
+    with_builtins: Vec<(String, Span)>,
     /// (alias, the alias's span) for each `alias.…` reference outside a call's name.
     alias_refs: Vec<(String, Span)>,
     bound: HashSet<String>,
@@ -402,6 +410,9 @@ impl Walker {
             for w in &stmt.with_mods {
                 // `with alias.f as …` is regorus's own to resolve; only the value is walked.
                 self.expr(&w.r#as);
+                if let Some(name) = call_path(&w.r#as).filter(|n| is_builtin(n)) {
+                    self.with_builtins.push((name, w.r#as.span().clone()));
+                }
             }
         }
     }
@@ -503,6 +514,9 @@ fn all_aliases(m: &Module) -> HashSet<String> {
 /// What the scan of a package's parsed modules found.
 pub struct Scan {
     pub missing: Vec<Missing>,
+    /// Multi-value rules keyed by a variable (`by_team[team] contains name if …`): with no
+    /// values OPA gives `{}` where regorus has none.
+    pub multi_value: Vec<String>,
     /// Per module, the text with `alias.…` references spelled `data.….…`.
     pub rewritten: Vec<String>,
 }
@@ -559,6 +573,26 @@ pub fn scan(modules: &[&Module], texts: &[&str], origins: &[&str]) -> Scan {
                     span,
                     name: name.clone(),
                     hint: hint_for(name, &defined),
+                    replacement: false,
+                });
+            }
+            for (name, span) in &w.with_builtins {
+                let root = name.split('.').next().unwrap_or_default();
+                if w.bound.contains(root) || defined.contains(root) || aliases.contains(root) {
+                    continue;
+                }
+                missing.push(Missing {
+                    file: idx,
+                    span: map_span(text, origin, span),
+                    name: name.clone(),
+                    hint: format!(
+                        "regorus, which runs Warden's Rego, cannot replace a function with a \
+                         builtin (OPA can); replace it with a function of the package that calls \
+                         the builtin: `{}_fn(x) := {name}(x)` and `with … as {}_fn`",
+                        name.replace('.', "_"),
+                        name.replace('.', "_")
+                    ),
+                    replacement: true,
                 });
             }
             for (alias, span) in &w.alias_refs {
@@ -580,7 +614,35 @@ pub fn scan(modules: &[&Module], texts: &[&str], origins: &[&str]) -> Scan {
         }
         rewritten.push(out);
     }
-    Scan { missing, rewritten }
+    let mut multi_value: Vec<String> = modules
+        .iter()
+        .flat_map(|m| m.policy.iter().filter_map(|r| multi_value_rule(r)))
+        .collect();
+    multi_value.sort();
+    multi_value.dedup();
+    Scan {
+        missing,
+        rewritten,
+        multi_value,
+    }
+}
+
+/// The name of a multi-value rule keyed by a variable (`name[key] contains value if …`).
+fn multi_value_rule(r: &Rule) -> Option<String> {
+    let Rule::Spec {
+        head: RuleHead::Set { refr, .. },
+        ..
+    } = r
+    else {
+        return None;
+    };
+    match refr.as_ref() {
+        Expr::RefBrack { refr, index, .. } => match (refr.as_ref(), index.as_ref()) {
+            (Expr::Var { span, .. }, Expr::Var { .. }) => Some(span.text().to_string()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A span of the parsed text as a byte range of the file's own text: lines are the same, and
@@ -602,6 +664,288 @@ fn map_span(parsed: &str, origin: &str, span: &Span) -> (usize, usize) {
         x
     };
     (clamp(start), clamp(end.max(start)))
+}
+
+/// Calls nested in a negated expression, which OPA evaluates before the negation and regorus
+/// inside it (docs/rego.md, "`not` over a nested call"): in `not f(g(x))`, `not input.a[g(x)]`
+/// and `not count(xs) > 0`, an undefined `g(x)` (or `count(xs)`) makes OPA's body fail, while
+/// regorus's `not` holds. Each such call term becomes a statement of its own before the `not`
+/// (`__warden_not_0 := g(x); not f(__warden_not_0)`), on the same line, so that regorus answers
+/// as OPA does and errors keep their lines.
+#[derive(Default)]
+struct Negations {
+    /// (byte offset, text to insert) and (start, end, replacement) edits.
+    edits: Vec<(usize, usize, String)>,
+    next: usize,
+}
+
+impl Negations {
+    fn whole(e: &Expr, out: &mut Vec<(usize, usize)>) {
+        let s = e.span();
+        out.push((s.start as usize, s.end as usize));
+    }
+
+    /// An argument of a call (or an operand of an operator other than `==`): OPA evaluates a
+    /// reference or a call there first, and looks inside arrays, sets and objects.
+    fn arg(e: &Expr, out: &mut Vec<(usize, usize)>) {
+        match e {
+            Expr::RefDot { .. }
+            | Expr::RefBrack { .. }
+            | Expr::Call { .. }
+            | Expr::ArithExpr { .. }
+            | Expr::BinExpr { .. }
+            | Expr::BoolExpr { .. }
+            | Expr::UnaryExpr { .. } => Self::whole(e, out),
+            Expr::Array { items, .. } | Expr::Set { items, .. } => {
+                items.iter().for_each(|i| Self::arg(i, out))
+            }
+            Expr::Object { fields, .. } => fields.iter().for_each(|(_, k, v)| {
+                Self::arg(k, out);
+                Self::arg(v, out);
+            }),
+            _ => {}
+        }
+    }
+
+    /// A term that stays where it is (an operand of `==`, a bare reference): what OPA
+    /// evaluates first is inside it — the indexes of a reference, the elements of a
+    /// collection, and calls.
+    fn inside(e: &Expr, out: &mut Vec<(usize, usize)>) {
+        match e {
+            Expr::RefDot { .. } | Expr::RefBrack { .. } => {
+                let mut e = e;
+                loop {
+                    match e {
+                        Expr::RefDot { refr, .. } => e = refr,
+                        Expr::RefBrack { refr, index, .. } => {
+                            Self::arg(index, out);
+                            e = refr;
+                        }
+                        Expr::Var { .. } => break,
+                        other => {
+                            Self::arg(other, out);
+                            break;
+                        }
+                    }
+                }
+            }
+            Expr::Call { .. }
+            | Expr::ArithExpr { .. }
+            | Expr::BinExpr { .. }
+            | Expr::BoolExpr { .. }
+            | Expr::UnaryExpr { .. } => Self::whole(e, out),
+            Expr::Array { .. } | Expr::Set { .. } | Expr::Object { .. } => Self::arg(e, out),
+            _ => {}
+        }
+    }
+
+    /// The terms of a negated expression that OPA evaluates before the negation.
+    fn nested(e: &Expr) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        match e {
+            Expr::BoolExpr {
+                op: regorus::unstable::BoolOp::Eq,
+                lhs,
+                rhs,
+                ..
+            }
+            | Expr::AssignExpr { lhs, rhs, .. } => {
+                Self::inside(lhs, &mut out);
+                Self::inside(rhs, &mut out);
+            }
+            Expr::Call { params, .. } => params.iter().for_each(|p| Self::arg(p, &mut out)),
+            Expr::ArithExpr { lhs, rhs, .. }
+            | Expr::BinExpr { lhs, rhs, .. }
+            | Expr::BoolExpr { lhs, rhs, .. } => {
+                Self::arg(lhs, &mut out);
+                Self::arg(rhs, &mut out);
+            }
+            Expr::Membership {
+                key,
+                value,
+                collection,
+                ..
+            } => {
+                if let Some(k) = key {
+                    Self::arg(k, &mut out);
+                }
+                Self::arg(value, &mut out);
+                Self::arg(collection, &mut out);
+            }
+            Expr::UnaryExpr { expr, .. } => Self::arg(expr, &mut out),
+            other => Self::inside(other, &mut out),
+        }
+        out
+    }
+
+    /// Queries inside an expression (comprehensions).
+    fn expr(&mut self, e: &Expr, text: &str) {
+        match e {
+            Expr::ArrayCompr { term, query, .. } | Expr::SetCompr { term, query, .. } => {
+                self.expr(term, text);
+                self.query(query, text);
+            }
+            Expr::ObjectCompr {
+                key, value, query, ..
+            } => {
+                self.expr(key, text);
+                self.expr(value, text);
+                self.query(query, text);
+            }
+            Expr::Array { items, .. } | Expr::Set { items, .. } => {
+                items.iter().for_each(|i| self.expr(i, text))
+            }
+            Expr::Object { fields, .. } => fields.iter().for_each(|(_, k, v)| {
+                self.expr(k, text);
+                self.expr(v, text);
+            }),
+            Expr::Call { params, .. } => params.iter().for_each(|p| self.expr(p, text)),
+            Expr::UnaryExpr { expr, .. } => self.expr(expr, text),
+            Expr::RefDot { .. } | Expr::RefBrack { .. } => {
+                let mut e = e;
+                loop {
+                    match e {
+                        Expr::RefDot { refr, .. } => e = refr,
+                        Expr::RefBrack { refr, index, .. } => {
+                            self.expr(index, text);
+                            e = refr;
+                        }
+                        Expr::Var { .. } => break,
+                        other => {
+                            self.expr(other, text);
+                            break;
+                        }
+                    }
+                }
+            }
+            Expr::BinExpr { lhs, rhs, .. }
+            | Expr::BoolExpr { lhs, rhs, .. }
+            | Expr::ArithExpr { lhs, rhs, .. }
+            | Expr::AssignExpr { lhs, rhs, .. } => {
+                self.expr(lhs, text);
+                self.expr(rhs, text);
+            }
+            Expr::Membership {
+                key,
+                value,
+                collection,
+                ..
+            } => {
+                if let Some(k) = key {
+                    self.expr(k, text);
+                }
+                self.expr(value, text);
+                self.expr(collection, text);
+            }
+            _ => {}
+        }
+    }
+
+    fn query(&mut self, q: &Query, text: &str) {
+        for stmt in &q.stmts {
+            match &stmt.literal {
+                Literal::SomeVars { .. } => {}
+                Literal::SomeIn {
+                    key,
+                    value,
+                    collection,
+                    ..
+                } => {
+                    if let Some(k) = key {
+                        self.expr(k, text);
+                    }
+                    self.expr(value, text);
+                    self.expr(collection, text);
+                }
+                Literal::Expr { expr, .. } => self.expr(expr, text),
+                Literal::Every { domain, query, .. } => {
+                    self.expr(domain, text);
+                    self.query(query, text);
+                }
+                Literal::NotExpr { span, expr } => {
+                    self.expr(expr, text);
+                    self.negation(span, stmt.span.end as usize, expr, text);
+                }
+            }
+        }
+    }
+
+    /// `span`: the `not` literal; `end`: the end of its statement (its `with`s included).
+    fn negation(&mut self, span: &Span, end: usize, expr: &Expr, text: &str) {
+        let mut terms = Self::nested(expr);
+        terms.retain(|&(s, e)| s < e && e <= text.len() && !text[s..e].contains('\n'));
+        let (start, literal_end) = (span.start as usize, span.end as usize);
+        if terms.is_empty()
+            || literal_end > end
+            || end > text.len()
+            || text[start..end].contains('\n')
+        {
+            return;
+        }
+        // The statement's `with`s apply to what is evaluated before it, as in OPA.
+        let with = &text[literal_end..end];
+        let mut lets = String::new();
+        for &(s, e) in &terms {
+            let var = format!("__warden_not_{}", self.next);
+            self.next += 1;
+            lets += &format!("{var} := {}{with}; ", &text[s..e]);
+            self.edits.push((s, e, var));
+        }
+        // A body of one expression (`rule if not f(g(x))`) gets braces, so that it can hold
+        // the new statements; elsewhere (`{ … }`, a comprehension) `;` separates them.
+        let before = text[..start].trim_end();
+        let bare = before.ends_with("if")
+            && !before[..before.len() - 2]
+                .ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        if bare {
+            self.edits.push((start, start, format!("{{ {lets}")));
+            self.edits.push((end, end, " }".into()));
+        } else {
+            self.edits.push((start, start, lets));
+        }
+    }
+
+    fn rule(&mut self, r: &Rule, text: &str) {
+        if let Rule::Spec { head, bodies, .. } = r {
+            match head {
+                RuleHead::Compr { assign, .. } | RuleHead::Func { assign, .. } => {
+                    if let Some(a) = assign {
+                        self.expr(&a.value, text);
+                    }
+                }
+                RuleHead::Set { key, .. } => {
+                    if let Some(k) = key {
+                        self.expr(k, text);
+                    }
+                }
+            }
+            for b in bodies {
+                if let Some(a) = &b.assign {
+                    self.expr(&a.value, text);
+                }
+                self.query(&b.query, text);
+            }
+        }
+    }
+}
+
+/// `text` (a module regorus parsed as `module`) with the calls nested in negated expressions
+/// moved out before the negation ([`Negations`]).
+pub fn hoist_negated_calls(module: &Module, text: &str) -> String {
+    let mut n = Negations::default();
+    for r in &module.policy {
+        n.rule(r, text);
+    }
+    let mut edits = n.edits;
+    // Apply from the end; at one offset, the closing brace before what opens there.
+    edits.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+    let mut out = text.to_string();
+    for (s, e, with) in edits {
+        if s <= e && e <= out.len() && out.is_char_boundary(s) && out.is_char_boundary(e) {
+            out.replace_range(s..e, &with);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
