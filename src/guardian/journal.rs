@@ -121,6 +121,17 @@ impl Record {
         }
     }
 
+    /// The audit chain entries the record wrote, in order.
+    pub(crate) fn entries(&self) -> &[Value] {
+        match self {
+            Record::Step { entries, .. }
+            | Record::EffectResolved { entries, .. }
+            | Record::ApprovalGranted { entries, .. }
+            | Record::Sealed { entries, .. } => entries,
+            Record::Handshake { .. } | Record::PolicyReload { .. } => &[],
+        }
+    }
+
     /// When the record was written (Guardian clock, ms), when it says.
     pub fn at_ms(&self) -> Option<i64> {
         match self {
