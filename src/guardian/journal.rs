@@ -207,9 +207,39 @@ pub enum Claim {
     Failed(String),
 }
 
-/// How a [`Durable`] error begins when records were refused because their session's lease
-/// was lost (another Guardian took it over): that session's answer fails, not the Guardian.
+/// How a [`JournalError::LeaseLost`] reads as text (what [`Durable::wait`] and the
+/// `Result<_, String>` methods of [`Journal`] give): this prefix, then why.
 pub const LEASE_LOST: &str = "lease lost: ";
+
+/// Why records could not be made durable. What a Guardian does next depends on which: a lost
+/// lease fails one session's answer, anything else every later request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalError {
+    /// The records' session is no longer this Guardian's: another Guardian took its lease
+    /// over (the text says how). Only that session's answer fails: the other Guardian decides
+    /// it now.
+    LeaseLost(String),
+    /// The journal failed: nothing more can be acknowledged.
+    Failed(String),
+}
+
+impl std::fmt::Display for JournalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JournalError::LeaseLost(why) => write!(f, "{LEASE_LOST}{why}"),
+            JournalError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for JournalError {}
+
+/// A journal's own error text is a failure (a lost lease is always built as one).
+impl From<String> for JournalError {
+    fn from(why: String) -> JournalError {
+        JournalError::Failed(why)
+    }
+}
 
 /// The promise that submitted records are durable: wait for it ([`Durable::wait`]) on a
 /// thread, or `.await` it (it is a `Future`, with no runtime of its own). A transport answers a
@@ -233,13 +263,18 @@ enum SlotState {
     #[default]
     Waiting,
     Polled(Waker),
-    Done(Result<(), String>),
+    Done(Result<(), JournalError>),
     Taken,
 }
 
 impl Durable {
     /// A promise already kept (or broken).
     pub fn settled(outcome: Result<(), String>) -> Durable {
+        Durable::settled_as(outcome.map_err(JournalError::Failed))
+    }
+
+    /// A promise already kept, or broken for the reason given.
+    pub fn settled_as(outcome: Result<(), JournalError>) -> Durable {
         let slot = Slot::default();
         *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = SlotState::Done(outcome);
         Durable(Arc::new(slot))
@@ -251,8 +286,13 @@ impl Durable {
         (Durable(slot.clone()), Settle(Some(slot)))
     }
 
-    /// Blocks until the records are durable (or will never be).
+    /// Blocks until the records are durable (or will never be); the error as text.
     pub fn wait(self) -> Result<(), String> {
+        self.outcome().map_err(|e| e.to_string())
+    }
+
+    /// Blocks until the records are durable (or will never be, and why).
+    pub fn outcome(self) -> Result<(), JournalError> {
         let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             match std::mem::take(&mut *state) {
@@ -260,7 +300,7 @@ impl Durable {
                     *state = SlotState::Taken;
                     return r;
                 }
-                SlotState::Taken => return Err("the durability outcome was taken twice".into()),
+                SlotState::Taken => return Err(taken_twice()),
                 waiting => {
                     *state = waiting;
                     state = self
@@ -274,17 +314,20 @@ impl Durable {
     }
 }
 
-impl Future for Durable {
-    type Output = Result<(), String>;
+impl Durable {
+    /// Awaits the outcome (like `.await` on the `Durable`), with the reason it failed.
+    pub fn settled_outcome(self) -> Settled {
+        Settled(self)
+    }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Result<(), JournalError>> {
         let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         match std::mem::take(&mut *state) {
             SlotState::Done(r) => {
                 *state = SlotState::Taken;
                 Poll::Ready(r)
             }
-            SlotState::Taken => Poll::Ready(Err("the durability outcome was taken twice".into())),
+            SlotState::Taken => Poll::Ready(Err(taken_twice())),
             SlotState::Waiting | SlotState::Polled(_) => {
                 *state = SlotState::Polled(cx.waker().clone());
                 Poll::Pending
@@ -293,9 +336,39 @@ impl Future for Durable {
     }
 }
 
+fn taken_twice() -> JournalError {
+    JournalError::Failed("the durability outcome was taken twice".into())
+}
+
+/// The error as text, like [`Durable::wait`].
+impl Future for Durable {
+    type Output = Result<(), String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_outcome(cx).map(|r| r.map_err(|e| e.to_string()))
+    }
+}
+
+/// [`Durable::settled_outcome`]: a [`Durable`] awaited with its typed error.
+#[derive(Debug)]
+pub struct Settled(Durable);
+
+impl Future for Settled {
+    type Output = Result<(), JournalError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.poll_outcome(cx)
+    }
+}
+
 impl Settle {
-    /// Settles the promise: `Ok` once the records are durable.
-    pub fn settle(mut self, outcome: Result<(), String>) {
+    /// Settles the promise: `Ok` once the records are durable (an error is a failure).
+    pub fn settle(self, outcome: Result<(), String>) {
+        self.settle_as(outcome.map_err(JournalError::Failed));
+    }
+
+    /// Settles the promise, saying why when it is broken.
+    pub fn settle_as(mut self, outcome: Result<(), JournalError>) {
         if let Some(slot) = self.0.take() {
             finish(&slot, outcome);
         }
@@ -305,12 +378,15 @@ impl Settle {
 impl Drop for Settle {
     fn drop(&mut self) {
         if let Some(slot) = self.0.take() {
-            finish(&slot, Err("the journal writer stopped".into()));
+            finish(
+                &slot,
+                Err(JournalError::Failed("the journal writer stopped".into())),
+            );
         }
     }
 }
 
-fn finish(slot: &Slot, outcome: Result<(), String>) {
+fn finish(slot: &Slot, outcome: Result<(), JournalError>) {
     let waker = {
         let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
         match std::mem::replace(&mut *state, SlotState::Done(outcome)) {
@@ -436,4 +512,32 @@ pub fn chains<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<(String,
         }
     }
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_lease_is_a_type_and_reads_with_its_prefix() {
+        let (durable, settle) = Durable::pending();
+        settle.settle_as(Err(JournalError::LeaseLost(
+            "another Guardian took s over".into(),
+        )));
+        assert_eq!(
+            durable.outcome(),
+            Err(JournalError::LeaseLost(
+                "another Guardian took s over".into()
+            ))
+        );
+        let lost = Durable::settled_as(Err(JournalError::LeaseLost("why".into())));
+        assert_eq!(lost.wait(), Err(format!("{LEASE_LOST}why")));
+        // Text a journal hands back is a failure, never a lost lease, whatever it says.
+        let (durable, settle) = Durable::pending();
+        settle.settle(Err(format!("{LEASE_LOST}but only in words")));
+        assert!(matches!(durable.outcome(), Err(JournalError::Failed(_))));
+        let (durable, settle) = Durable::pending();
+        drop(settle);
+        assert!(matches!(durable.outcome(), Err(JournalError::Failed(_))));
+    }
 }

@@ -54,7 +54,7 @@ use serde_json::Value;
 
 pub use decide::Decision;
 pub use engine::{decide_event, reapply_event, taint_event, BAD_ARGUMENTS, BAD_INTENT};
-pub use journal::{Claim, Durable, Journal, MemoryJournal, Record};
+pub use journal::{Claim, Durable, Journal, JournalError, MemoryJournal, Record};
 pub use protocol::{Caps, Negotiated, Protocol};
 pub use session::is_known_method;
 
@@ -323,31 +323,31 @@ pub struct Pending {
 impl Pending {
     /// Blocks until the decision is durable, then gives the answer.
     pub fn wait(mut self) -> Response {
-        let outcome = self.durable.take().map(Durable::wait);
+        let outcome = self.durable.take().map(Durable::outcome);
         self.conclude(outcome)
     }
 
     /// Waits (asynchronously) until the decision is durable, then gives the answer.
     pub async fn settled(mut self) -> Response {
         let outcome = match self.durable.take() {
-            Some(d) => Some(d.await),
+            Some(d) => Some(d.settled_outcome().await),
             None => None,
         };
         self.conclude(outcome)
     }
 
-    fn conclude(self, outcome: Option<Result<(), String>>) -> Response {
+    fn conclude(self, outcome: Option<Result<(), JournalError>>) -> Response {
         let Some(Err(e)) = outcome else {
             return self.response;
         };
         // A lost lease fails this session's answer only: another Guardian decides it now,
         // and this one's memory of it is dropped at its next request (`Guardian::hold`).
-        let error = match e.strip_prefix(journal::LEASE_LOST) {
-            Some(why) => RpcError::internal(format!(
+        let error = match e {
+            JournalError::LeaseLost(why) => RpcError::internal(format!(
                 "the decision was not committed: this Guardian lost the session's lease ({why})"
             ))
             .with_data("reason", "lease_lost"),
-            None => {
+            JournalError::Failed(e) => {
                 self.failed.store(true, Ordering::SeqCst);
                 RpcError::internal(format!("the decision could not be made durable: {e}"))
             }
