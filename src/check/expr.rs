@@ -765,100 +765,9 @@ impl Checker<'_> {
         args: &[crate::syntax::ast::Arg],
         span: Span,
     ) -> Type {
-        // intent.permits(tool[, resource: …])
         if let ExprKind::Member(base, m) = &callee.kind {
-            if let ExprKind::Name(root) = &base.kind {
-                if root == "intent" && m.name == "permits" && !self.is_local(cx, root) {
-                    let b = spec("intent.permits").expect("intent.permits is a builtin");
-                    if !b.allowed.admits(cx.scope) {
-                        return self.error(
-                            Diagnostic::error(
-                                "check::misplaced",
-                                cx.file,
-                                span,
-                                "`intent.permits` is only available in rule conditions",
-                            )
-                            .with_label("no intent here")
-                            .with_help("move the check into a rule"),
-                        );
-                    }
-                    if !b.arity.admits(args.len()) {
-                        return self.error(arity(cx.file, span, b.name, &b.arity.describe()));
-                    }
-                    for a in args {
-                        if let Some(n) = &a.name {
-                            if n.name != "resource" && n.name != "operation" {
-                                self.diagnostics.push(
-                                    Diagnostic::error(
-                                        "check::bad_argument",
-                                        cx.file,
-                                        n.span,
-                                        format!("`intent.permits` has no argument `{}`", n.name),
-                                    )
-                                    .with_label("unknown argument")
-                                    .with_help("use `resource:` or `operation:`"),
-                                );
-                            }
-                        }
-                        self.expr(cx, &a.value);
-                    }
-                    self.resolutions.insert(
-                        (cx.file, callee.span),
-                        (Resolution::Builtin("intent.permits"), Type::Bool),
-                    );
-                    return Type::Bool;
-                }
-                // `module.pred(…)`: a predicate of a used module.
-                if let Some(Alias::Module(module)) = self.aliases[cx.unit].get(root.as_str()) {
-                    if !self.is_local(cx, root) {
-                        let module = module.clone();
-                        return self.qualified_pred_call(cx, &module, callee, m, args, span);
-                    }
-                }
-                if let Some(Alias::Rego | Alias::RegoData) =
-                    self.aliases[cx.unit].get(root.as_str())
-                {
-                    if !self.is_local(cx, root) {
-                        self.check_rego_rule(cx, root, &m.name, m.span);
-                        let mut inputs = 0;
-                        for a in args {
-                            if let Some(name) = &a.name {
-                                inputs += 1;
-                                if name.name != "input" || inputs > 1 {
-                                    self.error(
-                                        Diagnostic::error(
-                                            "check::bad_argument",
-                                            cx.file,
-                                            name.span,
-                                            if name.name == "input" {
-                                                "`input:` is given twice; a Rego call takes one input".to_string()
-                                            } else {
-                                                format!(
-                                                    "a Rego call takes its arguments in order, and one `input:` at most; `{}:` is neither",
-                                                    name.name
-                                                )
-                                            },
-                                        )
-                                        .with_label("not an argument of a Rego call")
-                                        .with_help("`org.rule(input: {…})` evaluates the rule with the input you build (docs/rego.md)"),
-                                    );
-                                }
-                            }
-                            self.expr(cx, &a.value);
-                        }
-                        self.resolutions.insert(
-                            (cx.file, callee.span),
-                            (
-                                Resolution::Rego {
-                                    alias: root.clone(),
-                                    rule: m.name.clone(),
-                                },
-                                Type::Json,
-                            ),
-                        );
-                        return Type::Json;
-                    }
-                }
+            if let Some(t) = self.member_call(cx, callee, base, m, args, span) {
+                return t;
             }
         }
         let ExprKind::Name(name) = &callee.kind else {
@@ -884,27 +793,7 @@ impl Checker<'_> {
             }
         }
         let Some(b) = builtin(name) else {
-            let preds = self.visible(cx.unit, Named::Pred);
-            let names = functions().map(|b| b.name).chain(preds.iter().copied());
-            let mut d = Diagnostic::error(
-                "check::unknown_function",
-                cx.file,
-                callee.span,
-                format!("unknown function `{name}`"),
-            )
-            .with_label("not a function");
-            d = match did_you_mean(name, names) {
-                Some(s) => d
-                    .with_help(format!("did you mean `{s}`?"))
-                    .with_fix(callee.span, s.to_string()),
-                None => d.with_help(
-                    "see docs/language.md for the builtin functions; define your own with `pred NAME(…) = …`",
-                ),
-            };
-            for a in args {
-                self.expr(cx, &a.value);
-            }
-            return self.error(d);
+            return self.unknown_function(cx, name, callee, args);
         };
         let bname = b.name;
         self.resolutions.insert(
@@ -929,6 +818,157 @@ impl Checker<'_> {
         if !b.arity.admits(args.len()) {
             return self.error(arity(cx.file, span, bname, &b.arity.describe()));
         }
+        self.builtin_call(cx, b, args, span)
+    }
+
+    /// A call of a member (`intent.permits(…)`, `module.pred(…)`, `org.rule(…)` of Rego);
+    /// `None` when the callee is no such member.
+    fn member_call(
+        &mut self,
+        cx: &mut Ctx,
+        callee: &Expr,
+        base: &Expr,
+        m: &crate::syntax::ast::Ident,
+        args: &[crate::syntax::ast::Arg],
+        span: Span,
+    ) -> Option<Type> {
+        if let ExprKind::Name(root) = &base.kind {
+            if root == "intent" && m.name == "permits" && !self.is_local(cx, root) {
+                let b = spec("intent.permits").expect("intent.permits is a builtin");
+                if !b.allowed.admits(cx.scope) {
+                    return Some(
+                        self.error(
+                            Diagnostic::error(
+                                "check::misplaced",
+                                cx.file,
+                                span,
+                                "`intent.permits` is only available in rule conditions",
+                            )
+                            .with_label("no intent here")
+                            .with_help("move the check into a rule"),
+                        ),
+                    );
+                }
+                if !b.arity.admits(args.len()) {
+                    return Some(self.error(arity(cx.file, span, b.name, &b.arity.describe())));
+                }
+                for a in args {
+                    if let Some(n) = &a.name {
+                        if n.name != "resource" && n.name != "operation" {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "check::bad_argument",
+                                    cx.file,
+                                    n.span,
+                                    format!("`intent.permits` has no argument `{}`", n.name),
+                                )
+                                .with_label("unknown argument")
+                                .with_help("use `resource:` or `operation:`"),
+                            );
+                        }
+                    }
+                    self.expr(cx, &a.value);
+                }
+                self.resolutions.insert(
+                    (cx.file, callee.span),
+                    (Resolution::Builtin("intent.permits"), Type::Bool),
+                );
+                return Some(Type::Bool);
+            }
+            // `module.pred(…)`: a predicate of a used module.
+            if let Some(Alias::Module(module)) = self.aliases[cx.unit].get(root.as_str()) {
+                if !self.is_local(cx, root) {
+                    let module = module.clone();
+                    return Some(self.qualified_pred_call(cx, &module, callee, m, args, span));
+                }
+            }
+            if let Some(Alias::Rego | Alias::RegoData) = self.aliases[cx.unit].get(root.as_str()) {
+                if !self.is_local(cx, root) {
+                    self.check_rego_rule(cx, root, &m.name, m.span);
+                    let mut inputs = 0;
+                    for a in args {
+                        if let Some(name) = &a.name {
+                            inputs += 1;
+                            if name.name != "input" || inputs > 1 {
+                                self.error(
+                                    Diagnostic::error(
+                                        "check::bad_argument",
+                                        cx.file,
+                                        name.span,
+                                        if name.name == "input" {
+                                            "`input:` is given twice; a Rego call takes one input".to_string()
+                                        } else {
+                                            format!(
+                                                "a Rego call takes its arguments in order, and one `input:` at most; `{}:` is neither",
+                                                name.name
+                                            )
+                                        },
+                                    )
+                                    .with_label("not an argument of a Rego call")
+                                    .with_help("`org.rule(input: {…})` evaluates the rule with the input you build (docs/rego.md)"),
+                                );
+                            }
+                        }
+                        self.expr(cx, &a.value);
+                    }
+                    self.resolutions.insert(
+                        (cx.file, callee.span),
+                        (
+                            Resolution::Rego {
+                                alias: root.clone(),
+                                rule: m.name.clone(),
+                            },
+                            Type::Json,
+                        ),
+                    );
+                    return Some(Type::Json);
+                }
+            }
+        }
+        None
+    }
+
+    /// A call of a name that is no function: its arguments are still checked.
+    fn unknown_function(
+        &mut self,
+        cx: &mut Ctx,
+        name: &str,
+        callee: &Expr,
+        args: &[crate::syntax::ast::Arg],
+    ) -> Type {
+        let preds = self.visible(cx.unit, Named::Pred);
+        let names = functions().map(|b| b.name).chain(preds.iter().copied());
+        let mut d = Diagnostic::error(
+            "check::unknown_function",
+            cx.file,
+            callee.span,
+            format!("unknown function `{name}`"),
+        )
+        .with_label("not a function");
+        d = match did_you_mean(name, names) {
+            Some(s) => d
+                .with_help(format!("did you mean `{s}`?"))
+                .with_fix(callee.span, s.to_string()),
+            None => d.with_help(
+                "see docs/language.md for the builtin functions; define your own with `pred NAME(…) = …`",
+            ),
+        };
+        for a in args {
+            self.expr(cx, &a.value);
+        }
+        self.error(d)
+    }
+
+    /// A call of a builtin of the registry, its arity checked: its arguments' types and
+    /// where it may be called, by its name.
+    fn builtin_call(
+        &mut self,
+        cx: &mut Ctx,
+        b: &'static super::builtins::BuiltinSpec,
+        args: &[crate::syntax::ast::Arg],
+        span: Span,
+    ) -> Type {
+        let bname = b.name;
         let in_event = !matches!(cx.scope, Scope::Const);
         match bname {
             "turns_since" => {
@@ -948,20 +988,12 @@ impl Checker<'_> {
                 Type::Number
             }
             "derived_from" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
+                self.provenance_arg(cx, &args[0].value);
                 self.origin_arg(cx, &args[1].value);
                 Type::Bool
             }
             "lineage_inferred" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
+                self.provenance_arg(cx, &args[0].value);
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
@@ -1009,27 +1041,7 @@ impl Checker<'_> {
                 Type::Bool
             }
             "requested" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.is_stringish() {
-                    self.diagnostics.push(mismatch(
-                        cx.file,
-                        args[0].value.span,
-                        bname,
-                        "string",
-                        &t,
-                    ));
-                }
-                if let ExprKind::String(word) = &args[0].value.kind {
-                    if crate::actions::class_word(word).is_none() {
-                        self.diagnostics.push(unknown_enum(
-                            cx.file,
-                            args[0].value.span,
-                            word,
-                            crate::actions::CLASSES,
-                            "effect class",
-                        ));
-                    }
-                }
+                self.effect_class_arg(cx, &args[0].value);
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
@@ -1044,11 +1056,7 @@ impl Checker<'_> {
                 Type::Bool
             }
             "sources" | "taken_from" | "taken_only_from" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
+                self.provenance_arg(cx, &args[0].value);
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
@@ -1065,11 +1073,7 @@ impl Checker<'_> {
                 Type::Bool
             }
             "lineage_depth" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
+                self.provenance_arg(cx, &args[0].value);
                 Type::Number
             }
             "present" => {
@@ -1088,67 +1092,96 @@ impl Checker<'_> {
                 self.expr(cx, &args[0].value);
                 Type::Bool
             }
-            _ => {
-                let types: Vec<Type> = args.iter().map(|a| self.expr(cx, &a.value)).collect();
-                match bname {
-                    "len" => {
-                        if !matches!(
-                            types[0],
-                            Type::String | Type::List(_) | Type::Set(_) | Type::Object(..)
-                        ) && !types[0].is_dynamic()
-                        {
-                            self.diagnostics.push(mismatch(
-                                cx.file,
-                                args[0].value.span,
-                                "len",
-                                "string or collection",
-                                &types[0],
-                            ));
-                        }
-                        Type::Number
-                    }
-                    "contains" => {
-                        let ok = types[0].is_stringish()
-                            || matches!(types[0], Type::List(_) | Type::Set(_) | Type::Object(..));
-                        if !ok {
-                            self.diagnostics.push(mismatch(
-                                cx.file,
-                                args[0].value.span,
-                                "contains",
-                                "string or collection",
-                                &types[0],
-                            ));
-                        }
-                        Type::Bool
-                    }
-                    "type_of" => Type::String,
-                    "starts_with" | "ends_with" | "glob" => {
-                        for (a, t) in args.iter().zip(&types) {
-                            if !t.is_stringish() {
-                                self.diagnostics.push(mismatch(
-                                    cx.file,
-                                    a.value.span,
-                                    bname,
-                                    "string",
-                                    t,
-                                ));
-                            }
-                        }
-                        Type::Bool
-                    }
-                    _ => {
-                        if bname != "string" && !types[0].is_stringish() {
-                            self.diagnostics.push(mismatch(
-                                cx.file,
-                                args[0].value.span,
-                                bname,
-                                "string",
-                                &types[0],
-                            ));
-                        }
-                        Type::String
+            _ => self.plain_builtin_call(cx, bname, args),
+        }
+    }
+
+    /// `requested(CLASS)`'s argument: a string, and when it is written out, an effect class.
+    fn effect_class_arg(&mut self, cx: &mut Ctx, arg: &Expr) {
+        let t = self.expr(cx, arg);
+        if !t.is_stringish() {
+            let d = mismatch(cx.file, arg.span, "requested", "string", &t);
+            self.diagnostics.push(d);
+        }
+        if let ExprKind::String(word) = &arg.kind {
+            if crate::actions::class_word(word).is_none() {
+                let classes = crate::actions::CLASSES;
+                let d = unknown_enum(cx.file, arg.span, word, classes, "effect class");
+                self.diagnostics.push(d);
+            }
+        }
+    }
+
+    /// The value a provenance question is asked about: it must carry provenance.
+    fn provenance_arg(&mut self, cx: &mut Ctx, arg: &Expr) -> Type {
+        let t = self.expr(cx, arg);
+        if !t.carries_provenance() {
+            self.diagnostics.push(no_provenance(cx.file, arg.span, &t));
+        }
+        t
+    }
+
+    /// A builtin that is a function of its arguments' values (`len`, `contains`, the string
+    /// functions): every argument is checked, then their types.
+    fn plain_builtin_call(
+        &mut self,
+        cx: &mut Ctx,
+        bname: &str,
+        args: &[crate::syntax::ast::Arg],
+    ) -> Type {
+        let types: Vec<Type> = args.iter().map(|a| self.expr(cx, &a.value)).collect();
+        match bname {
+            "len" => {
+                if !matches!(
+                    types[0],
+                    Type::String | Type::List(_) | Type::Set(_) | Type::Object(..)
+                ) && !types[0].is_dynamic()
+                {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        "len",
+                        "string or collection",
+                        &types[0],
+                    ));
+                }
+                Type::Number
+            }
+            "contains" => {
+                let ok = types[0].is_stringish()
+                    || matches!(types[0], Type::List(_) | Type::Set(_) | Type::Object(..));
+                if !ok {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        "contains",
+                        "string or collection",
+                        &types[0],
+                    ));
+                }
+                Type::Bool
+            }
+            "type_of" => Type::String,
+            "starts_with" | "ends_with" | "glob" => {
+                for (a, t) in args.iter().zip(&types) {
+                    if !t.is_stringish() {
+                        self.diagnostics
+                            .push(mismatch(cx.file, a.value.span, bname, "string", t));
                     }
                 }
+                Type::Bool
+            }
+            _ => {
+                if bname != "string" && !types[0].is_stringish() {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        bname,
+                        "string",
+                        &types[0],
+                    ));
+                }
+                Type::String
             }
         }
     }
