@@ -158,100 +158,12 @@ impl Checker<'_> {
                 let bt = self.expr(cx, base);
                 self.member(cx, &bt, &field.name, field.span, e.span)
             }
-            ExprKind::Index(base, index) => {
-                let bt = self.expr(cx, base);
-                let it = self.expr(cx, index);
-                match &bt {
-                    Type::List(t) => {
-                        if !it.is_numeric() {
-                            return self.error(mismatch(
-                                cx.file,
-                                index.span,
-                                "a list index",
-                                "number",
-                                &it,
-                            ));
-                        }
-                        (**t).clone()
-                    }
-                    Type::Object(table, prefix) => {
-                        let t = map_value_type(*table, prefix).unwrap_or(Type::Json);
-                        // `args["amount"]` is the argument `amount`, exactly as `args.amount`.
-                        if t == Type::Arg {
-                            let name = match &index.kind {
-                                ExprKind::String(k) => k.clone(),
-                                _ => "*".to_string(),
-                            };
-                            return self.resolved(cx, e.span, Resolution::Argument(name), t);
-                        }
-                        t
-                    }
-                    t if t.is_dynamic() => Type::Json,
-                    other => self.error(
-                        Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            e.span,
-                            format!("a {other} cannot be indexed"),
-                        )
-                        .with_label("not a list or object")
-                        .with_help("`[…]` reads a list element or an object member"),
-                    ),
-                }
-            }
+            ExprKind::Index(base, index) => self.index(cx, base, index, e.span),
             ExprKind::Call(callee, args) => self.call(cx, callee, args, e.span),
-            ExprKind::Unary(op, x) => {
-                let t = self.expr(cx, x);
-                match op {
-                    UnaryOp::Not => {
-                        if !t.is_boolish() {
-                            return self.error(mismatch(
-                                cx.file,
-                                x.span,
-                                "`not`",
-                                "true or false",
-                                &t,
-                            ));
-                        }
-                        Type::Bool
-                    }
-                    UnaryOp::Neg => {
-                        if !t.is_numeric() {
-                            return self.error(mismatch(cx.file, x.span, "`-`", "number", &t));
-                        }
-                        Type::Number
-                    }
-                }
-            }
+            ExprKind::Unary(op, x) => self.unary(cx, *op, x),
             ExprKind::Binary(op, a, b) => self.binary(cx, *op, a, b, e.span),
-            ExprKind::Set(items) | ExprKind::List(items) => {
-                let mut elem: Option<Type> = None;
-                for item in items {
-                    let t = self.expr(cx, item);
-                    match &elem {
-                        None => elem = Some(t),
-                        Some(prev) if !prev.comparable(&t) => {
-                            self.diagnostics.push(
-                                Diagnostic::error(
-                                    "check::type_mismatch",
-                                    cx.file,
-                                    item.span,
-                                    format!("this element is a {t}, the ones before are {prev}"),
-                                )
-                                .with_label("mixed element types")
-                                .with_help("keep a collection's elements of one type"),
-                            );
-                        }
-                        _ => {}
-                    }
-                }
-                let elem = Box::new(elem.unwrap_or(Type::Json));
-                if matches!(e.kind, ExprKind::Set(_)) {
-                    Type::Set(elem)
-                } else {
-                    Type::List(elem)
-                }
-            }
+            ExprKind::Set(items) => self.collection(cx, items, true),
+            ExprKind::List(items) => self.collection(cx, items, false),
             ExprKind::Object(entries) => {
                 for (_, v) in entries {
                     self.expr(cx, v);
@@ -264,80 +176,186 @@ impl Checker<'_> {
                 over,
                 body,
                 ..
-            } => {
-                let ot = self.expr(cx, over);
-                // A map's or `args`' elements are named; a list's are numbered.
-                let key_type = match &ot {
-                    Type::Object(..) => Type::String,
-                    Type::Json | Type::Error => Type::Json,
-                    _ => Type::Number,
-                };
-                let elem = match &ot {
-                    // The elements of a list argument are arguments: each has its own sources.
-                    Type::Arg => Type::Arg,
-                    Type::Object(table, prefix) => match map_value_type(*table, prefix) {
-                        Some(t) => t,
-                        None => {
-                            self.diagnostics.push(
-                                Diagnostic::error(
-                                    "check::type_mismatch",
-                                    cx.file,
-                                    over.span,
-                                    format!("`any`/`all` range over a collection, not a {ot}"),
-                                )
-                                .with_label("not a collection")
-                                .with_help("range over a list, a set, `args`, or a list field like `outputs`"),
-                            );
-                            Type::Error
-                        }
-                    },
-                    t => match t.element() {
-                        Some(t) => t,
-                        None => {
-                            self.diagnostics.push(
-                                Diagnostic::error(
-                                    "check::type_mismatch",
-                                    cx.file,
-                                    over.span,
-                                    format!("`any`/`all` range over a collection, not a {t}"),
-                                )
-                                .with_label("not a collection")
-                                .with_help("range over a list, a set, `args`, or a list field like `outputs`"),
-                            );
-                            Type::Error
-                        }
-                    },
-                };
-                self.resolutions.insert(
-                    (cx.file, var.span),
-                    (Resolution::Variable(var.name.clone()), elem.clone()),
-                );
-                if let Some(k) = key {
-                    self.resolutions.insert(
-                        (cx.file, k.span),
-                        (Resolution::Variable(k.name.clone()), key_type.clone()),
-                    );
-                    cx.vars.push((k.name.clone(), key_type));
-                }
-                cx.vars.push((var.name.clone(), elem));
-                let bt = self.expr(cx, body);
-                cx.vars.pop();
-                if key.is_some() {
-                    cx.vars.pop();
-                }
-                if !bt.is_boolish() {
-                    self.diagnostics.push(mismatch(
+            } => self.quantifier(cx, key.as_ref(), var, over, body),
+            ExprKind::History(h) => self.history(cx, h, e.span),
+        }
+    }
+
+    /// `base[index]`.
+    fn index(&mut self, cx: &mut Ctx, base: &Expr, index: &Expr, span: Span) -> Type {
+        let bt = self.expr(cx, base);
+        let it = self.expr(cx, index);
+        match &bt {
+            Type::List(t) => {
+                if !it.is_numeric() {
+                    return self.error(mismatch(
                         cx.file,
-                        body.span,
-                        "a quantifier's body",
-                        "true or false",
-                        &bt,
+                        index.span,
+                        "a list index",
+                        "number",
+                        &it,
                     ));
+                }
+                (**t).clone()
+            }
+            Type::Object(table, prefix) => {
+                let t = map_value_type(*table, prefix).unwrap_or(Type::Json);
+                // `args["amount"]` is the argument `amount`, exactly as `args.amount`.
+                if t == Type::Arg {
+                    let name = match &index.kind {
+                        ExprKind::String(k) => k.clone(),
+                        _ => "*".to_string(),
+                    };
+                    return self.resolved(cx, span, Resolution::Argument(name), t);
+                }
+                t
+            }
+            t if t.is_dynamic() => Type::Json,
+            other => self.error(
+                Diagnostic::error(
+                    "check::type_mismatch",
+                    cx.file,
+                    span,
+                    format!("a {other} cannot be indexed"),
+                )
+                .with_label("not a list or object")
+                .with_help("`[…]` reads a list element or an object member"),
+            ),
+        }
+    }
+
+    /// `not x`, `-x`.
+    fn unary(&mut self, cx: &mut Ctx, op: UnaryOp, x: &Expr) -> Type {
+        let t = self.expr(cx, x);
+        match op {
+            UnaryOp::Not => {
+                if !t.is_boolish() {
+                    return self.error(mismatch(cx.file, x.span, "`not`", "true or false", &t));
                 }
                 Type::Bool
             }
-            ExprKind::History(h) => self.history(cx, h, e.span),
+            UnaryOp::Neg => {
+                if !t.is_numeric() {
+                    return self.error(mismatch(cx.file, x.span, "`-`", "number", &t));
+                }
+                Type::Number
+            }
         }
+    }
+
+    /// A list (a set when `set`) written out: its elements of one type.
+    fn collection(&mut self, cx: &mut Ctx, items: &[Expr], set: bool) -> Type {
+        let mut elem: Option<Type> = None;
+        for item in items {
+            let t = self.expr(cx, item);
+            match &elem {
+                None => elem = Some(t),
+                Some(prev) if !prev.comparable(&t) => {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            item.span,
+                            format!("this element is a {t}, the ones before are {prev}"),
+                        )
+                        .with_label("mixed element types")
+                        .with_help("keep a collection's elements of one type"),
+                    );
+                }
+                _ => {}
+            }
+        }
+        let elem = Box::new(elem.unwrap_or(Type::Json));
+        if set {
+            Type::Set(elem)
+        } else {
+            Type::List(elem)
+        }
+    }
+
+    /// `any`/`all` (with the element's key, when named) over a collection.
+    fn quantifier(
+        &mut self,
+        cx: &mut Ctx,
+        key: Option<&crate::syntax::ast::Ident>,
+        var: &crate::syntax::ast::Ident,
+        over: &Expr,
+        body: &Expr,
+    ) -> Type {
+        let ot = self.expr(cx, over);
+        // A map's or `args`' elements are named; a list's are numbered.
+        let key_type = match &ot {
+            Type::Object(..) => Type::String,
+            Type::Json | Type::Error => Type::Json,
+            _ => Type::Number,
+        };
+        let elem = match &ot {
+            // The elements of a list argument are arguments: each has its own sources.
+            Type::Arg => Type::Arg,
+            Type::Object(table, prefix) => match map_value_type(*table, prefix) {
+                Some(t) => t,
+                None => {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            over.span,
+                            format!("`any`/`all` range over a collection, not a {ot}"),
+                        )
+                        .with_label("not a collection")
+                        .with_help(
+                            "range over a list, a set, `args`, or a list field like `outputs`",
+                        ),
+                    );
+                    Type::Error
+                }
+            },
+            t => match t.element() {
+                Some(t) => t,
+                None => {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            over.span,
+                            format!("`any`/`all` range over a collection, not a {t}"),
+                        )
+                        .with_label("not a collection")
+                        .with_help(
+                            "range over a list, a set, `args`, or a list field like `outputs`",
+                        ),
+                    );
+                    Type::Error
+                }
+            },
+        };
+        self.resolutions.insert(
+            (cx.file, var.span),
+            (Resolution::Variable(var.name.clone()), elem.clone()),
+        );
+        if let Some(k) = key {
+            self.resolutions.insert(
+                (cx.file, k.span),
+                (Resolution::Variable(k.name.clone()), key_type.clone()),
+            );
+            cx.vars.push((k.name.clone(), key_type));
+        }
+        cx.vars.push((var.name.clone(), elem));
+        let bt = self.expr(cx, body);
+        cx.vars.pop();
+        if key.is_some() {
+            cx.vars.pop();
+        }
+        if !bt.is_boolish() {
+            self.diagnostics.push(mismatch(
+                cx.file,
+                body.span,
+                "a quantifier's body",
+                "true or false",
+                &bt,
+            ));
+        }
+        Type::Bool
     }
 
     fn is_event_root(&self, cx: &Ctx, word: &str) -> bool {
@@ -1364,48 +1382,7 @@ impl Checker<'_> {
                 self.label_arg(cx, b);
                 Type::Bool
             }
-            BinaryOp::Eq | BinaryOp::Ne => {
-                // A bare enum word may stand on either side: `success == exit_status`.
-                let bare = |this: &Self, e: &Expr| {
-                    matches!(&e.kind, ExprKind::Name(w) if !this.is_local(cx, w)
-                        && !this.label_visible(cx.unit, w)
-                        && !this.is_event_root(cx, w))
-                };
-                let bare_left = bare(self, a) && !bare(self, b);
-                let (ta, tb) = if bare_left {
-                    let tb = self.expr(cx, b);
-                    (self.enum_aware(cx, a, &tb), tb)
-                } else {
-                    let ta = self.expr(cx, a);
-                    let tb = self.enum_aware(cx, b, &ta);
-                    (ta, tb)
-                };
-                if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &b.kind) {
-                    if !values.contains(&s.as_str()) {
-                        self.diagnostics
-                            .push(unknown_enum(cx.file, b.span, s, values, "value"));
-                    }
-                }
-                if let (Type::Enum(values), ExprKind::String(s)) = (&tb, &a.kind) {
-                    if !values.contains(&s.as_str()) {
-                        self.diagnostics
-                            .push(unknown_enum(cx.file, a.span, s, values, "value"));
-                    }
-                }
-                if !ta.comparable(&tb) {
-                    self.diagnostics.push(
-                        Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            span,
-                            format!("cannot compare a {ta} with a {tb}"),
-                        )
-                        .with_label("these are never equal")
-                        .with_help("compare values of the same type"),
-                    );
-                }
-                Type::Bool
-            }
+            BinaryOp::Eq | BinaryOp::Ne => self.equality(cx, a, b, span),
             BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
                 let ta = self.expr(cx, a);
                 let tb = self.expr(cx, b);
@@ -1426,91 +1403,8 @@ impl Checker<'_> {
                 }
                 Type::Bool
             }
-            BinaryOp::In | BinaryOp::NotIn => {
-                let ta = self.expr(cx, a);
-                let tb = match &b.kind {
-                    ExprKind::Set(items) | ExprKind::List(items) if matches!(ta, Type::Enum(_)) => {
-                        for item in items {
-                            self.enum_aware(cx, item, &ta);
-                            if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &item.kind) {
-                                if !values.contains(&s.as_str()) {
-                                    self.diagnostics
-                                        .push(unknown_enum(cx.file, item.span, s, values, "value"));
-                                }
-                            }
-                        }
-                        Type::Set(Box::new(ta.clone()))
-                    }
-                    _ => self.expr(cx, b),
-                };
-                match tb.element() {
-                    Some(elem) if elem.comparable(&ta) => {}
-                    Some(elem) => self.diagnostics.push(
-                        Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            span,
-                            format!("a {ta} is never in a collection of {elem}"),
-                        )
-                        .with_label("element types differ")
-                        .with_help("compare with a collection of the same type"),
-                    ),
-                    None => {
-                        let mut d = Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            b.span,
-                            format!("`in` needs a collection on its right, not a {tb}"),
-                        )
-                        .with_label("not a collection");
-                        d = if tb == Type::String {
-                            d.with_help("for text inside a string, write `contains(text, part)`")
-                        } else {
-                            d.with_help(
-                                "write a set `{…}`, a list `[…]`, or a constant holding one",
-                            )
-                        };
-                        self.diagnostics.push(d);
-                    }
-                }
-                Type::Bool
-            }
-            BinaryOp::Matches => {
-                let ta = self.expr(cx, a);
-                let tb = self.expr(cx, b);
-                for (e, t) in [(a, &ta), (b, &tb)] {
-                    if !t.is_stringish() {
-                        self.diagnostics
-                            .push(mismatch(cx.file, e.span, "`matches`", "string", t));
-                    }
-                }
-                // The pattern is compiled when the policy loads, so it must be known then.
-                match &b.kind {
-                    ExprKind::String(p) => {
-                        if let Err(e) = regex::Regex::new(p) {
-                            self.diagnostics
-                                .push(bad_regex(cx.file, b.span, &e));
-                        }
-                    }
-                    ExprKind::Name(_) | ExprKind::Member(..)
-                        if matches!(
-                            self.resolutions.get(&(cx.file, b.span)),
-                            Some((Resolution::Constant { .. }, _))
-                        ) => {}
-                    _ if tb.is_error() => {}
-                    _ => self.diagnostics.push(
-                        Diagnostic::error(
-                            "check::dynamic_regex",
-                            cx.file,
-                            b.span,
-                            "the pattern of `matches` must be a constant string",
-                        )
-                        .with_label("computed at run time")
-                        .with_help("write the regular expression as a string literal or a `let` constant; to compare with a value from the event, use ==, starts_with or contains"),
-                    ),
-                }
-                Type::Bool
-            }
+            BinaryOp::In | BinaryOp::NotIn => self.membership(cx, a, b, span),
+            BinaryOp::Matches => self.matches(cx, a, b),
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
                 let ta = self.expr(cx, a);
                 let tb = self.expr(cx, b);
@@ -1529,6 +1423,137 @@ impl Checker<'_> {
                 Type::Number
             }
         }
+    }
+
+    /// `a == b`, `a != b`: comparable types, and a written-out enum value that exists.
+    fn equality(&mut self, cx: &mut Ctx, a: &Expr, b: &Expr, span: Span) -> Type {
+        // A bare enum word may stand on either side: `success == exit_status`.
+        let bare = |this: &Self, e: &Expr| {
+            matches!(&e.kind, ExprKind::Name(w) if !this.is_local(cx, w)
+                && !this.label_visible(cx.unit, w)
+                && !this.is_event_root(cx, w))
+        };
+        let bare_left = bare(self, a) && !bare(self, b);
+        let (ta, tb) = if bare_left {
+            let tb = self.expr(cx, b);
+            (self.enum_aware(cx, a, &tb), tb)
+        } else {
+            let ta = self.expr(cx, a);
+            let tb = self.enum_aware(cx, b, &ta);
+            (ta, tb)
+        };
+        if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &b.kind) {
+            if !values.contains(&s.as_str()) {
+                self.diagnostics
+                    .push(unknown_enum(cx.file, b.span, s, values, "value"));
+            }
+        }
+        if let (Type::Enum(values), ExprKind::String(s)) = (&tb, &a.kind) {
+            if !values.contains(&s.as_str()) {
+                self.diagnostics
+                    .push(unknown_enum(cx.file, a.span, s, values, "value"));
+            }
+        }
+        if !ta.comparable(&tb) {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "check::type_mismatch",
+                    cx.file,
+                    span,
+                    format!("cannot compare a {ta} with a {tb}"),
+                )
+                .with_label("these are never equal")
+                .with_help("compare values of the same type"),
+            );
+        }
+        Type::Bool
+    }
+
+    /// `a in b`, `a not in b`: a collection on the right, of `a`'s type.
+    fn membership(&mut self, cx: &mut Ctx, a: &Expr, b: &Expr, span: Span) -> Type {
+        let ta = self.expr(cx, a);
+        let tb = match &b.kind {
+            ExprKind::Set(items) | ExprKind::List(items) if matches!(ta, Type::Enum(_)) => {
+                for item in items {
+                    self.enum_aware(cx, item, &ta);
+                    if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &item.kind) {
+                        if !values.contains(&s.as_str()) {
+                            self.diagnostics
+                                .push(unknown_enum(cx.file, item.span, s, values, "value"));
+                        }
+                    }
+                }
+                Type::Set(Box::new(ta.clone()))
+            }
+            _ => self.expr(cx, b),
+        };
+        match tb.element() {
+            Some(elem) if elem.comparable(&ta) => {}
+            Some(elem) => self.diagnostics.push(
+                Diagnostic::error(
+                    "check::type_mismatch",
+                    cx.file,
+                    span,
+                    format!("a {ta} is never in a collection of {elem}"),
+                )
+                .with_label("element types differ")
+                .with_help("compare with a collection of the same type"),
+            ),
+            None => {
+                let mut d = Diagnostic::error(
+                    "check::type_mismatch",
+                    cx.file,
+                    b.span,
+                    format!("`in` needs a collection on its right, not a {tb}"),
+                )
+                .with_label("not a collection");
+                d = if tb == Type::String {
+                    d.with_help("for text inside a string, write `contains(text, part)`")
+                } else {
+                    d.with_help("write a set `{…}`, a list `[…]`, or a constant holding one")
+                };
+                self.diagnostics.push(d);
+            }
+        }
+        Type::Bool
+    }
+
+    /// `a matches PATTERN`: strings, and a pattern known when the policy loads.
+    fn matches(&mut self, cx: &mut Ctx, a: &Expr, b: &Expr) -> Type {
+        let ta = self.expr(cx, a);
+        let tb = self.expr(cx, b);
+        for (e, t) in [(a, &ta), (b, &tb)] {
+            if !t.is_stringish() {
+                self.diagnostics
+                    .push(mismatch(cx.file, e.span, "`matches`", "string", t));
+            }
+        }
+        // The pattern is compiled when the policy loads, so it must be known then.
+        match &b.kind {
+            ExprKind::String(p) => {
+                if let Err(e) = regex::Regex::new(p) {
+                    self.diagnostics
+                        .push(bad_regex(cx.file, b.span, &e));
+                }
+            }
+            ExprKind::Name(_) | ExprKind::Member(..)
+                if matches!(
+                    self.resolutions.get(&(cx.file, b.span)),
+                    Some((Resolution::Constant { .. }, _))
+                ) => {}
+            _ if tb.is_error() => {}
+            _ => self.diagnostics.push(
+                Diagnostic::error(
+                    "check::dynamic_regex",
+                    cx.file,
+                    b.span,
+                    "the pattern of `matches` must be a constant string",
+                )
+                .with_label("computed at run time")
+                .with_help("write the regular expression as a string literal or a `let` constant; to compare with a value from the event, use ==, starts_with or contains"),
+            ),
+        }
+        Type::Bool
     }
 
     /// Types `e`, treating a bare unknown word as a value of `other`'s enum (`== tool_output`).
