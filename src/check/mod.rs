@@ -939,112 +939,13 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        let err = |code, span, msg: String, label: &str, help: &str| {
-            Diagnostic::error(code, file, span, msg)
-                .with_label(label)
-                .with_help(help)
-        };
         match d.kind {
-            DecisionKind::Ask => {
-                if d.approver.is_none() {
-                    self.diagnostics.push(err(
-                        "check::missing_part",
-                        d.span,
-                        "an `ask` needs an approver".into(),
-                        "no approver",
-                        "add `approver human \"oncall\"` (or agent / service)",
-                    ));
-                }
-                if let Some((_, s)) = d.extend {
-                    let tool_call = hook.is_some_and(|h| {
-                        matches!(
-                            h.method,
-                            "steps/toolCallRequest" | "protocols/MCP/tools/call"
-                        )
-                    });
-                    if !tool_call {
-                        self.diagnostics.push(err(
-                            "check::bad_part",
-                            s,
-                            "only an ask on a tool call can extend the intent".into(),
-                            "not a toolCallRequest rule",
-                            "`extend intent` offers the approver the called tool as a new \
-                             capability; write it in a rule `on toolCallRequest`",
-                        ));
-                    }
-                }
-                if let Some((k, s)) = d.on_timeout {
-                    if !matches!(k, DecisionKind::Allow | DecisionKind::Deny) {
-                        self.diagnostics.push(err(
-                            "check::bad_part",
-                            s,
-                            format!(
-                                "an unanswered ask can fall back to allow or deny, not {}",
-                                k.as_str()
-                            ),
-                            "not allow or deny",
-                            "write `else deny` (the default) or `else allow`",
-                        ));
-                    }
-                }
-            }
-            DecisionKind::Defer => {
-                if d.timeout.is_none() || d.on_timeout.is_none() {
-                    self.diagnostics.push(err(
-                        "check::missing_part",
-                        d.span,
-                        "a `defer` needs a timeout and what happens when it expires".into(),
-                        "no timeout decision",
-                        "add `timeout 30s else deny` (or `else ask`)",
-                    ));
-                }
-                if let Some((k, s)) = d.on_timeout {
-                    if !matches!(k, DecisionKind::Deny | DecisionKind::Ask) {
-                        self.diagnostics.push(err(
-                            "check::bad_part",
-                            s,
-                            format!(
-                                "an expired defer can become deny or ask, not {}",
-                                k.as_str()
-                            ),
-                            "not deny or ask",
-                            "write `else deny` or `else ask`",
-                        ));
-                    }
-                }
-                const METHODS: &[&str] = &["additional_context", "human_approval", "timeout"];
-                const REASONS: &[&str] = &[
-                    "insufficient_context",
-                    "conflicting_policies",
-                    "low_confidence",
-                    "pending_dependency",
-                ];
-                for (word, allowed, what) in [
-                    (&d.resolve, METHODS, "resolution method"),
-                    (&d.because, REASONS, "defer reason"),
-                ] {
-                    if let Some(w) = word {
-                        if !allowed.contains(&w.name.as_str()) {
-                            let mut diag = err(
-                                "check::bad_part",
-                                w.span,
-                                format!("`{}` is not a {what}", w.name),
-                                "unknown",
-                                "",
-                            );
-                            diag.help =
-                                Some(match did_you_mean(&w.name, allowed.iter().copied()) {
-                                    Some(s) => format!("did you mean `{s}`?"),
-                                    None => format!("use one of {}", allowed.join(", ")),
-                                });
-                            self.diagnostics.push(diag);
-                        }
-                    }
-                }
-            }
+            DecisionKind::Ask => self.check_ask(file, d, hook),
+            DecisionKind::Defer => self.check_defer(file, d),
             DecisionKind::Modify => {
                 if d.modifications.is_empty() {
-                    self.diagnostics.push(err(
+                    self.diagnostics.push(part_error(
+                        file,
                         "check::missing_part",
                         d.span,
                         "a `modify` needs at least one change".into(),
@@ -1055,6 +956,113 @@ impl<'a> Checker<'a> {
                 self.check_modifications(u, &d.modifications, hook);
             }
             DecisionKind::Allow | DecisionKind::Deny => {}
+        }
+    }
+
+    /// An `ask`'s parts: an approver, `extend intent` only on a tool call, an unanswered
+    /// ask falling back to allow or deny.
+    fn check_ask(&mut self, file: FileId, d: &'a ast::Decision, hook: Option<&'static HookSpec>) {
+        if d.approver.is_none() {
+            self.diagnostics.push(part_error(
+                file,
+                "check::missing_part",
+                d.span,
+                "an `ask` needs an approver".into(),
+                "no approver",
+                "add `approver human \"oncall\"` (or agent / service)",
+            ));
+        }
+        if let Some((_, s)) = d.extend {
+            let tool_call = hook.is_some_and(|h| {
+                matches!(
+                    h.method,
+                    "steps/toolCallRequest" | "protocols/MCP/tools/call"
+                )
+            });
+            if !tool_call {
+                self.diagnostics.push(part_error(
+                    file,
+                    "check::bad_part",
+                    s,
+                    "only an ask on a tool call can extend the intent".into(),
+                    "not a toolCallRequest rule",
+                    "`extend intent` offers the approver the called tool as a new \
+                     capability; write it in a rule `on toolCallRequest`",
+                ));
+            }
+        }
+        if let Some((k, s)) = d.on_timeout {
+            if !matches!(k, DecisionKind::Allow | DecisionKind::Deny) {
+                self.diagnostics.push(part_error(
+                    file,
+                    "check::bad_part",
+                    s,
+                    format!(
+                        "an unanswered ask can fall back to allow or deny, not {}",
+                        k.as_str()
+                    ),
+                    "not allow or deny",
+                    "write `else deny` (the default) or `else allow`",
+                ));
+            }
+        }
+    }
+
+    /// A `defer`'s parts: a timeout and what it becomes, its resolution method and reason.
+    fn check_defer(&mut self, file: FileId, d: &'a ast::Decision) {
+        if d.timeout.is_none() || d.on_timeout.is_none() {
+            self.diagnostics.push(part_error(
+                file,
+                "check::missing_part",
+                d.span,
+                "a `defer` needs a timeout and what happens when it expires".into(),
+                "no timeout decision",
+                "add `timeout 30s else deny` (or `else ask`)",
+            ));
+        }
+        if let Some((k, s)) = d.on_timeout {
+            if !matches!(k, DecisionKind::Deny | DecisionKind::Ask) {
+                self.diagnostics.push(part_error(
+                    file,
+                    "check::bad_part",
+                    s,
+                    format!(
+                        "an expired defer can become deny or ask, not {}",
+                        k.as_str()
+                    ),
+                    "not deny or ask",
+                    "write `else deny` or `else ask`",
+                ));
+            }
+        }
+        const METHODS: &[&str] = &["additional_context", "human_approval", "timeout"];
+        const REASONS: &[&str] = &[
+            "insufficient_context",
+            "conflicting_policies",
+            "low_confidence",
+            "pending_dependency",
+        ];
+        for (word, allowed, what) in [
+            (&d.resolve, METHODS, "resolution method"),
+            (&d.because, REASONS, "defer reason"),
+        ] {
+            if let Some(w) = word {
+                if !allowed.contains(&w.name.as_str()) {
+                    let mut diag = part_error(
+                        file,
+                        "check::bad_part",
+                        w.span,
+                        format!("`{}` is not a {what}", w.name),
+                        "unknown",
+                        "",
+                    );
+                    diag.help = Some(match did_you_mean(&w.name, allowed.iter().copied()) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!("use one of {}", allowed.join(", ")),
+                    });
+                    self.diagnostics.push(diag);
+                }
+            }
         }
     }
 
@@ -1475,4 +1483,18 @@ fn overlaps(a: &str, b: &str) -> bool {
         x == y || (y.starts_with(x) && matches!(y.as_bytes().get(x.len()), Some(b'.') | Some(b'[')))
     };
     prefix(a, b) || prefix(b, a)
+}
+
+/// An error in a part of a decision.
+fn part_error(
+    file: FileId,
+    code: &'static str,
+    span: Span,
+    msg: String,
+    label: &str,
+    help: &str,
+) -> Diagnostic {
+    Diagnostic::error(code, file, span, msg)
+        .with_label(label)
+        .with_help(help)
 }

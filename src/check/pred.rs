@@ -222,36 +222,7 @@ impl<'a> Checker<'a> {
             );
             return Type::Bool;
         }
-        // Parameters: typed as declared (an argument must fit), or as their argument.
-        let mut vars = Vec::new();
-        for ((param, arg), t) in decl.params.iter().zip(args).zip(&arg_types) {
-            let want = param.ty.as_ref().and_then(declared);
-            let bound = match want {
-                Some(w) if !fits(&w, t) => {
-                    self.diagnostics.push(
-                        Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            arg.value.span,
-                            format!(
-                                "the parameter `{}` of `{name}` is a {w}, but this is a {t}",
-                                param.name.name
-                            ),
-                        )
-                        .with_label(format!("this is a {t}"))
-                        .with_help(format!("it is declared `{}`", signature(decl))),
-                    );
-                    w
-                }
-                Some(w) if t.is_dynamic() => w,
-                _ => t.clone(),
-            };
-            self.resolutions.insert(
-                (pred_file, param.name.span),
-                (Resolution::Variable(param.name.name.clone()), bound.clone()),
-            );
-            vars.push((param.name.name.clone(), bound));
-        }
+        let vars = self.bind_params(cx, name, decl, args, &arg_types, pred_file);
         let key = (ns, name.to_string());
         if let Some(at) = self.pred_stack.iter().position(|k| *k == key) {
             let mut chain: Vec<&str> = self.pred_stack[at..].iter().map(|k| k.1.as_str()).collect();
@@ -292,8 +263,70 @@ impl<'a> Checker<'a> {
                 return Type::Bool;
             }
         }
+        self.pred_body(cx, info.unit, pred_file, decl, vars, key, name, span);
+        Type::Bool
+    }
+
+    /// A predicate's parameters, typed as declared (an argument must fit) or as their
+    /// argument, for checking its body at this call.
+    fn bind_params(
+        &mut self,
+        cx: &Ctx,
+        name: &str,
+        decl: &'a PredDecl,
+        args: &[Arg],
+        arg_types: &[Type],
+        pred_file: crate::diagnostics::FileId,
+    ) -> Vec<(String, Type)> {
+        // Parameters: typed as declared (an argument must fit), or as their argument.
+        let mut vars = Vec::new();
+        for ((param, arg), t) in decl.params.iter().zip(args).zip(arg_types) {
+            let want = param.ty.as_ref().and_then(declared);
+            let bound = match want {
+                Some(w) if !fits(&w, t) => {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "check::type_mismatch",
+                            cx.file,
+                            arg.value.span,
+                            format!(
+                                "the parameter `{}` of `{name}` is a {w}, but this is a {t}",
+                                param.name.name
+                            ),
+                        )
+                        .with_label(format!("this is a {t}"))
+                        .with_help(format!("it is declared `{}`", signature(decl))),
+                    );
+                    w
+                }
+                Some(w) if t.is_dynamic() => w,
+                _ => t.clone(),
+            };
+            self.resolutions.insert(
+                (pred_file, param.name.span),
+                (Resolution::Variable(param.name.name.clone()), bound.clone()),
+            );
+            vars.push((param.name.name.clone(), bound));
+        }
+        vars
+    }
+
+    /// A predicate's body, checked for one call (with its parameters bound to `vars`): each
+    /// problem reported once, at the first call that shows it.
+    #[allow(clippy::too_many_arguments)]
+    fn pred_body(
+        &mut self,
+        cx: &Ctx,
+        unit: usize,
+        pred_file: crate::diagnostics::FileId,
+        decl: &'a PredDecl,
+        vars: Vec<(String, Type)>,
+        key: (usize, String),
+        name: &str,
+        span: Span,
+    ) {
         let before = self.diagnostics.len();
-        let mut bcx = Ctx::new(info.unit, pred_file, cx.scope);
+        let mut bcx = Ctx::new(unit, pred_file, cx.scope);
         bcx.vars = vars;
         bcx.in_history = cx.in_history;
         self.pred_stack.push(key);
@@ -338,7 +371,6 @@ impl<'a> Checker<'a> {
             }
             self.diagnostics.push(d);
         }
-        Type::Bool
     }
 
     /// Predicates no call ever checked: a body that reads no event is checked once, as a
