@@ -6,7 +6,7 @@ use super::scope::{Lookup, Named};
 use super::types::{join, Table, Type};
 use super::{Alias, Checker, Resolution};
 use crate::acs::fields::{self, HookSpec};
-use crate::diagnostics::{did_you_mean, Diagnostic, FileId, Span};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, FileId, Span};
 use crate::syntax::ast::{BinaryOp, Expr, ExprKind, History, HistoryKind, UnaryOp, WindowKind};
 
 /// The longest `last N turns` window; the state keeps one counter per turn of it.
@@ -99,7 +99,7 @@ impl Checker<'_> {
         if self.const_in_progress.contains(&key) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::cycle",
+                    Code::Cycle,
                     file,
                     info.decl.name.span,
                     format!("the constant `{name}` is defined in terms of itself"),
@@ -135,7 +135,7 @@ impl Checker<'_> {
                 }
                 _ => self.error(
                     Diagnostic::error(
-                        "check::misplaced_current",
+                        Code::MisplacedCurrent,
                         cx.file,
                         e.span,
                         "`$` only means something inside a history filter",
@@ -213,7 +213,7 @@ impl Checker<'_> {
             t if t.is_dynamic() => Type::Json,
             other => self.error(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     cx.file,
                     span,
                     format!("a {other} cannot be indexed"),
@@ -253,7 +253,7 @@ impl Checker<'_> {
                 Some(prev) if !prev.comparable(&t) => {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             cx.file,
                             item.span,
                             format!("this element is a {t}, the ones before are {prev}"),
@@ -297,7 +297,7 @@ impl Checker<'_> {
                 None => {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             cx.file,
                             over.span,
                             format!("`any`/`all` range over a collection, not a {ot}"),
@@ -315,7 +315,7 @@ impl Checker<'_> {
                 None => {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             cx.file,
                             over.span,
                             format!("`any`/`all` range over a collection, not a {t}"),
@@ -388,7 +388,7 @@ impl Checker<'_> {
             };
             return self.error(
                 Diagnostic::error(
-                    "check::not_a_value",
+                    Code::NotAValue,
                     cx.file,
                     span,
                     format!("`{name}` is {what}, not a value"),
@@ -417,7 +417,7 @@ impl Checker<'_> {
         if let Some(b) = builtin(name) {
             return self.error(
                 Diagnostic::error(
-                    "check::not_a_value",
+                    Code::NotAValue,
                     cx.file,
                     span,
                     format!("`{name}` is a function"),
@@ -448,7 +448,7 @@ impl Checker<'_> {
             }
         }
         let mut d = Diagnostic::error(
-            "check::unknown_name",
+            Code::UnknownName,
             cx.file,
             span,
             format!("unknown name `{name}`"),
@@ -496,7 +496,7 @@ impl Checker<'_> {
                         return Some(
                             self.error(
                                 Diagnostic::error(
-                                    "check::field_not_on_hook",
+                                    Code::FieldNotOnHook,
                                     cx.file,
                                     span,
                                     format!("{} has no tool arguments", h.name),
@@ -606,7 +606,7 @@ impl Checker<'_> {
                 let Some((kind, ns)) = there.filter(|(k, _)| *k != Named::Pred) else {
                     return self.error(
                         Diagnostic::error(
-                            "check::unknown_name",
+                            Code::UnknownName,
                             cx.file,
                             member_span,
                             format!("module `{module}` has no constant or label `{member}`"),
@@ -645,7 +645,7 @@ impl Checker<'_> {
             "Rego package"
         };
         let mut d = Diagnostic::error(
-            "check::unknown_rego_rule",
+            Code::UnknownRegoRule,
             cx.file,
             span,
             format!(
@@ -685,7 +685,7 @@ impl Checker<'_> {
                 "parsed" => Type::List(Box::new(Type::Object(Table::Intent, "parsed[]".into()))),
                 "permits" => self.error(
                     Diagnostic::error(
-                        "check::not_a_value",
+                        Code::NotAValue,
                         cx.file,
                         span,
                         "`intent.permits` is a function",
@@ -695,7 +695,7 @@ impl Checker<'_> {
                 ),
                 _ => self.error(
                     Diagnostic::error(
-                        "check::unknown_field",
+                        Code::UnknownField,
                         cx.file,
                         span,
                         format!("the intent has no `{name}`"),
@@ -740,7 +740,7 @@ impl Checker<'_> {
                     .map(|f| super::last_segment(f.path))
                     .collect();
                 let mut d = Diagnostic::error(
-                    "check::unknown_field",
+                    Code::UnknownField,
                     cx.file,
                     span,
                     format!("{} has no field `{path}`", table.describe()),
@@ -751,7 +751,7 @@ impl Checker<'_> {
                         .with_help(format!("did you mean `{}`?", join(prefix, s)))
                         .with_fix(span, s.to_string());
                 } else if let (Table::Payload(here), Some(other)) = (table, hook_with_field(&path)) {
-                    d.code = "check::field_not_on_hook";
+                    d.code = Code::FieldNotOnHook.as_str();
                     d = d.with_help(format!(
                         "`{path}` is a field of {other}, not of {}",
                         here.name
@@ -765,7 +765,7 @@ impl Checker<'_> {
             }
             other => self.error(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     cx.file,
                     span,
                     format!("a {other} has no fields"),
@@ -790,7 +790,7 @@ impl Checker<'_> {
         }
         let ExprKind::Name(name) = &callee.kind else {
             return self.error(
-                Diagnostic::error("check::not_callable", cx.file, callee.span, "this cannot be called")
+                Diagnostic::error(Code::NotCallable, cx.file, callee.span, "this cannot be called")
                     .with_label("not a function")
                     .with_help("functions are builtins (turns_since, len, …), `intent.permits` and Rego functions"),
             );
@@ -821,7 +821,7 @@ impl Checker<'_> {
         if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::bad_argument",
+                    Code::BadArgument,
                     cx.file,
                     named.span,
                     format!("`{bname}` takes no named arguments"),
@@ -857,7 +857,7 @@ impl Checker<'_> {
                     return Some(
                         self.error(
                             Diagnostic::error(
-                                "check::misplaced",
+                                Code::Misplaced,
                                 cx.file,
                                 span,
                                 "`intent.permits` is only available in rule conditions",
@@ -875,7 +875,7 @@ impl Checker<'_> {
                         if n.name != "resource" && n.name != "operation" {
                             self.diagnostics.push(
                                 Diagnostic::error(
-                                    "check::bad_argument",
+                                    Code::BadArgument,
                                     cx.file,
                                     n.span,
                                     format!("`intent.permits` has no argument `{}`", n.name),
@@ -910,7 +910,7 @@ impl Checker<'_> {
                             if name.name != "input" || inputs > 1 {
                                 self.error(
                                     Diagnostic::error(
-                                        "check::bad_argument",
+                                        Code::BadArgument,
                                         cx.file,
                                         name.span,
                                         if name.name == "input" {
@@ -957,7 +957,7 @@ impl Checker<'_> {
         let preds = self.visible(cx.unit, Named::Pred);
         let names = functions().map(|b| b.name).chain(preds.iter().copied());
         let mut d = Diagnostic::error(
-            "check::unknown_function",
+            Code::UnknownFunction,
             cx.file,
             callee.span,
             format!("unknown function `{name}`"),
@@ -994,7 +994,7 @@ impl Checker<'_> {
                 if !b.allowed.admits(cx.scope) {
                     return self.error(
                         Diagnostic::error(
-                            "check::misplaced",
+                            Code::Misplaced,
                             cx.file,
                             span,
                             "`turns_since` is only available in rule conditions",
@@ -1098,7 +1098,7 @@ impl Checker<'_> {
                 if !in_event {
                     self.diagnostics.push(
                         Diagnostic::warning(
-                            "check::constant_test",
+                            Code::ConstantTest,
                             cx.file,
                             span,
                             "`present` of a constant is always true",
@@ -1220,7 +1220,7 @@ impl Checker<'_> {
         if !b.allowed.admits(cx.scope) {
             return self.error(
                 Diagnostic::error(
-                    "check::misplaced",
+                    Code::Misplaced,
                     cx.file,
                     span,
                     "`effect_state` is only available in rules on toolCallRequest",
@@ -1250,7 +1250,7 @@ impl Checker<'_> {
             .collect();
         if !names.contains(&name) {
             let mut d = Diagnostic::error(
-                "check::unknown_effect",
+                Code::UnknownEffect,
                 cx.file,
                 arg.value.span,
                 format!("no effect is named `{name}`"),
@@ -1283,7 +1283,7 @@ impl Checker<'_> {
             }
             let names: Vec<&str> = self.visible_labels(cx.unit);
             let mut d = Diagnostic::error(
-                "check::unknown_label",
+                Code::UnknownLabel,
                 cx.file,
                 e.span,
                 format!("unknown label `{name}`"),
@@ -1346,7 +1346,7 @@ impl Checker<'_> {
                 if matches!(side.kind, ExprKind::Null) {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::null_comparison",
+                            Code::NullComparison,
                             cx.file,
                             side.span,
                             format!("`{}` with `null` is never true or false: Warden reads JSON null as absent", op.as_str()),
@@ -1392,7 +1392,7 @@ impl Checker<'_> {
                 if !ok {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             cx.file,
                             span,
                             format!("`{}` orders numbers, not a {ta} and a {tb}", op.as_str()),
@@ -1457,7 +1457,7 @@ impl Checker<'_> {
         if !ta.comparable(&tb) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     cx.file,
                     span,
                     format!("cannot compare a {ta} with a {tb}"),
@@ -1491,7 +1491,7 @@ impl Checker<'_> {
             Some(elem) if elem.comparable(&ta) => {}
             Some(elem) => self.diagnostics.push(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     cx.file,
                     span,
                     format!("a {ta} is never in a collection of {elem}"),
@@ -1501,7 +1501,7 @@ impl Checker<'_> {
             ),
             None => {
                 let mut d = Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     cx.file,
                     b.span,
                     format!("`in` needs a collection on its right, not a {tb}"),
@@ -1544,7 +1544,7 @@ impl Checker<'_> {
             _ if tb.is_error() => {}
             _ => self.diagnostics.push(
                 Diagnostic::error(
-                    "check::dynamic_regex",
+                    Code::DynamicRegex,
                     cx.file,
                     b.span,
                     "the pattern of `matches` must be a constant string",
@@ -1590,7 +1590,7 @@ impl Checker<'_> {
         if cx.in_history {
             return self.error(
                 Diagnostic::error(
-                    "check::nested_history",
+                    Code::NestedHistory,
                     cx.file,
                     span,
                     "history expressions cannot be nested",
@@ -1604,7 +1604,7 @@ impl Checker<'_> {
             _ => {
                 return self.error(
                     Diagnostic::error(
-                        "check::misplaced",
+                        Code::Misplaced,
                         cx.file,
                         span,
                         "history (`count`, `exists`) is only available in rule conditions",
@@ -1622,7 +1622,7 @@ impl Checker<'_> {
                 if n == 0 || n > MAX_WINDOW_TURNS {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::bad_window",
+                            Code::BadWindow,
                             cx.file,
                             w.span,
                             format!("a window spans 1 to {MAX_WINDOW_TURNS} turns, not {n}"),
@@ -1653,7 +1653,7 @@ impl Checker<'_> {
             for bad in hcx.bad_current.iter().filter(|s| !allowed.contains(s)) {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::history_join",
+                        Code::HistoryJoin,
                         cx.file,
                         *bad,
                         "this history filter depends on the current event in a way that cannot be kept in O(1)",
@@ -1684,7 +1684,7 @@ impl Checker<'_> {
                 self.diagnostics.truncate(before);
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::history_join",
+                        Code::HistoryJoin,
                         cx.file,
                         key.span,
                         format!(
@@ -1745,7 +1745,7 @@ fn sorted(mut v: Vec<&str>) -> Vec<&str> {
 /// A provenance builtin outside a rule condition: the session's graph is read by rules.
 fn rules_only(file: FileId, span: Span, name: &str) -> Diagnostic {
     Diagnostic::error(
-        "check::misplaced",
+        Code::Misplaced,
         file,
         span,
         format!("`{name}` is only available in rule conditions"),
@@ -1757,7 +1757,7 @@ fn rules_only(file: FileId, span: Span, name: &str) -> Diagnostic {
 /// A builtin of the call being decided outside a `toolCallRequest` rule.
 fn tool_call_only(file: FileId, span: Span, name: &str) -> Diagnostic {
     Diagnostic::error(
-        "check::misplaced",
+        Code::Misplaced,
         file,
         span,
         format!("`{name}` is only available in rules on toolCallRequest"),
@@ -1768,7 +1768,7 @@ fn tool_call_only(file: FileId, span: Span, name: &str) -> Diagnostic {
 
 fn mismatch(file: FileId, span: Span, what: &str, wanted: &str, got: &Type) -> Diagnostic {
     Diagnostic::error(
-        "check::type_mismatch",
+        Code::TypeMismatch,
         file,
         span,
         format!("{what} needs a {wanted}, but this is a {got}"),
@@ -1779,7 +1779,7 @@ fn mismatch(file: FileId, span: Span, what: &str, wanted: &str, got: &Type) -> D
 
 fn arity(file: FileId, span: Span, name: &str, n: &str) -> Diagnostic {
     Diagnostic::error(
-        "check::arity",
+        Code::Arity,
         file,
         span,
         format!("`{name}` takes {n} argument(s)"),
@@ -1794,7 +1794,7 @@ fn arity(file: FileId, span: Span, name: &str, n: &str) -> Diagnostic {
 
 fn no_provenance(file: FileId, span: Span, t: &Type) -> Diagnostic {
     Diagnostic::error(
-        "check::no_provenance",
+        Code::NoProvenance,
         file,
         span,
         format!("a {t} carries no provenance"),
@@ -1807,7 +1807,7 @@ fn no_provenance(file: FileId, span: Span, t: &Type) -> Diagnostic {
 
 fn unknown_enum(file: FileId, span: Span, word: &str, values: &[&str], what: &str) -> Diagnostic {
     let mut d = Diagnostic::error(
-        "check::unknown_enum",
+        Code::UnknownEnum,
         file,
         span,
         format!("`{word}` is not a possible {what} here"),
@@ -1825,7 +1825,7 @@ fn unknown_enum(file: FileId, span: Span, word: &str, values: &[&str], what: &st
 /// An invalid `matches` pattern, reported on the pattern.
 pub(crate) fn bad_regex(file: FileId, span: Span, e: &regex::Error) -> Diagnostic {
     Diagnostic::error(
-        "check::bad_regex",
+        Code::BadRegex,
         file,
         span,
         format!("invalid regular expression: {}", first_line(&e.to_string())),

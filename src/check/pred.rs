@@ -7,7 +7,7 @@
 use super::expr::{Ctx, Scope};
 use super::{Checker, Resolution, Type};
 use crate::acs::fields;
-use crate::diagnostics::{did_you_mean, Diagnostic, Span};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, Span};
 use crate::syntax::ast::{Arg, Expr, ExprKind, Ident, PredDecl};
 
 /// The parameter types a predicate may declare, and what they mean.
@@ -68,7 +68,7 @@ impl<'a> Checker<'a> {
             {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::duplicate",
+                        Code::Duplicate,
                         file,
                         param.name.span,
                         format!("the parameter `{}` is declared twice", param.name.name),
@@ -82,7 +82,7 @@ impl<'a> Checker<'a> {
                 if declared(ty).is_none() {
                     let names = PARAM_TYPES.iter().map(|t| t.0);
                     let mut d = Diagnostic::error(
-                        "check::unknown_type",
+                        Code::UnknownType,
                         file,
                         ty.span,
                         format!("there is no type `{}`", ty.name),
@@ -132,7 +132,7 @@ impl<'a> Checker<'a> {
             .map(|ns| self.preds[ns].keys().copied().collect())
             .unwrap_or_default();
         let mut d = Diagnostic::error(
-            "check::unknown_function",
+            Code::UnknownFunction,
             self.loaded.units[cx.unit].file,
             member.span,
             format!("module `{module}` has no predicate `{}`", member.name),
@@ -179,7 +179,7 @@ impl<'a> Checker<'a> {
         if matches!(cx.scope, Scope::Const) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::misplaced",
+                    Code::Misplaced,
                     cx.file,
                     span,
                     format!("the predicate `{name}` can only be called in a condition"),
@@ -192,7 +192,7 @@ impl<'a> Checker<'a> {
         if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::bad_argument",
+                    Code::BadArgument,
                     cx.file,
                     named.span,
                     format!("`{name}` takes no named arguments"),
@@ -208,7 +208,7 @@ impl<'a> Checker<'a> {
         if args.len() != decl.params.len() {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::arity",
+                    Code::Arity,
                     cx.file,
                     span,
                     format!(
@@ -229,7 +229,7 @@ impl<'a> Checker<'a> {
             chain.push(name);
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::cycle",
+                    Code::Cycle,
                     cx.file,
                     span,
                     format!(
@@ -246,7 +246,7 @@ impl<'a> Checker<'a> {
             let bound: Vec<String> = decl.params.iter().map(|p| p.name.name.clone()).collect();
             if let Some((what, at)) = self.reads_event(info.unit, &decl.body, &bound) {
                 let mut d = Diagnostic::error(
-                    "check::misplaced",
+                    Code::Misplaced,
                     cx.file,
                     span,
                     format!(
@@ -286,7 +286,7 @@ impl<'a> Checker<'a> {
                 Some(w) if !fits(&w, t) => {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             cx.file,
                             arg.value.span,
                             format!(
@@ -335,7 +335,7 @@ impl<'a> Checker<'a> {
         for at in &bcx.bad_current {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::history_join",
+                    Code::HistoryJoin,
                     pred_file,
                     *at,
                     "`$` inside a predicate cannot be a history key",
@@ -347,7 +347,7 @@ impl<'a> Checker<'a> {
         if !t.is_boolish() {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     pred_file,
                     decl.body.span,
                     format!("a predicate's body must be true or false, but this is a {t}"),
@@ -405,7 +405,7 @@ impl<'a> Checker<'a> {
                 if !t.is_boolish() {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             unit.file,
                             p.body.span,
                             format!("a predicate's body must be true or false, but this is a {t}"),

@@ -67,7 +67,7 @@ use crate::acs::time;
 use crate::acs::DecisionKind;
 use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
-use crate::diagnostics::{Diagnostic, Diagnostics, FileId, SourceMap, Span};
+use crate::diagnostics::{Code, Diagnostic, Diagnostics, FileId, SourceMap, Span};
 use crate::state::{Approval, ApprovalStatus, Extension, GrantError, SessionState};
 use crate::vm::{Observation, VmError};
 
@@ -1156,7 +1156,7 @@ fn unloadable(path: &Path, message: String) -> Diagnostics {
         "",
     ));
     d.items.push(
-        Diagnostic::error("load::unreadable", file, Default::default(), message)
+        Diagnostic::error(Code::LoadUnreadable, file, Default::default(), message)
             .with_help("check the path"),
     );
     d

@@ -7,7 +7,7 @@ use pest::Parser as _;
 
 use super::ast::*;
 use super::trivia;
-use crate::diagnostics::{Diagnostic, FileId, Span};
+use crate::diagnostics::{Code, Diagnostic, FileId, Span};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "../grammar/warden.pest"]
@@ -31,7 +31,7 @@ fn parse_here(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
     if let Some(at) = scan.too_deep {
         diagnostics.push(
             Diagnostic::error(
-                "syntax::too_deep",
+                Code::SyntaxTooDeep,
                 file,
                 Span::new(at, at + 1),
                 "nesting is too deep",
@@ -206,7 +206,7 @@ fn syntax_error(
     let start = base + pos;
     let end = start + found.len().max(usize::from(!found.is_empty()));
     let mut d = Diagnostic::error(
-        "syntax::unexpected",
+        Code::SyntaxUnexpected,
         file,
         Span::new(start, end.min(base + chunk.len()).max(start)),
         format!("expected {expected_text}, found {found_text}"),
@@ -314,7 +314,7 @@ impl Builder<'_> {
             .collect()
     }
 
-    fn error(&mut self, code: &'static str, span: Span, message: String, help: &str) {
+    fn error(&mut self, code: Code, span: Span, message: String, help: &str) {
         self.diagnostics.push(
             Diagnostic::error(code, self.file, span, message)
                 .with_label("here")
@@ -353,7 +353,7 @@ impl Builder<'_> {
                     Some(t) => t,
                     None => {
                         self.error(
-                            "syntax::unknown_type",
+                            Code::SyntaxUnknownType,
                             id.span,
                             format!("`{}` is not an argument type", id.name),
                             &format!(
@@ -651,7 +651,7 @@ impl Builder<'_> {
                             }
                         }
                         None => self.error(
-                            "syntax::bad_escape",
+                            Code::SyntaxBadEscape,
                             Span::new(start + i, start + i + 2),
                             "invalid unicode escape".into(),
                             "write a code point as \\u{1F600} (one to six hex digits)",
@@ -659,7 +659,7 @@ impl Builder<'_> {
                     }
                 }
                 other => self.error(
-                    "syntax::bad_escape",
+                    Code::SyntaxBadEscape,
                     Span::new(start + i, start + i + 1 + other.len_utf8()),
                     format!("unknown escape `\\{other}`"),
                     "the escapes are \\\" \\\\ \\n \\t \\r \\0 and \\u{…}",
@@ -688,7 +688,7 @@ impl Builder<'_> {
             .and_then(|n| n.checked_mul(unit.millis()));
         let millis = millis.unwrap_or_else(|| {
             self.error(
-                "syntax::bad_number",
+                Code::SyntaxBadNumber,
                 span,
                 "duration is too large".into(),
                 "durations must fit in 64-bit milliseconds",
@@ -702,7 +702,7 @@ impl Builder<'_> {
         let span = self.span(&pair);
         pair.as_str().parse().unwrap_or_else(|_| {
             self.error(
-                "syntax::bad_number",
+                Code::SyntaxBadNumber,
                 span,
                 "number is too large".into(),
                 "use a number below 2^64",
@@ -742,7 +742,7 @@ impl Builder<'_> {
                 if seen.contains(&rule) {
                     let span = self.span(&p);
                     self.error(
-                        "syntax::duplicate_part",
+                        Code::SyntaxDuplicatePart,
                         span,
                         format!(
                             "`{}` is given twice",
@@ -911,7 +911,7 @@ impl Builder<'_> {
 
     fn too_deep(&mut self, span: Span) -> Expr {
         self.error(
-            "syntax::too_deep",
+            Code::SyntaxTooDeep,
             span,
             "expression is too deeply nested".into(),
             "split it with `let` constants, or use `in {…}` instead of long `or` chains",
@@ -1091,7 +1091,7 @@ impl Builder<'_> {
                     Ok(v) if v.is_finite() => v,
                     _ => {
                         self.error(
-                            "syntax::bad_number",
+                            Code::SyntaxBadNumber,
                             span,
                             "number is out of range".into(),
                             "numbers are 64-bit floating point",
@@ -1200,7 +1200,7 @@ impl Builder<'_> {
                     if twice {
                         let s = self.span(&p);
                         self.error(
-                            "syntax::duplicate_part",
+                            Code::SyntaxDuplicatePart,
                             s,
                             "a history expression takes one window and one key".into(),
                             "remove the second one",
@@ -1223,7 +1223,7 @@ impl Builder<'_> {
             _ => {
                 // Unreachable for well-formed pairs; degrade to an error, never a panic.
                 self.error(
-                    "syntax::internal",
+                    Code::SyntaxInternal,
                     span,
                     format!("unexpected syntax node {rule:?}"),
                     "please report this input",
@@ -1583,13 +1583,13 @@ default allow
     fn bad_escape_is_reported() {
         let (_, d) = parse(FileId(0), r#"let x = "a\qb""#);
         assert_eq!(d.len(), 1);
-        assert_eq!(d[0].code, "syntax::bad_escape");
+        assert_eq!(d[0].code, Code::SyntaxBadEscape);
     }
 
     #[test]
     fn deep_nesting_is_refused() {
         let src = format!("let x = {}1{}", "(".repeat(500), ")".repeat(500));
         let (_, d) = parse(FileId(0), &src);
-        assert_eq!(d[0].code, "syntax::too_deep");
+        assert_eq!(d[0].code, Code::SyntaxTooDeep);
     }
 }
