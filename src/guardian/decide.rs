@@ -42,12 +42,18 @@ pub const DEFAULT_DEFER_TIMEOUT_MS: u64 = 60_000;
 /// The decision for one step, with the rules behind it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// The decision word.
     pub kind: DecisionKind,
+    /// The reason codes, in the order the winning rules gave them.
     pub reason_codes: Vec<String>,
+    /// The reasoning the answer shows.
     pub reasoning: Option<String>,
     // Boxed: rare, and large (a Decision is moved several times on its way out).
+    /// For a `modify`: the changes, merged.
     pub modifications: Option<Box<Modifications>>,
+    /// For an `ask`: whom to ask, and what.
     pub ask: Option<Box<AskDetails>>,
+    /// For a `defer`: why, and what happens when it expires.
     pub defer: Option<DeferDetails>,
     /// Rules that fired, as `module.rule`.
     pub fired: Vec<Arc<str>>,
@@ -86,6 +92,7 @@ impl Decision {
         self.kind.proceeds()
     }
 
+    /// A decision of `kind` with one reason code (none when `code` is empty) and its reasoning.
     pub fn simple(kind: DecisionKind, code: &str, reasoning: String) -> Decision {
         Decision {
             kind,

@@ -54,7 +54,7 @@ enum Mode {
 /// What a step commits of its draft: chosen by [`commit_for`] from what the step's policy
 /// code came to, and nothing else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Commit {
+pub(crate) enum Commit {
     /// Every change: the step goes ahead (or a step that went ahead is re-applied).
     All,
     /// Only the taint: the content that entered, with its labels. A failure never drops it,
@@ -118,7 +118,7 @@ pub fn decide_event(
 /// the values explain traces would mask masked (`redact` labels, `mask` paths), for a decision
 /// log; `None` when the event has no arguments. The arguments come back even when the decision
 /// failed.
-pub fn decide_event_logged(
+pub(crate) fn decide_event_logged(
     program: &Program,
     hook: &'static fields::HookSpec,
     state: &mut SessionState,
@@ -136,7 +136,7 @@ pub fn decide_event_logged(
 /// counters [`decide_event`] applies, without running the rules (they only decide). Gives
 /// what it committed: all of it, or only the taint when the step's effect or history code
 /// failed (`None`: no hook has the event's method).
-pub fn reapply_event(
+pub(crate) fn reapply_event(
     program: &Program,
     state: &mut SessionState,
     ev: &Event<'_>,
@@ -148,7 +148,11 @@ pub fn reapply_event(
 /// Takes in the content of a step whose decision failed, with the labels it earns (as
 /// [`decide_event`] does on a failure), without running the rules. Gives what it committed
 /// (`None`: no hook has the event's method).
-pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) -> Option<Commit> {
+pub(crate) fn taint_event(
+    program: &Program,
+    state: &mut SessionState,
+    ev: &Event<'_>,
+) -> Option<Commit> {
     let hook = fields::hook(ev.method)?;
     Some(run_step(program, hook, state, ev, Mode::Taint).commit)
 }

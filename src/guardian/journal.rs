@@ -19,7 +19,9 @@ use crate::state::ApprovalNote;
 pub enum Record {
     /// A handshake settled a session.
     Handshake {
+        /// The session id.
         session: String,
+        /// What was negotiated.
         negotiated: Negotiated,
         /// The agent that opened the session (`metadata.agent_id`), for admission counts.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,16 +38,22 @@ pub enum Record {
     /// the labels it inherited from outside the session (a subagent's, at `subagentStop`),
     /// and the chain entries it wrote (a policy-reload entry may come first).
     Step {
+        /// The session id.
         session: String,
+        /// The method as it arrived.
         method: String,
+        /// The request's `params`, as received.
         params: Value,
+        /// Whether the step went ahead (allow or modify).
         proceeds: bool,
         /// The decision failed: the step's content still entered the session with its labels
         /// (a decision failure never drops taint), so a restore takes it in too.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         failed: bool,
         #[serde(default)]
+        /// Labels the step's content inherited from outside the session.
         extra_labels: u64,
+        /// The chain entries it wrote, hashed.
         entries: Vec<Value>,
         /// What the step did to the session's approvals (an ask opened one, an approved call
         /// used one up).
@@ -59,19 +67,27 @@ pub enum Record {
     /// An operator resolved an effect key (docs/effects.md) to `committed` or `failed`, and
     /// the chain entry that records it.
     EffectResolved {
+        /// The session id.
         session: String,
+        /// The effect key.
         key: String,
+        /// What it was resolved to: `committed` or `failed`.
         to: String,
         #[serde(default)]
+        /// The chain entry recording it.
         entries: Vec<Value>,
     },
     /// An approver granted the ask `request_id` at `at_ms` (docs/effects.md), and the chain
     /// entries that record it (the grant, and an `intent_extension` when it widened the
     /// Intent).
     ApprovalGranted {
+        /// The session id.
         session: String,
+        /// The request id of the ask granted.
         request_id: String,
+        /// When it was granted (ms).
         at_ms: i64,
+        /// The chain entries recording it.
         entries: Vec<Value>,
     },
     /// The Guardian swapped its policy (`warden serve --watch`): the digest of the policy it
@@ -80,21 +96,27 @@ pub enum Record {
     /// the journal. It belongs to no session: each session's chain notes the change at its next
     /// audited step (a `warden/policy_reload` entry).
     PolicyReload {
+        /// The digest of the policy replaced.
         old: String,
+        /// The digest of the policy taken.
         new: String,
+        /// When (server time, RFC 3339).
         at: String,
     },
     /// An ended session, compacted: written in place of all its records once its tombstone
     /// time has passed. It keeps the whole audit chain (so `warden audit verify` verifies it as
     /// before) and what the tombstone holds; the requests themselves are gone.
     Sealed {
+        /// The session id.
         session: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The agent that opened it.
         agent: Option<String>,
         /// When the session ended (Guardian clock, ms).
         at_ms: i64,
         /// The labels of everything that entered its context.
         labels: u64,
+        /// The session's whole audit chain.
         entries: Vec<Value>,
     },
 }
@@ -148,6 +170,7 @@ impl Record {
 /// Records submitted one after the other become durable in that order: a later record is
 /// never durable while an earlier one is not.
 pub trait Journal: Send + Sync {
+    /// Makes `records` durable, in order, and returns once they are (or cannot be).
     fn append(&self, records: Vec<Record>) -> Result<(), String>;
 
     /// Hands `records` over without waiting for them to be durable. The default appends and
@@ -196,13 +219,24 @@ pub trait Journal: Send + Sync {
 pub enum Claim {
     /// This Guardian holds the session's lease (with this fencing token; `None` for a
     /// journal without leases): what it has in memory is current.
-    Held { token: Option<i64> },
+    Held {
+        /// The fencing token (`None`: a journal without leases).
+        token: Option<i64>,
+    },
     /// It has just taken the lease, with this new token (the session was free, expired, or
     /// never held): another Guardian may have written the session since, so what it holds
     /// in memory is stale.
-    Taken { token: i64 },
+    Taken {
+        /// The new fencing token.
+        token: i64,
+    },
     /// Another Guardian holds the lease, for about `expires_in_ms` more unless renewed.
-    Busy { holder: String, expires_in_ms: i64 },
+    Busy {
+        /// The Guardian holding it.
+        holder: String,
+        /// About how long the lease still runs, unless renewed.
+        expires_in_ms: i64,
+    },
     /// The lease could not be read or taken.
     Failed(String),
 }
@@ -433,6 +467,7 @@ pub type Queued<T> = (Vec<(Option<String>, T)>, Option<String>, Settle);
 /// A journal in memory (for tests and embedding).
 #[derive(Debug, Default)]
 pub struct MemoryJournal {
+    /// Every record appended, in order.
     pub records: Mutex<Vec<Record>>,
 }
 
@@ -463,6 +498,7 @@ impl Journal for MemoryJournal {
 }
 
 impl MemoryJournal {
+    /// Takes every record out (the journal is empty after).
     pub fn take(&self) -> Vec<Record> {
         std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()))
     }

@@ -6,6 +6,13 @@
 //! shares them. Running a Guardian as a process (transports, the durable journal, the operator
 //! endpoint, reload) is the `server` module's, behind feature `server` (docs/serve.md).
 //!
+//! Inside, a request of a session goes through the phases of `session` (ARCHITECTURE.md, "A
+//! step's phases"): the gate, the step (its state moved by `engine`), the journal, and one
+//! commit that restoring from the journal ends in too. This file owns the facade: the policy,
+//! the Guardian's options, its session table and journal, the operator's actions (approvals,
+//! effect resolutions) and what answers look like once decided (signatures, the decision log).
+//! It must not know how a transport carries requests or how a journal stores records.
+//!
 //! ```
 //! use warden::guardian::{Guardian, Policy};
 //!
@@ -34,10 +41,11 @@
 
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
+#![warn(missing_docs)]
 
 pub mod audit;
 pub mod decide;
-pub mod engine;
+pub(crate) mod engine;
 pub mod explain;
 pub mod journal;
 pub mod log;
@@ -53,7 +61,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::Value;
 
 pub use decide::Decision;
-pub use engine::{decide_event, reapply_event, taint_event, BAD_ARGUMENTS, BAD_INTENT};
+pub use engine::{decide_event, BAD_ARGUMENTS, BAD_INTENT};
 pub use journal::{Claim, Durable, Journal, JournalError, MemoryJournal, Record};
 pub use protocol::{Caps, Negotiated, Protocol};
 pub use session::is_known_method;
@@ -184,6 +192,7 @@ impl Policy {
             .expect("the embedded default policy checks (tested)")
     }
 
+    /// The compiled program.
     pub fn program(&self) -> &Arc<Program> {
         &self.program
     }
@@ -206,7 +215,9 @@ pub enum OnDecisionFailure {
 }
 
 #[derive(Debug, Clone, Default)]
+/// How a [`Guardian`] decides and answers.
 pub struct Options {
+    /// What to answer when the policy cannot decide.
     pub on_decision_failure: OnDecisionFailure,
     /// Attach an explain trace to every result (`policy_data.warden`).
     pub explain: bool,
@@ -222,7 +233,9 @@ pub struct RuleTrace {
     pub rule: String,
     /// Where the rule is: its file in the policy's sources, and its whole declaration.
     pub file: FileId,
+    /// Its whole declaration.
     pub span: Span,
+    /// Whether it fired.
     pub fired: bool,
     /// Its checks, in the order they ran, with masked values already masked.
     pub observations: Vec<Observation>,
@@ -263,8 +276,11 @@ pub(crate) struct ChildFacts {
 /// A granted approval: its session, the approval as asked, and what it did to the Intent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Granted {
+    /// The session the approval belongs to.
     pub session: String,
+    /// The approval as it was asked.
     pub approval: Arc<Approval>,
+    /// What the grant did to the session's Intent.
     pub extension: Extension,
 }
 
@@ -272,18 +288,23 @@ pub struct Granted {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApproveError {
     #[error("{0}")]
+    /// The grant was refused (unknown ask, wrong approver, expired, used).
     Grant(GrantError),
     #[error("{0}")]
+    /// The grant could not be journalled (or the session's lease taken).
     Journal(String),
 }
 
 /// One approval as [`Guardian::approvals`] lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalInfo {
+    /// The session the approval belongs to.
     pub session: String,
     /// The request id of the ask that opened it (what `warden approve` takes).
     pub request_id: String,
+    /// The approval as it was asked.
     pub approval: Arc<Approval>,
+    /// Where it stands.
     pub status: ApprovalStatus,
 }
 
@@ -361,10 +382,12 @@ impl Pending {
 }
 
 impl Guardian {
+    /// A Guardian for `policy` with the default (lenient) options and no journal.
     pub fn new(policy: Policy) -> Guardian {
         Guardian::with_options(policy, Options::default())
     }
 
+    /// A Guardian for `policy` with `options` and no journal.
     pub fn with_options(policy: Policy, options: Options) -> Guardian {
         Guardian {
             policy: RwLock::new(Active {
@@ -395,6 +418,7 @@ impl Guardian {
         self.decision_log.set(sink).is_ok()
     }
 
+    /// The options the Guardian runs with.
     pub fn options(&self) -> &Options {
         &self.options
     }
