@@ -73,8 +73,11 @@ fn options(explain: bool, audited: bool) -> Options {
     }
 }
 
+/// A session's chain head and length, as `Guardian::chain_head` gives them.
+type Head = Option<(Option<String>, u64)>;
+
 /// The session ids the trace names, and each one's chain head and length.
-fn chains(g: &Guardian) -> Vec<(String, Option<(Option<String>, u64)>)> {
+fn chains(g: &Guardian) -> Vec<(String, Head)> {
     g.session_ids()
         .into_iter()
         .map(|s| {

@@ -65,6 +65,8 @@ pub(crate) enum Commit {
 }
 
 /// What the step's policy code came to, per mode.
+// The decision is the common case and moves once: boxing it would cost an allocation per step.
+#[allow(clippy::large_enum_variant)]
 enum Outcome {
     /// Deciding: the decision (its history and effect moves made, when it goes ahead).
     Decided(Decision),

@@ -735,7 +735,7 @@ impl Guardian {
             Ok(Gated::Step(admitted)) => admitted,
             Ok(Gated::Hello(result)) => {
                 return Decided {
-                    response: Response::result(req.id.clone(), result),
+                    response: Response::result(req.id.clone(), *result),
                     traces: Vec::new(),
                     logged: None,
                     durable: None,

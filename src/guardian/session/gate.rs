@@ -37,7 +37,7 @@ pub(crate) struct Entered {
 /// What the gate lets through under the session's lock.
 pub(crate) enum Gated {
     /// A hello, answered with the ServerHello.
-    Hello(envelope::AcsResult),
+    Hello(Box<envelope::AcsResult>),
     /// A hook request, to decide.
     Step(Admitted),
 }
@@ -147,7 +147,7 @@ impl Guardian {
             Life::Open => {}
         }
         let Some(hook) = entered.hook else {
-            return self.hello(s, p).map(Gated::Hello);
+            return self.hello(s, p).map(|r| Gated::Hello(Box::new(r)));
         };
         match &s.negotiated {
             None if proto.require_handshake => {
