@@ -232,6 +232,136 @@ pub struct Related {
     pub label: String,
 }
 
+/// Declares [`Code`]: each variant with its stable text.
+macro_rules! codes {
+    ($($variant:ident = $text:literal,)*) => {
+        /// Every diagnostic code the loader, the parser, the checker, the compiler and the test
+        /// runner give: one type, read by whoever acts on a code (the language server, the
+        /// docs test) instead of a string compared in each place. Each code's text (its
+        /// [`Code::as_str`], what [`Diagnostic::code`] and the JSON form carry) is stable, and
+        /// docs/language.md documents every one.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Code {
+            $(
+                #[doc = concat!("`", $text, "`")]
+                $variant,
+            )*
+        }
+
+        impl Code {
+            /// Every code, in the order of their texts.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            /// The code's stable text, `stage::name`.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $text,)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    Ambiguous = "check::ambiguous",
+    Arity = "check::arity",
+    BadArgument = "check::bad_argument",
+    BadPart = "check::bad_part",
+    BadReasonCode = "check::bad_reason_code",
+    BadRegex = "check::bad_regex",
+    BadRego = "check::bad_rego",
+    BadWindow = "check::bad_window",
+    ConflictingModifications = "check::conflicting_modifications",
+    ConstantTest = "check::constant_test",
+    Cycle = "check::cycle",
+    Duplicate = "check::duplicate",
+    DynamicRegex = "check::dynamic_regex",
+    FieldNotOnHook = "check::field_not_on_hook",
+    HistoryJoin = "check::history_join",
+    IllegalDecision = "check::illegal_decision",
+    Misplaced = "check::misplaced",
+    MisplacedCurrent = "check::misplaced_current",
+    MissingFixture = "check::missing_fixture",
+    MissingPart = "check::missing_part",
+    MissingRego = "check::missing_rego",
+    NestedHistory = "check::nested_history",
+    NoDefault = "check::no_default",
+    NoProvenance = "check::no_provenance",
+    NotAValue = "check::not_a_value",
+    NotCallable = "check::not_callable",
+    NullComparison = "check::null_comparison",
+    QuantifierScope = "check::quantifier_scope",
+    Shadows = "check::shadows",
+    TooManyLabels = "check::too_many_labels",
+    TypeMismatch = "check::type_mismatch",
+    UnknownArgument = "check::unknown_argument",
+    UnknownClass = "check::unknown_class",
+    UnknownEffect = "check::unknown_effect",
+    UnknownEnum = "check::unknown_enum",
+    UnknownField = "check::unknown_field",
+    UnknownFunction = "check::unknown_function",
+    UnknownHook = "check::unknown_hook",
+    UnknownLabel = "check::unknown_label",
+    UnknownModule = "check::unknown_module",
+    UnknownName = "check::unknown_name",
+    UnknownOrigin = "check::unknown_origin",
+    UnknownReasonCode = "check::unknown_reason_code",
+    UnknownRegoBuiltin = "check::unknown_rego_builtin",
+    UnknownRegoRule = "check::unknown_rego_rule",
+    UnknownRole = "check::unknown_role",
+    UnknownType = "check::unknown_type",
+    Unreachable = "check::unreachable",
+    UnreadableModule = "check::unreadable_module",
+    Unused = "check::unused",
+    CompileRego = "compile::rego",
+    CompileRegoLetInput = "compile::rego_let_input",
+    CompileRegoLetNoValue = "compile::rego_let_no_value",
+    CompileUnsupported = "compile::unsupported",
+    LoadUnreadable = "load::unreadable",
+    SyntaxBadEscape = "syntax::bad_escape",
+    SyntaxBadNumber = "syntax::bad_number",
+    SyntaxDuplicatePart = "syntax::duplicate_part",
+    SyntaxInternal = "syntax::internal",
+    SyntaxNotUtf8 = "syntax::not_utf8",
+    SyntaxTooDeep = "syntax::too_deep",
+    SyntaxUnexpected = "syntax::unexpected",
+    SyntaxUnknownType = "syntax::unknown_type",
+    TestError = "test::error",
+    TestFailed = "test::failed",
+}
+
+impl Code {
+    /// The code with this text.
+    pub fn parse(text: &str) -> Option<Code> {
+        Code::ALL.iter().copied().find(|c| c.as_str() == text)
+    }
+}
+
+impl From<Code> for &'static str {
+    fn from(c: Code) -> &'static str {
+        c.as_str()
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A diagnostic's code (its text) is compared with a [`Code`] as the code it is.
+impl PartialEq<Code> for &str {
+    fn eq(&self, other: &Code) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl PartialEq<Code> for str {
+    fn eq(&self, other: &Code) -> bool {
+        self == other.as_str()
+    }
+}
+
 /// A suggested edit: replace `span` with `replacement` (used by `did you mean` code actions).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fix {
@@ -242,7 +372,7 @@ pub struct Fix {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diagnostic {
     pub severity: Severity,
-    /// Stable machine name, e.g. `check::unknown_field`.
+    /// Stable machine name, e.g. `check::unknown_field`: a [`Code`]'s text.
     pub code: &'static str,
     pub message: String,
     pub file: FileId,
@@ -254,10 +384,10 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub fn error(code: &'static str, file: FileId, span: Span, message: impl Into<String>) -> Self {
+    pub fn error(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Error,
-            code,
+            code: code.as_str(),
             message: message.into(),
             file,
             span,
@@ -268,12 +398,7 @@ impl Diagnostic {
         }
     }
 
-    pub fn warning(
-        code: &'static str,
-        file: FileId,
-        span: Span,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn warning(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Warning,
             ..Diagnostic::error(code, file, span, message)
@@ -576,6 +701,22 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_code_is_one_of_its_kind_and_named_by_stage() {
+        let mut texts: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        assert!(texts.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+        for c in Code::ALL {
+            assert_eq!(Code::parse(c.as_str()), Some(*c));
+            let (stage, name) = c.as_str().split_once("::").unwrap();
+            assert!(["check", "compile", "load", "syntax", "test"].contains(&stage));
+            assert!(!name.is_empty());
+        }
+        texts.dedup();
+        assert_eq!(texts.len(), Code::ALL.len());
+        assert_eq!(Code::parse(concat!("check", "::nothing_like_it")), None);
+        assert!("check::unused" == Code::Unused);
+    }
 
     #[test]
     fn columns_count_characters_and_utf16_units() {

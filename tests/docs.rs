@@ -168,6 +168,34 @@ fn every_diagnostic_code_is_documented() {
     );
 }
 
+/// The codes as one type (`diagnostics::Code`): each one the parser and the checker give is
+/// documented, and the code texts in `src/` are the type's and no others.
+#[test]
+fn every_code_of_the_type_is_documented() {
+    use warden::diagnostics::Code;
+    let doc = doc();
+    let missing: Vec<&str> = Code::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .filter(|c| c.starts_with("check::") || c.starts_with("syntax::"))
+        .filter(|c| !doc.contains(&format!("`{c}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "codes missing from docs/language.md: {missing:?}"
+    );
+    let mut emitted = Vec::new();
+    emitted_codes(&root().join("src"), &mut emitted);
+    let unknown: Vec<&String> = emitted
+        .iter()
+        .filter(|c| Code::parse(c).is_none())
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "code texts in src/ that are no diagnostics::Code: {unknown:?}"
+    );
+}
+
 #[test]
 fn every_hook_is_documented() {
     let doc = doc();

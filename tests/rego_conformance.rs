@@ -542,6 +542,9 @@ impl Facts for NoFacts {
     fn said_by_user(&self, _: &Value) -> bool {
         false
     }
+    fn place_name(&self, _: u32) -> Option<std::sync::Arc<str>> {
+        None
+    }
     fn turn(&self) -> u64 {
         0
     }

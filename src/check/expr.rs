@@ -6,7 +6,7 @@ use super::scope::{Lookup, Named};
 use super::types::{join, Table, Type};
 use super::{Alias, Checker, Resolution};
 use crate::acs::fields::{self, HookSpec};
-use crate::diagnostics::{did_you_mean, Diagnostic, FileId, Span};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, FileId, Span};
 use crate::syntax::ast::{BinaryOp, Expr, ExprKind, History, HistoryKind, UnaryOp, WindowKind};
 
 /// The longest `last N turns` window; the state keeps one counter per turn of it.
@@ -99,7 +99,7 @@ impl Checker<'_> {
         if self.const_in_progress.contains(&key) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::cycle",
+                    Code::Cycle,
                     file,
                     info.decl.name.span,
                     format!("the constant `{name}` is defined in terms of itself"),
@@ -135,7 +135,7 @@ impl Checker<'_> {
                 }
                 _ => self.error(
                     Diagnostic::error(
-                        "check::misplaced_current",
+                        Code::MisplacedCurrent,
                         cx.file,
                         e.span,
                         "`$` only means something inside a history filter",
@@ -158,100 +158,12 @@ impl Checker<'_> {
                 let bt = self.expr(cx, base);
                 self.member(cx, &bt, &field.name, field.span, e.span)
             }
-            ExprKind::Index(base, index) => {
-                let bt = self.expr(cx, base);
-                let it = self.expr(cx, index);
-                match &bt {
-                    Type::List(t) => {
-                        if !it.is_numeric() {
-                            return self.error(mismatch(
-                                cx.file,
-                                index.span,
-                                "a list index",
-                                "number",
-                                &it,
-                            ));
-                        }
-                        (**t).clone()
-                    }
-                    Type::Object(table, prefix) => {
-                        let t = map_value_type(*table, prefix).unwrap_or(Type::Json);
-                        // `args["amount"]` is the argument `amount`, exactly as `args.amount`.
-                        if t == Type::Arg {
-                            let name = match &index.kind {
-                                ExprKind::String(k) => k.clone(),
-                                _ => "*".to_string(),
-                            };
-                            return self.resolved(cx, e.span, Resolution::Argument(name), t);
-                        }
-                        t
-                    }
-                    t if t.is_dynamic() => Type::Json,
-                    other => self.error(
-                        Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            e.span,
-                            format!("a {other} cannot be indexed"),
-                        )
-                        .with_label("not a list or object")
-                        .with_help("`[…]` reads a list element or an object member"),
-                    ),
-                }
-            }
+            ExprKind::Index(base, index) => self.index(cx, base, index, e.span),
             ExprKind::Call(callee, args) => self.call(cx, callee, args, e.span),
-            ExprKind::Unary(op, x) => {
-                let t = self.expr(cx, x);
-                match op {
-                    UnaryOp::Not => {
-                        if !t.is_boolish() {
-                            return self.error(mismatch(
-                                cx.file,
-                                x.span,
-                                "`not`",
-                                "true or false",
-                                &t,
-                            ));
-                        }
-                        Type::Bool
-                    }
-                    UnaryOp::Neg => {
-                        if !t.is_numeric() {
-                            return self.error(mismatch(cx.file, x.span, "`-`", "number", &t));
-                        }
-                        Type::Number
-                    }
-                }
-            }
+            ExprKind::Unary(op, x) => self.unary(cx, *op, x),
             ExprKind::Binary(op, a, b) => self.binary(cx, *op, a, b, e.span),
-            ExprKind::Set(items) | ExprKind::List(items) => {
-                let mut elem: Option<Type> = None;
-                for item in items {
-                    let t = self.expr(cx, item);
-                    match &elem {
-                        None => elem = Some(t),
-                        Some(prev) if !prev.comparable(&t) => {
-                            self.diagnostics.push(
-                                Diagnostic::error(
-                                    "check::type_mismatch",
-                                    cx.file,
-                                    item.span,
-                                    format!("this element is a {t}, the ones before are {prev}"),
-                                )
-                                .with_label("mixed element types")
-                                .with_help("keep a collection's elements of one type"),
-                            );
-                        }
-                        _ => {}
-                    }
-                }
-                let elem = Box::new(elem.unwrap_or(Type::Json));
-                if matches!(e.kind, ExprKind::Set(_)) {
-                    Type::Set(elem)
-                } else {
-                    Type::List(elem)
-                }
-            }
+            ExprKind::Set(items) => self.collection(cx, items, true),
+            ExprKind::List(items) => self.collection(cx, items, false),
             ExprKind::Object(entries) => {
                 for (_, v) in entries {
                     self.expr(cx, v);
@@ -264,80 +176,186 @@ impl Checker<'_> {
                 over,
                 body,
                 ..
-            } => {
-                let ot = self.expr(cx, over);
-                // A map's or `args`' elements are named; a list's are numbered.
-                let key_type = match &ot {
-                    Type::Object(..) => Type::String,
-                    Type::Json | Type::Error => Type::Json,
-                    _ => Type::Number,
-                };
-                let elem = match &ot {
-                    // The elements of a list argument are arguments: each has its own sources.
-                    Type::Arg => Type::Arg,
-                    Type::Object(table, prefix) => match map_value_type(*table, prefix) {
-                        Some(t) => t,
-                        None => {
-                            self.diagnostics.push(
-                                Diagnostic::error(
-                                    "check::type_mismatch",
-                                    cx.file,
-                                    over.span,
-                                    format!("`any`/`all` range over a collection, not a {ot}"),
-                                )
-                                .with_label("not a collection")
-                                .with_help("range over a list, a set, `args`, or a list field like `outputs`"),
-                            );
-                            Type::Error
-                        }
-                    },
-                    t => match t.element() {
-                        Some(t) => t,
-                        None => {
-                            self.diagnostics.push(
-                                Diagnostic::error(
-                                    "check::type_mismatch",
-                                    cx.file,
-                                    over.span,
-                                    format!("`any`/`all` range over a collection, not a {t}"),
-                                )
-                                .with_label("not a collection")
-                                .with_help("range over a list, a set, `args`, or a list field like `outputs`"),
-                            );
-                            Type::Error
-                        }
-                    },
-                };
-                self.resolutions.insert(
-                    (cx.file, var.span),
-                    (Resolution::Variable(var.name.clone()), elem.clone()),
-                );
-                if let Some(k) = key {
-                    self.resolutions.insert(
-                        (cx.file, k.span),
-                        (Resolution::Variable(k.name.clone()), key_type.clone()),
-                    );
-                    cx.vars.push((k.name.clone(), key_type));
-                }
-                cx.vars.push((var.name.clone(), elem));
-                let bt = self.expr(cx, body);
-                cx.vars.pop();
-                if key.is_some() {
-                    cx.vars.pop();
-                }
-                if !bt.is_boolish() {
-                    self.diagnostics.push(mismatch(
+            } => self.quantifier(cx, key.as_ref(), var, over, body),
+            ExprKind::History(h) => self.history(cx, h, e.span),
+        }
+    }
+
+    /// `base[index]`.
+    fn index(&mut self, cx: &mut Ctx, base: &Expr, index: &Expr, span: Span) -> Type {
+        let bt = self.expr(cx, base);
+        let it = self.expr(cx, index);
+        match &bt {
+            Type::List(t) => {
+                if !it.is_numeric() {
+                    return self.error(mismatch(
                         cx.file,
-                        body.span,
-                        "a quantifier's body",
-                        "true or false",
-                        &bt,
+                        index.span,
+                        "a list index",
+                        "number",
+                        &it,
                     ));
+                }
+                (**t).clone()
+            }
+            Type::Object(table, prefix) => {
+                let t = map_value_type(*table, prefix).unwrap_or(Type::Json);
+                // `args["amount"]` is the argument `amount`, exactly as `args.amount`.
+                if t == Type::Arg {
+                    let name = match &index.kind {
+                        ExprKind::String(k) => k.clone(),
+                        _ => "*".to_string(),
+                    };
+                    return self.resolved(cx, span, Resolution::Argument(name), t);
+                }
+                t
+            }
+            t if t.is_dynamic() => Type::Json,
+            other => self.error(
+                Diagnostic::error(
+                    Code::TypeMismatch,
+                    cx.file,
+                    span,
+                    format!("a {other} cannot be indexed"),
+                )
+                .with_label("not a list or object")
+                .with_help("`[…]` reads a list element or an object member"),
+            ),
+        }
+    }
+
+    /// `not x`, `-x`.
+    fn unary(&mut self, cx: &mut Ctx, op: UnaryOp, x: &Expr) -> Type {
+        let t = self.expr(cx, x);
+        match op {
+            UnaryOp::Not => {
+                if !t.is_boolish() {
+                    return self.error(mismatch(cx.file, x.span, "`not`", "true or false", &t));
                 }
                 Type::Bool
             }
-            ExprKind::History(h) => self.history(cx, h, e.span),
+            UnaryOp::Neg => {
+                if !t.is_numeric() {
+                    return self.error(mismatch(cx.file, x.span, "`-`", "number", &t));
+                }
+                Type::Number
+            }
         }
+    }
+
+    /// A list (a set when `set`) written out: its elements of one type.
+    fn collection(&mut self, cx: &mut Ctx, items: &[Expr], set: bool) -> Type {
+        let mut elem: Option<Type> = None;
+        for item in items {
+            let t = self.expr(cx, item);
+            match &elem {
+                None => elem = Some(t),
+                Some(prev) if !prev.comparable(&t) => {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            Code::TypeMismatch,
+                            cx.file,
+                            item.span,
+                            format!("this element is a {t}, the ones before are {prev}"),
+                        )
+                        .with_label("mixed element types")
+                        .with_help("keep a collection's elements of one type"),
+                    );
+                }
+                _ => {}
+            }
+        }
+        let elem = Box::new(elem.unwrap_or(Type::Json));
+        if set {
+            Type::Set(elem)
+        } else {
+            Type::List(elem)
+        }
+    }
+
+    /// `any`/`all` (with the element's key, when named) over a collection.
+    fn quantifier(
+        &mut self,
+        cx: &mut Ctx,
+        key: Option<&crate::syntax::ast::Ident>,
+        var: &crate::syntax::ast::Ident,
+        over: &Expr,
+        body: &Expr,
+    ) -> Type {
+        let ot = self.expr(cx, over);
+        // A map's or `args`' elements are named; a list's are numbered.
+        let key_type = match &ot {
+            Type::Object(..) => Type::String,
+            Type::Json | Type::Error => Type::Json,
+            _ => Type::Number,
+        };
+        let elem = match &ot {
+            // The elements of a list argument are arguments: each has its own sources.
+            Type::Arg => Type::Arg,
+            Type::Object(table, prefix) => match map_value_type(*table, prefix) {
+                Some(t) => t,
+                None => {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            Code::TypeMismatch,
+                            cx.file,
+                            over.span,
+                            format!("`any`/`all` range over a collection, not a {ot}"),
+                        )
+                        .with_label("not a collection")
+                        .with_help(
+                            "range over a list, a set, `args`, or a list field like `outputs`",
+                        ),
+                    );
+                    Type::Error
+                }
+            },
+            t => match t.element() {
+                Some(t) => t,
+                None => {
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            Code::TypeMismatch,
+                            cx.file,
+                            over.span,
+                            format!("`any`/`all` range over a collection, not a {t}"),
+                        )
+                        .with_label("not a collection")
+                        .with_help(
+                            "range over a list, a set, `args`, or a list field like `outputs`",
+                        ),
+                    );
+                    Type::Error
+                }
+            },
+        };
+        self.resolutions.insert(
+            (cx.file, var.span),
+            (Resolution::Variable(var.name.clone()), elem.clone()),
+        );
+        if let Some(k) = key {
+            self.resolutions.insert(
+                (cx.file, k.span),
+                (Resolution::Variable(k.name.clone()), key_type.clone()),
+            );
+            cx.vars.push((k.name.clone(), key_type));
+        }
+        cx.vars.push((var.name.clone(), elem));
+        let bt = self.expr(cx, body);
+        cx.vars.pop();
+        if key.is_some() {
+            cx.vars.pop();
+        }
+        if !bt.is_boolish() {
+            self.diagnostics.push(mismatch(
+                cx.file,
+                body.span,
+                "a quantifier's body",
+                "true or false",
+                &bt,
+            ));
+        }
+        Type::Bool
     }
 
     fn is_event_root(&self, cx: &Ctx, word: &str) -> bool {
@@ -370,7 +388,7 @@ impl Checker<'_> {
             };
             return self.error(
                 Diagnostic::error(
-                    "check::not_a_value",
+                    Code::NotAValue,
                     cx.file,
                     span,
                     format!("`{name}` is {what}, not a value"),
@@ -399,7 +417,7 @@ impl Checker<'_> {
         if let Some(b) = builtin(name) {
             return self.error(
                 Diagnostic::error(
-                    "check::not_a_value",
+                    Code::NotAValue,
                     cx.file,
                     span,
                     format!("`{name}` is a function"),
@@ -430,7 +448,7 @@ impl Checker<'_> {
             }
         }
         let mut d = Diagnostic::error(
-            "check::unknown_name",
+            Code::UnknownName,
             cx.file,
             span,
             format!("unknown name `{name}`"),
@@ -478,7 +496,7 @@ impl Checker<'_> {
                         return Some(
                             self.error(
                                 Diagnostic::error(
-                                    "check::field_not_on_hook",
+                                    Code::FieldNotOnHook,
                                     cx.file,
                                     span,
                                     format!("{} has no tool arguments", h.name),
@@ -588,7 +606,7 @@ impl Checker<'_> {
                 let Some((kind, ns)) = there.filter(|(k, _)| *k != Named::Pred) else {
                     return self.error(
                         Diagnostic::error(
-                            "check::unknown_name",
+                            Code::UnknownName,
                             cx.file,
                             member_span,
                             format!("module `{module}` has no constant or label `{member}`"),
@@ -627,7 +645,7 @@ impl Checker<'_> {
             "Rego package"
         };
         let mut d = Diagnostic::error(
-            "check::unknown_rego_rule",
+            Code::UnknownRegoRule,
             cx.file,
             span,
             format!(
@@ -667,7 +685,7 @@ impl Checker<'_> {
                 "parsed" => Type::List(Box::new(Type::Object(Table::Intent, "parsed[]".into()))),
                 "permits" => self.error(
                     Diagnostic::error(
-                        "check::not_a_value",
+                        Code::NotAValue,
                         cx.file,
                         span,
                         "`intent.permits` is a function",
@@ -677,7 +695,7 @@ impl Checker<'_> {
                 ),
                 _ => self.error(
                     Diagnostic::error(
-                        "check::unknown_field",
+                        Code::UnknownField,
                         cx.file,
                         span,
                         format!("the intent has no `{name}`"),
@@ -722,7 +740,7 @@ impl Checker<'_> {
                     .map(|f| super::last_segment(f.path))
                     .collect();
                 let mut d = Diagnostic::error(
-                    "check::unknown_field",
+                    Code::UnknownField,
                     cx.file,
                     span,
                     format!("{} has no field `{path}`", table.describe()),
@@ -733,7 +751,7 @@ impl Checker<'_> {
                         .with_help(format!("did you mean `{}`?", join(prefix, s)))
                         .with_fix(span, s.to_string());
                 } else if let (Table::Payload(here), Some(other)) = (table, hook_with_field(&path)) {
-                    d.code = "check::field_not_on_hook";
+                    d.code = Code::FieldNotOnHook.as_str();
                     d = d.with_help(format!(
                         "`{path}` is a field of {other}, not of {}",
                         here.name
@@ -747,7 +765,7 @@ impl Checker<'_> {
             }
             other => self.error(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     cx.file,
                     span,
                     format!("a {other} has no fields"),
@@ -765,105 +783,14 @@ impl Checker<'_> {
         args: &[crate::syntax::ast::Arg],
         span: Span,
     ) -> Type {
-        // intent.permits(tool[, resource: …])
         if let ExprKind::Member(base, m) = &callee.kind {
-            if let ExprKind::Name(root) = &base.kind {
-                if root == "intent" && m.name == "permits" && !self.is_local(cx, root) {
-                    let b = spec("intent.permits").expect("intent.permits is a builtin");
-                    if !b.allowed.admits(cx.scope) {
-                        return self.error(
-                            Diagnostic::error(
-                                "check::misplaced",
-                                cx.file,
-                                span,
-                                "`intent.permits` is only available in rule conditions",
-                            )
-                            .with_label("no intent here")
-                            .with_help("move the check into a rule"),
-                        );
-                    }
-                    if !b.arity.admits(args.len()) {
-                        return self.error(arity(cx.file, span, b.name, &b.arity.describe()));
-                    }
-                    for a in args {
-                        if let Some(n) = &a.name {
-                            if n.name != "resource" && n.name != "operation" {
-                                self.diagnostics.push(
-                                    Diagnostic::error(
-                                        "check::bad_argument",
-                                        cx.file,
-                                        n.span,
-                                        format!("`intent.permits` has no argument `{}`", n.name),
-                                    )
-                                    .with_label("unknown argument")
-                                    .with_help("use `resource:` or `operation:`"),
-                                );
-                            }
-                        }
-                        self.expr(cx, &a.value);
-                    }
-                    self.resolutions.insert(
-                        (cx.file, callee.span),
-                        (Resolution::Builtin("intent.permits"), Type::Bool),
-                    );
-                    return Type::Bool;
-                }
-                // `module.pred(…)`: a predicate of a used module.
-                if let Some(Alias::Module(module)) = self.aliases[cx.unit].get(root.as_str()) {
-                    if !self.is_local(cx, root) {
-                        let module = module.clone();
-                        return self.qualified_pred_call(cx, &module, callee, m, args, span);
-                    }
-                }
-                if let Some(Alias::Rego | Alias::RegoData) =
-                    self.aliases[cx.unit].get(root.as_str())
-                {
-                    if !self.is_local(cx, root) {
-                        self.check_rego_rule(cx, root, &m.name, m.span);
-                        let mut inputs = 0;
-                        for a in args {
-                            if let Some(name) = &a.name {
-                                inputs += 1;
-                                if name.name != "input" || inputs > 1 {
-                                    self.error(
-                                        Diagnostic::error(
-                                            "check::bad_argument",
-                                            cx.file,
-                                            name.span,
-                                            if name.name == "input" {
-                                                "`input:` is given twice; a Rego call takes one input".to_string()
-                                            } else {
-                                                format!(
-                                                    "a Rego call takes its arguments in order, and one `input:` at most; `{}:` is neither",
-                                                    name.name
-                                                )
-                                            },
-                                        )
-                                        .with_label("not an argument of a Rego call")
-                                        .with_help("`org.rule(input: {…})` evaluates the rule with the input you build (docs/rego.md)"),
-                                    );
-                                }
-                            }
-                            self.expr(cx, &a.value);
-                        }
-                        self.resolutions.insert(
-                            (cx.file, callee.span),
-                            (
-                                Resolution::Rego {
-                                    alias: root.clone(),
-                                    rule: m.name.clone(),
-                                },
-                                Type::Json,
-                            ),
-                        );
-                        return Type::Json;
-                    }
-                }
+            if let Some(t) = self.member_call(cx, callee, base, m, args, span) {
+                return t;
             }
         }
         let ExprKind::Name(name) = &callee.kind else {
             return self.error(
-                Diagnostic::error("check::not_callable", cx.file, callee.span, "this cannot be called")
+                Diagnostic::error(Code::NotCallable, cx.file, callee.span, "this cannot be called")
                     .with_label("not a function")
                     .with_help("functions are builtins (turns_since, len, …), `intent.permits` and Rego functions"),
             );
@@ -884,27 +811,7 @@ impl Checker<'_> {
             }
         }
         let Some(b) = builtin(name) else {
-            let preds = self.visible(cx.unit, Named::Pred);
-            let names = functions().map(|b| b.name).chain(preds.iter().copied());
-            let mut d = Diagnostic::error(
-                "check::unknown_function",
-                cx.file,
-                callee.span,
-                format!("unknown function `{name}`"),
-            )
-            .with_label("not a function");
-            d = match did_you_mean(name, names) {
-                Some(s) => d
-                    .with_help(format!("did you mean `{s}`?"))
-                    .with_fix(callee.span, s.to_string()),
-                None => d.with_help(
-                    "see docs/language.md for the builtin functions; define your own with `pred NAME(…) = …`",
-                ),
-            };
-            for a in args {
-                self.expr(cx, &a.value);
-            }
-            return self.error(d);
+            return self.unknown_function(cx, name, callee, args);
         };
         let bname = b.name;
         self.resolutions.insert(
@@ -914,7 +821,7 @@ impl Checker<'_> {
         if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::bad_argument",
+                    Code::BadArgument,
                     cx.file,
                     named.span,
                     format!("`{bname}` takes no named arguments"),
@@ -929,6 +836,157 @@ impl Checker<'_> {
         if !b.arity.admits(args.len()) {
             return self.error(arity(cx.file, span, bname, &b.arity.describe()));
         }
+        self.builtin_call(cx, b, args, span)
+    }
+
+    /// A call of a member (`intent.permits(…)`, `module.pred(…)`, `org.rule(…)` of Rego);
+    /// `None` when the callee is no such member.
+    fn member_call(
+        &mut self,
+        cx: &mut Ctx,
+        callee: &Expr,
+        base: &Expr,
+        m: &crate::syntax::ast::Ident,
+        args: &[crate::syntax::ast::Arg],
+        span: Span,
+    ) -> Option<Type> {
+        if let ExprKind::Name(root) = &base.kind {
+            if root == "intent" && m.name == "permits" && !self.is_local(cx, root) {
+                let b = spec("intent.permits").expect("intent.permits is a builtin");
+                if !b.allowed.admits(cx.scope) {
+                    return Some(
+                        self.error(
+                            Diagnostic::error(
+                                Code::Misplaced,
+                                cx.file,
+                                span,
+                                "`intent.permits` is only available in rule conditions",
+                            )
+                            .with_label("no intent here")
+                            .with_help("move the check into a rule"),
+                        ),
+                    );
+                }
+                if !b.arity.admits(args.len()) {
+                    return Some(self.error(arity(cx.file, span, b.name, &b.arity.describe())));
+                }
+                for a in args {
+                    if let Some(n) = &a.name {
+                        if n.name != "resource" && n.name != "operation" {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    Code::BadArgument,
+                                    cx.file,
+                                    n.span,
+                                    format!("`intent.permits` has no argument `{}`", n.name),
+                                )
+                                .with_label("unknown argument")
+                                .with_help("use `resource:` or `operation:`"),
+                            );
+                        }
+                    }
+                    self.expr(cx, &a.value);
+                }
+                self.resolutions.insert(
+                    (cx.file, callee.span),
+                    (Resolution::Builtin("intent.permits"), Type::Bool),
+                );
+                return Some(Type::Bool);
+            }
+            // `module.pred(…)`: a predicate of a used module.
+            if let Some(Alias::Module(module)) = self.aliases[cx.unit].get(root.as_str()) {
+                if !self.is_local(cx, root) {
+                    let module = module.clone();
+                    return Some(self.qualified_pred_call(cx, &module, callee, m, args, span));
+                }
+            }
+            if let Some(Alias::Rego | Alias::RegoData) = self.aliases[cx.unit].get(root.as_str()) {
+                if !self.is_local(cx, root) {
+                    self.check_rego_rule(cx, root, &m.name, m.span);
+                    let mut inputs = 0;
+                    for a in args {
+                        if let Some(name) = &a.name {
+                            inputs += 1;
+                            if name.name != "input" || inputs > 1 {
+                                self.error(
+                                    Diagnostic::error(
+                                        Code::BadArgument,
+                                        cx.file,
+                                        name.span,
+                                        if name.name == "input" {
+                                            "`input:` is given twice; a Rego call takes one input".to_string()
+                                        } else {
+                                            format!(
+                                                "a Rego call takes its arguments in order, and one `input:` at most; `{}:` is neither",
+                                                name.name
+                                            )
+                                        },
+                                    )
+                                    .with_label("not an argument of a Rego call")
+                                    .with_help("`org.rule(input: {…})` evaluates the rule with the input you build (docs/rego.md)"),
+                                );
+                            }
+                        }
+                        self.expr(cx, &a.value);
+                    }
+                    self.resolutions.insert(
+                        (cx.file, callee.span),
+                        (
+                            Resolution::Rego {
+                                alias: root.clone(),
+                                rule: m.name.clone(),
+                            },
+                            Type::Json,
+                        ),
+                    );
+                    return Some(Type::Json);
+                }
+            }
+        }
+        None
+    }
+
+    /// A call of a name that is no function: its arguments are still checked.
+    fn unknown_function(
+        &mut self,
+        cx: &mut Ctx,
+        name: &str,
+        callee: &Expr,
+        args: &[crate::syntax::ast::Arg],
+    ) -> Type {
+        let preds = self.visible(cx.unit, Named::Pred);
+        let names = functions().map(|b| b.name).chain(preds.iter().copied());
+        let mut d = Diagnostic::error(
+            Code::UnknownFunction,
+            cx.file,
+            callee.span,
+            format!("unknown function `{name}`"),
+        )
+        .with_label("not a function");
+        d = match did_you_mean(name, names) {
+            Some(s) => d
+                .with_help(format!("did you mean `{s}`?"))
+                .with_fix(callee.span, s.to_string()),
+            None => d.with_help(
+                "see docs/language.md for the builtin functions; define your own with `pred NAME(…) = …`",
+            ),
+        };
+        for a in args {
+            self.expr(cx, &a.value);
+        }
+        self.error(d)
+    }
+
+    /// A call of a builtin of the registry, its arity checked: its arguments' types and
+    /// where it may be called, by its name.
+    fn builtin_call(
+        &mut self,
+        cx: &mut Ctx,
+        b: &'static super::builtins::BuiltinSpec,
+        args: &[crate::syntax::ast::Arg],
+        span: Span,
+    ) -> Type {
+        let bname = b.name;
         let in_event = !matches!(cx.scope, Scope::Const);
         match bname {
             "turns_since" => {
@@ -936,7 +994,7 @@ impl Checker<'_> {
                 if !b.allowed.admits(cx.scope) {
                     return self.error(
                         Diagnostic::error(
-                            "check::misplaced",
+                            Code::Misplaced,
                             cx.file,
                             span,
                             "`turns_since` is only available in rule conditions",
@@ -948,11 +1006,7 @@ impl Checker<'_> {
                 Type::Number
             }
             "derived_from" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
+                self.provenance_arg(cx, &args[0].value);
                 self.origin_arg(cx, &args[1].value);
                 Type::Bool
             }
@@ -968,11 +1022,7 @@ impl Checker<'_> {
                 Type::List(Box::new(Type::String))
             }
             "lineage_inferred" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
+                self.provenance_arg(cx, &args[0].value);
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
@@ -1020,27 +1070,7 @@ impl Checker<'_> {
                 Type::Bool
             }
             "requested" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.is_stringish() {
-                    self.diagnostics.push(mismatch(
-                        cx.file,
-                        args[0].value.span,
-                        bname,
-                        "string",
-                        &t,
-                    ));
-                }
-                if let ExprKind::String(word) = &args[0].value.kind {
-                    if crate::actions::class_word(word).is_none() {
-                        self.diagnostics.push(unknown_enum(
-                            cx.file,
-                            args[0].value.span,
-                            word,
-                            crate::actions::CLASSES,
-                            "effect class",
-                        ));
-                    }
-                }
+                self.effect_class_arg(cx, &args[0].value);
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
@@ -1055,11 +1085,7 @@ impl Checker<'_> {
                 Type::Bool
             }
             "sources" | "taken_from" | "taken_only_from" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
+                self.provenance_arg(cx, &args[0].value);
                 if !b.allowed.admits(cx.scope) {
                     return self.error(rules_only(cx.file, span, bname));
                 }
@@ -1076,18 +1102,14 @@ impl Checker<'_> {
                 Type::Bool
             }
             "lineage_depth" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
+                self.provenance_arg(cx, &args[0].value);
                 Type::Number
             }
             "present" => {
                 if !in_event {
                     self.diagnostics.push(
                         Diagnostic::warning(
-                            "check::constant_test",
+                            Code::ConstantTest,
                             cx.file,
                             span,
                             "`present` of a constant is always true",
@@ -1099,67 +1121,96 @@ impl Checker<'_> {
                 self.expr(cx, &args[0].value);
                 Type::Bool
             }
-            _ => {
-                let types: Vec<Type> = args.iter().map(|a| self.expr(cx, &a.value)).collect();
-                match bname {
-                    "len" => {
-                        if !matches!(
-                            types[0],
-                            Type::String | Type::List(_) | Type::Set(_) | Type::Object(..)
-                        ) && !types[0].is_dynamic()
-                        {
-                            self.diagnostics.push(mismatch(
-                                cx.file,
-                                args[0].value.span,
-                                "len",
-                                "string or collection",
-                                &types[0],
-                            ));
-                        }
-                        Type::Number
-                    }
-                    "contains" => {
-                        let ok = types[0].is_stringish()
-                            || matches!(types[0], Type::List(_) | Type::Set(_) | Type::Object(..));
-                        if !ok {
-                            self.diagnostics.push(mismatch(
-                                cx.file,
-                                args[0].value.span,
-                                "contains",
-                                "string or collection",
-                                &types[0],
-                            ));
-                        }
-                        Type::Bool
-                    }
-                    "type_of" => Type::String,
-                    "starts_with" | "ends_with" | "glob" => {
-                        for (a, t) in args.iter().zip(&types) {
-                            if !t.is_stringish() {
-                                self.diagnostics.push(mismatch(
-                                    cx.file,
-                                    a.value.span,
-                                    bname,
-                                    "string",
-                                    t,
-                                ));
-                            }
-                        }
-                        Type::Bool
-                    }
-                    _ => {
-                        if bname != "string" && !types[0].is_stringish() {
-                            self.diagnostics.push(mismatch(
-                                cx.file,
-                                args[0].value.span,
-                                bname,
-                                "string",
-                                &types[0],
-                            ));
-                        }
-                        Type::String
+            _ => self.plain_builtin_call(cx, bname, args),
+        }
+    }
+
+    /// `requested(CLASS)`'s argument: a string, and when it is written out, an effect class.
+    fn effect_class_arg(&mut self, cx: &mut Ctx, arg: &Expr) {
+        let t = self.expr(cx, arg);
+        if !t.is_stringish() {
+            let d = mismatch(cx.file, arg.span, "requested", "string", &t);
+            self.diagnostics.push(d);
+        }
+        if let ExprKind::String(word) = &arg.kind {
+            if crate::actions::class_word(word).is_none() {
+                let classes = crate::actions::CLASSES;
+                let d = unknown_enum(cx.file, arg.span, word, classes, "effect class");
+                self.diagnostics.push(d);
+            }
+        }
+    }
+
+    /// The value a provenance question is asked about: it must carry provenance.
+    fn provenance_arg(&mut self, cx: &mut Ctx, arg: &Expr) -> Type {
+        let t = self.expr(cx, arg);
+        if !t.carries_provenance() {
+            self.diagnostics.push(no_provenance(cx.file, arg.span, &t));
+        }
+        t
+    }
+
+    /// A builtin that is a function of its arguments' values (`len`, `contains`, the string
+    /// functions): every argument is checked, then their types.
+    fn plain_builtin_call(
+        &mut self,
+        cx: &mut Ctx,
+        bname: &str,
+        args: &[crate::syntax::ast::Arg],
+    ) -> Type {
+        let types: Vec<Type> = args.iter().map(|a| self.expr(cx, &a.value)).collect();
+        match bname {
+            "len" => {
+                if !matches!(
+                    types[0],
+                    Type::String | Type::List(_) | Type::Set(_) | Type::Object(..)
+                ) && !types[0].is_dynamic()
+                {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        "len",
+                        "string or collection",
+                        &types[0],
+                    ));
+                }
+                Type::Number
+            }
+            "contains" => {
+                let ok = types[0].is_stringish()
+                    || matches!(types[0], Type::List(_) | Type::Set(_) | Type::Object(..));
+                if !ok {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        "contains",
+                        "string or collection",
+                        &types[0],
+                    ));
+                }
+                Type::Bool
+            }
+            "type_of" => Type::String,
+            "starts_with" | "ends_with" | "glob" => {
+                for (a, t) in args.iter().zip(&types) {
+                    if !t.is_stringish() {
+                        self.diagnostics
+                            .push(mismatch(cx.file, a.value.span, bname, "string", t));
                     }
                 }
+                Type::Bool
+            }
+            _ => {
+                if bname != "string" && !types[0].is_stringish() {
+                    self.diagnostics.push(mismatch(
+                        cx.file,
+                        args[0].value.span,
+                        bname,
+                        "string",
+                        &types[0],
+                    ));
+                }
+                Type::String
             }
         }
     }
@@ -1180,7 +1231,7 @@ impl Checker<'_> {
         if !b.allowed.admits(cx.scope) {
             return self.error(
                 Diagnostic::error(
-                    "check::misplaced",
+                    Code::Misplaced,
                     cx.file,
                     span,
                     "`effect_state` is only available in rules on toolCallRequest",
@@ -1210,7 +1261,7 @@ impl Checker<'_> {
             .collect();
         if !names.contains(&name) {
             let mut d = Diagnostic::error(
-                "check::unknown_effect",
+                Code::UnknownEffect,
                 cx.file,
                 arg.value.span,
                 format!("no effect is named `{name}`"),
@@ -1243,7 +1294,7 @@ impl Checker<'_> {
             }
             let names: Vec<&str> = self.visible_labels(cx.unit);
             let mut d = Diagnostic::error(
-                "check::unknown_label",
+                Code::UnknownLabel,
                 cx.file,
                 e.span,
                 format!("unknown label `{name}`"),
@@ -1306,7 +1357,7 @@ impl Checker<'_> {
                 if matches!(side.kind, ExprKind::Null) {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::null_comparison",
+                            Code::NullComparison,
                             cx.file,
                             side.span,
                             format!("`{}` with `null` is never true or false: Warden reads JSON null as absent", op.as_str()),
@@ -1342,48 +1393,7 @@ impl Checker<'_> {
                 self.label_arg(cx, b);
                 Type::Bool
             }
-            BinaryOp::Eq | BinaryOp::Ne => {
-                // A bare enum word may stand on either side: `success == exit_status`.
-                let bare = |this: &Self, e: &Expr| {
-                    matches!(&e.kind, ExprKind::Name(w) if !this.is_local(cx, w)
-                        && !this.label_visible(cx.unit, w)
-                        && !this.is_event_root(cx, w))
-                };
-                let bare_left = bare(self, a) && !bare(self, b);
-                let (ta, tb) = if bare_left {
-                    let tb = self.expr(cx, b);
-                    (self.enum_aware(cx, a, &tb), tb)
-                } else {
-                    let ta = self.expr(cx, a);
-                    let tb = self.enum_aware(cx, b, &ta);
-                    (ta, tb)
-                };
-                if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &b.kind) {
-                    if !values.contains(&s.as_str()) {
-                        self.diagnostics
-                            .push(unknown_enum(cx.file, b.span, s, values, "value"));
-                    }
-                }
-                if let (Type::Enum(values), ExprKind::String(s)) = (&tb, &a.kind) {
-                    if !values.contains(&s.as_str()) {
-                        self.diagnostics
-                            .push(unknown_enum(cx.file, a.span, s, values, "value"));
-                    }
-                }
-                if !ta.comparable(&tb) {
-                    self.diagnostics.push(
-                        Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            span,
-                            format!("cannot compare a {ta} with a {tb}"),
-                        )
-                        .with_label("these are never equal")
-                        .with_help("compare values of the same type"),
-                    );
-                }
-                Type::Bool
-            }
+            BinaryOp::Eq | BinaryOp::Ne => self.equality(cx, a, b, span),
             BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => {
                 let ta = self.expr(cx, a);
                 let tb = self.expr(cx, b);
@@ -1393,7 +1403,7 @@ impl Checker<'_> {
                 if !ok {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             cx.file,
                             span,
                             format!("`{}` orders numbers, not a {ta} and a {tb}", op.as_str()),
@@ -1404,91 +1414,8 @@ impl Checker<'_> {
                 }
                 Type::Bool
             }
-            BinaryOp::In | BinaryOp::NotIn => {
-                let ta = self.expr(cx, a);
-                let tb = match &b.kind {
-                    ExprKind::Set(items) | ExprKind::List(items) if matches!(ta, Type::Enum(_)) => {
-                        for item in items {
-                            self.enum_aware(cx, item, &ta);
-                            if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &item.kind) {
-                                if !values.contains(&s.as_str()) {
-                                    self.diagnostics
-                                        .push(unknown_enum(cx.file, item.span, s, values, "value"));
-                                }
-                            }
-                        }
-                        Type::Set(Box::new(ta.clone()))
-                    }
-                    _ => self.expr(cx, b),
-                };
-                match tb.element() {
-                    Some(elem) if elem.comparable(&ta) => {}
-                    Some(elem) => self.diagnostics.push(
-                        Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            span,
-                            format!("a {ta} is never in a collection of {elem}"),
-                        )
-                        .with_label("element types differ")
-                        .with_help("compare with a collection of the same type"),
-                    ),
-                    None => {
-                        let mut d = Diagnostic::error(
-                            "check::type_mismatch",
-                            cx.file,
-                            b.span,
-                            format!("`in` needs a collection on its right, not a {tb}"),
-                        )
-                        .with_label("not a collection");
-                        d = if tb == Type::String {
-                            d.with_help("for text inside a string, write `contains(text, part)`")
-                        } else {
-                            d.with_help(
-                                "write a set `{…}`, a list `[…]`, or a constant holding one",
-                            )
-                        };
-                        self.diagnostics.push(d);
-                    }
-                }
-                Type::Bool
-            }
-            BinaryOp::Matches => {
-                let ta = self.expr(cx, a);
-                let tb = self.expr(cx, b);
-                for (e, t) in [(a, &ta), (b, &tb)] {
-                    if !t.is_stringish() {
-                        self.diagnostics
-                            .push(mismatch(cx.file, e.span, "`matches`", "string", t));
-                    }
-                }
-                // The pattern is compiled when the policy loads, so it must be known then.
-                match &b.kind {
-                    ExprKind::String(p) => {
-                        if let Err(e) = regex::Regex::new(p) {
-                            self.diagnostics
-                                .push(bad_regex(cx.file, b.span, &e));
-                        }
-                    }
-                    ExprKind::Name(_) | ExprKind::Member(..)
-                        if matches!(
-                            self.resolutions.get(&(cx.file, b.span)),
-                            Some((Resolution::Constant { .. }, _))
-                        ) => {}
-                    _ if tb.is_error() => {}
-                    _ => self.diagnostics.push(
-                        Diagnostic::error(
-                            "check::dynamic_regex",
-                            cx.file,
-                            b.span,
-                            "the pattern of `matches` must be a constant string",
-                        )
-                        .with_label("computed at run time")
-                        .with_help("write the regular expression as a string literal or a `let` constant; to compare with a value from the event, use ==, starts_with or contains"),
-                    ),
-                }
-                Type::Bool
-            }
+            BinaryOp::In | BinaryOp::NotIn => self.membership(cx, a, b, span),
+            BinaryOp::Matches => self.matches(cx, a, b),
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => {
                 let ta = self.expr(cx, a);
                 let tb = self.expr(cx, b);
@@ -1507,6 +1434,137 @@ impl Checker<'_> {
                 Type::Number
             }
         }
+    }
+
+    /// `a == b`, `a != b`: comparable types, and a written-out enum value that exists.
+    fn equality(&mut self, cx: &mut Ctx, a: &Expr, b: &Expr, span: Span) -> Type {
+        // A bare enum word may stand on either side: `success == exit_status`.
+        let bare = |this: &Self, e: &Expr| {
+            matches!(&e.kind, ExprKind::Name(w) if !this.is_local(cx, w)
+                && !this.label_visible(cx.unit, w)
+                && !this.is_event_root(cx, w))
+        };
+        let bare_left = bare(self, a) && !bare(self, b);
+        let (ta, tb) = if bare_left {
+            let tb = self.expr(cx, b);
+            (self.enum_aware(cx, a, &tb), tb)
+        } else {
+            let ta = self.expr(cx, a);
+            let tb = self.enum_aware(cx, b, &ta);
+            (ta, tb)
+        };
+        if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &b.kind) {
+            if !values.contains(&s.as_str()) {
+                self.diagnostics
+                    .push(unknown_enum(cx.file, b.span, s, values, "value"));
+            }
+        }
+        if let (Type::Enum(values), ExprKind::String(s)) = (&tb, &a.kind) {
+            if !values.contains(&s.as_str()) {
+                self.diagnostics
+                    .push(unknown_enum(cx.file, a.span, s, values, "value"));
+            }
+        }
+        if !ta.comparable(&tb) {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    Code::TypeMismatch,
+                    cx.file,
+                    span,
+                    format!("cannot compare a {ta} with a {tb}"),
+                )
+                .with_label("these are never equal")
+                .with_help("compare values of the same type"),
+            );
+        }
+        Type::Bool
+    }
+
+    /// `a in b`, `a not in b`: a collection on the right, of `a`'s type.
+    fn membership(&mut self, cx: &mut Ctx, a: &Expr, b: &Expr, span: Span) -> Type {
+        let ta = self.expr(cx, a);
+        let tb = match &b.kind {
+            ExprKind::Set(items) | ExprKind::List(items) if matches!(ta, Type::Enum(_)) => {
+                for item in items {
+                    self.enum_aware(cx, item, &ta);
+                    if let (Type::Enum(values), ExprKind::String(s)) = (&ta, &item.kind) {
+                        if !values.contains(&s.as_str()) {
+                            self.diagnostics
+                                .push(unknown_enum(cx.file, item.span, s, values, "value"));
+                        }
+                    }
+                }
+                Type::Set(Box::new(ta.clone()))
+            }
+            _ => self.expr(cx, b),
+        };
+        match tb.element() {
+            Some(elem) if elem.comparable(&ta) => {}
+            Some(elem) => self.diagnostics.push(
+                Diagnostic::error(
+                    Code::TypeMismatch,
+                    cx.file,
+                    span,
+                    format!("a {ta} is never in a collection of {elem}"),
+                )
+                .with_label("element types differ")
+                .with_help("compare with a collection of the same type"),
+            ),
+            None => {
+                let mut d = Diagnostic::error(
+                    Code::TypeMismatch,
+                    cx.file,
+                    b.span,
+                    format!("`in` needs a collection on its right, not a {tb}"),
+                )
+                .with_label("not a collection");
+                d = if tb == Type::String {
+                    d.with_help("for text inside a string, write `contains(text, part)`")
+                } else {
+                    d.with_help("write a set `{…}`, a list `[…]`, or a constant holding one")
+                };
+                self.diagnostics.push(d);
+            }
+        }
+        Type::Bool
+    }
+
+    /// `a matches PATTERN`: strings, and a pattern known when the policy loads.
+    fn matches(&mut self, cx: &mut Ctx, a: &Expr, b: &Expr) -> Type {
+        let ta = self.expr(cx, a);
+        let tb = self.expr(cx, b);
+        for (e, t) in [(a, &ta), (b, &tb)] {
+            if !t.is_stringish() {
+                self.diagnostics
+                    .push(mismatch(cx.file, e.span, "`matches`", "string", t));
+            }
+        }
+        // The pattern is compiled when the policy loads, so it must be known then.
+        match &b.kind {
+            ExprKind::String(p) => {
+                if let Err(e) = regex::Regex::new(p) {
+                    self.diagnostics
+                        .push(bad_regex(cx.file, b.span, &e));
+                }
+            }
+            ExprKind::Name(_) | ExprKind::Member(..)
+                if matches!(
+                    self.resolutions.get(&(cx.file, b.span)),
+                    Some((Resolution::Constant { .. }, _))
+                ) => {}
+            _ if tb.is_error() => {}
+            _ => self.diagnostics.push(
+                Diagnostic::error(
+                    Code::DynamicRegex,
+                    cx.file,
+                    b.span,
+                    "the pattern of `matches` must be a constant string",
+                )
+                .with_label("computed at run time")
+                .with_help("write the regular expression as a string literal or a `let` constant; to compare with a value from the event, use ==, starts_with or contains"),
+            ),
+        }
+        Type::Bool
     }
 
     /// Types `e`, treating a bare unknown word as a value of `other`'s enum (`== tool_output`).
@@ -1543,7 +1601,7 @@ impl Checker<'_> {
         if cx.in_history {
             return self.error(
                 Diagnostic::error(
-                    "check::nested_history",
+                    Code::NestedHistory,
                     cx.file,
                     span,
                     "history expressions cannot be nested",
@@ -1557,7 +1615,7 @@ impl Checker<'_> {
             _ => {
                 return self.error(
                     Diagnostic::error(
-                        "check::misplaced",
+                        Code::Misplaced,
                         cx.file,
                         span,
                         "history (`count`, `exists`) is only available in rule conditions",
@@ -1575,7 +1633,7 @@ impl Checker<'_> {
                 if n == 0 || n > MAX_WINDOW_TURNS {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::bad_window",
+                            Code::BadWindow,
                             cx.file,
                             w.span,
                             format!("a window spans 1 to {MAX_WINDOW_TURNS} turns, not {n}"),
@@ -1606,7 +1664,7 @@ impl Checker<'_> {
             for bad in hcx.bad_current.iter().filter(|s| !allowed.contains(s)) {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::history_join",
+                        Code::HistoryJoin,
                         cx.file,
                         *bad,
                         "this history filter depends on the current event in a way that cannot be kept in O(1)",
@@ -1637,7 +1695,7 @@ impl Checker<'_> {
                 self.diagnostics.truncate(before);
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::history_join",
+                        Code::HistoryJoin,
                         cx.file,
                         key.span,
                         format!(
@@ -1698,7 +1756,7 @@ fn sorted(mut v: Vec<&str>) -> Vec<&str> {
 /// A provenance builtin outside a rule condition: the session's graph is read by rules.
 fn rules_only(file: FileId, span: Span, name: &str) -> Diagnostic {
     Diagnostic::error(
-        "check::misplaced",
+        Code::Misplaced,
         file,
         span,
         format!("`{name}` is only available in rule conditions"),
@@ -1710,7 +1768,7 @@ fn rules_only(file: FileId, span: Span, name: &str) -> Diagnostic {
 /// A builtin of the call being decided outside a `toolCallRequest` rule.
 fn tool_call_only(file: FileId, span: Span, name: &str) -> Diagnostic {
     Diagnostic::error(
-        "check::misplaced",
+        Code::Misplaced,
         file,
         span,
         format!("`{name}` is only available in rules on toolCallRequest"),
@@ -1721,7 +1779,7 @@ fn tool_call_only(file: FileId, span: Span, name: &str) -> Diagnostic {
 
 fn mismatch(file: FileId, span: Span, what: &str, wanted: &str, got: &Type) -> Diagnostic {
     Diagnostic::error(
-        "check::type_mismatch",
+        Code::TypeMismatch,
         file,
         span,
         format!("{what} needs a {wanted}, but this is a {got}"),
@@ -1732,7 +1790,7 @@ fn mismatch(file: FileId, span: Span, what: &str, wanted: &str, got: &Type) -> D
 
 fn arity(file: FileId, span: Span, name: &str, n: &str) -> Diagnostic {
     Diagnostic::error(
-        "check::arity",
+        Code::Arity,
         file,
         span,
         format!("`{name}` takes {n} argument(s)"),
@@ -1747,7 +1805,7 @@ fn arity(file: FileId, span: Span, name: &str, n: &str) -> Diagnostic {
 
 fn no_provenance(file: FileId, span: Span, t: &Type) -> Diagnostic {
     Diagnostic::error(
-        "check::no_provenance",
+        Code::NoProvenance,
         file,
         span,
         format!("a {t} carries no provenance"),
@@ -1760,7 +1818,7 @@ fn no_provenance(file: FileId, span: Span, t: &Type) -> Diagnostic {
 
 fn unknown_enum(file: FileId, span: Span, word: &str, values: &[&str], what: &str) -> Diagnostic {
     let mut d = Diagnostic::error(
-        "check::unknown_enum",
+        Code::UnknownEnum,
         file,
         span,
         format!("`{word}` is not a possible {what} here"),
@@ -1778,7 +1836,7 @@ fn unknown_enum(file: FileId, span: Span, word: &str, values: &[&str], what: &st
 /// An invalid `matches` pattern, reported on the pattern.
 pub(crate) fn bad_regex(file: FileId, span: Span, e: &regex::Error) -> Diagnostic {
     Diagnostic::error(
-        "check::bad_regex",
+        Code::BadRegex,
         file,
         span,
         format!("invalid regular expression: {}", first_line(&e.to_string())),

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::diagnostics::{did_you_mean, Diagnostic, FileId, SourceFile, SourceMap, Span};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, FileId, SourceFile, SourceMap, Span};
 use crate::syntax::{self, ast};
 
 /// The stdlib, compiled into the binary so `warden` needs no files beside it.
@@ -89,7 +89,7 @@ fn source_of(path: &Path, bytes: Vec<u8>) -> (SourceFile, Option<Diagnostic>) {
             let at = e.utf8_error().valid_up_to();
             let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
             let diag = Diagnostic::error(
-                "syntax::not_utf8",
+                Code::SyntaxNotUtf8,
                 FileId(0),
                 Span::new(at, at + 1),
                 "file is not valid UTF-8",
@@ -204,7 +204,7 @@ impl Loaded {
                         None => {
                             let known = STDLIB.iter().map(|(n, _)| *n);
                             let mut d = Diagnostic::error(
-                                "check::unknown_module",
+                                Code::UnknownModule,
                                 from,
                                 u.span,
                                 format!("there is no stdlib module `{name}`"),
@@ -242,7 +242,7 @@ impl Loaded {
                         }
                         Err(e) => self.diagnostics.push(
                             Diagnostic::error(
-                                "check::unreadable_module",
+                                Code::UnreadableModule,
                                 from,
                                 u.span,
                                 format!("cannot read module `{name}`: {e}"),
@@ -252,7 +252,7 @@ impl Loaded {
                     },
                     None => self.diagnostics.push(
                         Diagnostic::error(
-                            "check::unknown_module",
+                            Code::UnknownModule,
                             from,
                             u.span,
                             format!("cannot find module `{name}`"),
@@ -271,7 +271,7 @@ impl Loaded {
                 if !full.exists() {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::missing_rego",
+                            Code::MissingRego,
                             from,
                             path.span,
                             format!("cannot find `{}`", path.value),
@@ -295,7 +295,7 @@ impl Loaded {
                     }
                     Err(e) => self.diagnostics.push(
                         Diagnostic::error(
-                            "check::bad_rego",
+                            Code::BadRego,
                             from,
                             path.span,
                             format!("cannot load `{}`: {e}", path.value),
@@ -349,7 +349,7 @@ impl Loaded {
             };
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::unknown_rego_builtin",
+                    Code::UnknownRegoBuiltin,
                     file,
                     Span::new(m.span.0, m.span.1),
                     message,
@@ -443,7 +443,7 @@ mod tests {
         let errs = errors(&loaded);
         assert_eq!(errs.len(), 2, "{errs:?}");
         for (code, message) in errs {
-            assert_eq!(code, "check::bad_rego");
+            assert_eq!(code, Code::BadRego);
             assert!(
                 message.contains("/dev/zero: not a regular file"),
                 "{message}"
@@ -467,8 +467,8 @@ mod tests {
         let errs = errors(&loaded);
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(errs.len(), 2, "{errs:?}");
-        assert_eq!(errs[0].0, "check::bad_rego");
-        assert_eq!(errs[1].0, "check::unreadable_module");
+        assert_eq!(errs[0].0, Code::BadRego);
+        assert_eq!(errs[1].0, Code::UnreadableModule);
         for (_, message) in &errs {
             assert!(
                 message.contains("over the import limit of 16777216 bytes (16 MiB)"),

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use crate::acs::fields::{self, HookSpec};
 use crate::acs::DecisionKind;
-use crate::diagnostics::{did_you_mean, Diagnostic, Diagnostics, FileId, Span};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, Diagnostics, FileId, Span};
 use crate::syntax::ast::{self, Item};
 
 pub use builtins::{builtin, Builtin, BuiltinSpec, BUILTINS};
@@ -264,7 +264,7 @@ pub fn check_files(
             .collect();
         c.diagnostics.items.retain(|d| {
             !(libraries.contains(&d.file)
-                && matches!(d.code, "check::unused" | "check::no_default"))
+                && matches!(Code::parse(d.code), Some(Code::Unused | Code::NoDefault)))
         });
     }
     Ok(out)
@@ -422,7 +422,7 @@ impl<'a> Checker<'a> {
         {
             let what = kind.word();
             let mut d = Diagnostic::error(
-                "check::duplicate",
+                Code::Duplicate,
                 file,
                 name.span,
                 format!("the {what} `{}` is defined twice", name.name),
@@ -510,7 +510,7 @@ impl<'a> Checker<'a> {
                             let file = self.file_of(u);
                             self.diagnostics.push(
                                 Diagnostic::error(
-                                    "check::duplicate",
+                                    Code::Duplicate,
                                     file,
                                     local.span,
                                     format!("`{}` is imported twice", local.name),
@@ -547,7 +547,7 @@ impl<'a> Checker<'a> {
                         if tool_names.insert(&t.name.value, ()).is_some() {
                             self.diagnostics.push(
                                 Diagnostic::error(
-                                    "check::duplicate",
+                                    Code::Duplicate,
                                     file,
                                     t.name.span,
                                     format!("the tool `{}` is declared twice", t.name.value),
@@ -561,7 +561,7 @@ impl<'a> Checker<'a> {
                             if seen.insert(&p.name.name, ()).is_some() {
                                 self.diagnostics.push(
                                     Diagnostic::error(
-                                        "check::duplicate",
+                                        Code::Duplicate,
                                         file,
                                         p.name.span,
                                         format!("the argument `{}` is declared twice", p.name.name),
@@ -576,7 +576,7 @@ impl<'a> Checker<'a> {
                         if effect_names.insert(&e.name.name, ()).is_some() {
                             self.diagnostics.push(
                                 Diagnostic::error(
-                                    "check::duplicate",
+                                    Code::Duplicate,
                                     file,
                                     e.name.span,
                                     format!("the effect `{}` is declared twice", e.name.name),
@@ -591,7 +591,7 @@ impl<'a> Checker<'a> {
                         if package_seen {
                             self.diagnostics.push(
                                 Diagnostic::error(
-                                    "check::duplicate",
+                                    Code::Duplicate,
                                     file,
                                     p.span,
                                     "a file has one `package` line",
@@ -654,7 +654,7 @@ impl<'a> Checker<'a> {
                     .unwrap_or_default();
                 self.diagnostics.push(
                     Diagnostic::warning(
-                        "check::no_default",
+                        Code::NoDefault,
                         root.file,
                         span,
                         "this policy has no `default`",
@@ -674,7 +674,7 @@ impl<'a> Checker<'a> {
         }
         self.diagnostics.push(
             Diagnostic::error(
-                "check::illegal_decision",
+                Code::IllegalDecision,
                 file,
                 d.span,
                 format!(
@@ -692,7 +692,7 @@ impl<'a> Checker<'a> {
 
     fn duplicate_default(&mut self, file: FileId, span: Span, pf: FileId, ps: Span, what: &str) {
         let mut d = Diagnostic::error(
-            "check::duplicate",
+            Code::Duplicate,
             file,
             span,
             format!("two defaults apply to {what}"),
@@ -733,7 +733,7 @@ impl<'a> Checker<'a> {
         }
         let names = fields::HOOKS.iter().map(|s| s.name);
         let mut d = Diagnostic::error(
-            "check::unknown_hook",
+            Code::UnknownHook,
             file,
             h.span,
             format!("there is no hook `{}`", h.name),
@@ -774,7 +774,7 @@ impl<'a> Checker<'a> {
             if let Some(when) = &r.when {
                 self.diagnostics.push(
                     Diagnostic::warning(
-                        "check::unreachable",
+                        Code::Unreachable,
                         file,
                         when.span,
                         format!("rule `{}` can never fire", r.name.name),
@@ -817,7 +817,7 @@ impl<'a> Checker<'a> {
             .chain(["args"])
             .collect();
         let mut d = Diagnostic::error(
-            "check::unknown_field",
+            Code::UnknownField,
             file,
             first.span,
             format!("no hook has a field `{}`", first.name),
@@ -861,7 +861,7 @@ impl<'a> Checker<'a> {
             })
             .collect();
         let mut d = Diagnostic::error(
-            "check::unknown_rego_rule",
+            Code::UnknownRegoRule,
             file,
             query.span,
             format!("no Rego package imported here defines `{}`", query.value),
@@ -881,7 +881,7 @@ impl<'a> Checker<'a> {
         if !t.is_boolish() {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     file,
                     e.span,
                     format!("{what} must be true or false, but this is a {t}"),
@@ -908,7 +908,7 @@ impl<'a> Checker<'a> {
             {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::bad_reason_code",
+                        Code::BadReasonCode,
                         file,
                         reason.code.span,
                         "a reason code is one word with no spaces",
@@ -929,7 +929,7 @@ impl<'a> Checker<'a> {
                 };
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::illegal_decision",
+                        Code::IllegalDecision,
                         file,
                         d.span,
                         format!("{} cannot answer `{}`", h.name, d.kind.as_str()),
@@ -939,113 +939,14 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        let err = |code, span, msg: String, label: &str, help: &str| {
-            Diagnostic::error(code, file, span, msg)
-                .with_label(label)
-                .with_help(help)
-        };
         match d.kind {
-            DecisionKind::Ask => {
-                if d.approver.is_none() {
-                    self.diagnostics.push(err(
-                        "check::missing_part",
-                        d.span,
-                        "an `ask` needs an approver".into(),
-                        "no approver",
-                        "add `approver human \"oncall\"` (or agent / service)",
-                    ));
-                }
-                if let Some((_, s)) = d.extend {
-                    let tool_call = hook.is_some_and(|h| {
-                        matches!(
-                            h.method,
-                            "steps/toolCallRequest" | "protocols/MCP/tools/call"
-                        )
-                    });
-                    if !tool_call {
-                        self.diagnostics.push(err(
-                            "check::bad_part",
-                            s,
-                            "only an ask on a tool call can extend the intent".into(),
-                            "not a toolCallRequest rule",
-                            "`extend intent` offers the approver the called tool as a new \
-                             capability; write it in a rule `on toolCallRequest`",
-                        ));
-                    }
-                }
-                if let Some((k, s)) = d.on_timeout {
-                    if !matches!(k, DecisionKind::Allow | DecisionKind::Deny) {
-                        self.diagnostics.push(err(
-                            "check::bad_part",
-                            s,
-                            format!(
-                                "an unanswered ask can fall back to allow or deny, not {}",
-                                k.as_str()
-                            ),
-                            "not allow or deny",
-                            "write `else deny` (the default) or `else allow`",
-                        ));
-                    }
-                }
-            }
-            DecisionKind::Defer => {
-                if d.timeout.is_none() || d.on_timeout.is_none() {
-                    self.diagnostics.push(err(
-                        "check::missing_part",
-                        d.span,
-                        "a `defer` needs a timeout and what happens when it expires".into(),
-                        "no timeout decision",
-                        "add `timeout 30s else deny` (or `else ask`)",
-                    ));
-                }
-                if let Some((k, s)) = d.on_timeout {
-                    if !matches!(k, DecisionKind::Deny | DecisionKind::Ask) {
-                        self.diagnostics.push(err(
-                            "check::bad_part",
-                            s,
-                            format!(
-                                "an expired defer can become deny or ask, not {}",
-                                k.as_str()
-                            ),
-                            "not deny or ask",
-                            "write `else deny` or `else ask`",
-                        ));
-                    }
-                }
-                const METHODS: &[&str] = &["additional_context", "human_approval", "timeout"];
-                const REASONS: &[&str] = &[
-                    "insufficient_context",
-                    "conflicting_policies",
-                    "low_confidence",
-                    "pending_dependency",
-                ];
-                for (word, allowed, what) in [
-                    (&d.resolve, METHODS, "resolution method"),
-                    (&d.because, REASONS, "defer reason"),
-                ] {
-                    if let Some(w) = word {
-                        if !allowed.contains(&w.name.as_str()) {
-                            let mut diag = err(
-                                "check::bad_part",
-                                w.span,
-                                format!("`{}` is not a {what}", w.name),
-                                "unknown",
-                                "",
-                            );
-                            diag.help =
-                                Some(match did_you_mean(&w.name, allowed.iter().copied()) {
-                                    Some(s) => format!("did you mean `{s}`?"),
-                                    None => format!("use one of {}", allowed.join(", ")),
-                                });
-                            self.diagnostics.push(diag);
-                        }
-                    }
-                }
-            }
+            DecisionKind::Ask => self.check_ask(file, d, hook),
+            DecisionKind::Defer => self.check_defer(file, d),
             DecisionKind::Modify => {
                 if d.modifications.is_empty() {
-                    self.diagnostics.push(err(
-                        "check::missing_part",
+                    self.diagnostics.push(part_error(
+                        file,
+                        Code::MissingPart,
                         d.span,
                         "a `modify` needs at least one change".into(),
                         "nothing to modify",
@@ -1055,6 +956,113 @@ impl<'a> Checker<'a> {
                 self.check_modifications(u, &d.modifications, hook);
             }
             DecisionKind::Allow | DecisionKind::Deny => {}
+        }
+    }
+
+    /// An `ask`'s parts: an approver, `extend intent` only on a tool call, an unanswered
+    /// ask falling back to allow or deny.
+    fn check_ask(&mut self, file: FileId, d: &'a ast::Decision, hook: Option<&'static HookSpec>) {
+        if d.approver.is_none() {
+            self.diagnostics.push(part_error(
+                file,
+                Code::MissingPart,
+                d.span,
+                "an `ask` needs an approver".into(),
+                "no approver",
+                "add `approver human \"oncall\"` (or agent / service)",
+            ));
+        }
+        if let Some((_, s)) = d.extend {
+            let tool_call = hook.is_some_and(|h| {
+                matches!(
+                    h.method,
+                    "steps/toolCallRequest" | "protocols/MCP/tools/call"
+                )
+            });
+            if !tool_call {
+                self.diagnostics.push(part_error(
+                    file,
+                    Code::BadPart,
+                    s,
+                    "only an ask on a tool call can extend the intent".into(),
+                    "not a toolCallRequest rule",
+                    "`extend intent` offers the approver the called tool as a new \
+                     capability; write it in a rule `on toolCallRequest`",
+                ));
+            }
+        }
+        if let Some((k, s)) = d.on_timeout {
+            if !matches!(k, DecisionKind::Allow | DecisionKind::Deny) {
+                self.diagnostics.push(part_error(
+                    file,
+                    Code::BadPart,
+                    s,
+                    format!(
+                        "an unanswered ask can fall back to allow or deny, not {}",
+                        k.as_str()
+                    ),
+                    "not allow or deny",
+                    "write `else deny` (the default) or `else allow`",
+                ));
+            }
+        }
+    }
+
+    /// A `defer`'s parts: a timeout and what it becomes, its resolution method and reason.
+    fn check_defer(&mut self, file: FileId, d: &'a ast::Decision) {
+        if d.timeout.is_none() || d.on_timeout.is_none() {
+            self.diagnostics.push(part_error(
+                file,
+                Code::MissingPart,
+                d.span,
+                "a `defer` needs a timeout and what happens when it expires".into(),
+                "no timeout decision",
+                "add `timeout 30s else deny` (or `else ask`)",
+            ));
+        }
+        if let Some((k, s)) = d.on_timeout {
+            if !matches!(k, DecisionKind::Deny | DecisionKind::Ask) {
+                self.diagnostics.push(part_error(
+                    file,
+                    Code::BadPart,
+                    s,
+                    format!(
+                        "an expired defer can become deny or ask, not {}",
+                        k.as_str()
+                    ),
+                    "not deny or ask",
+                    "write `else deny` or `else ask`",
+                ));
+            }
+        }
+        const METHODS: &[&str] = &["additional_context", "human_approval", "timeout"];
+        const REASONS: &[&str] = &[
+            "insufficient_context",
+            "conflicting_policies",
+            "low_confidence",
+            "pending_dependency",
+        ];
+        for (word, allowed, what) in [
+            (&d.resolve, METHODS, "resolution method"),
+            (&d.because, REASONS, "defer reason"),
+        ] {
+            if let Some(w) = word {
+                if !allowed.contains(&w.name.as_str()) {
+                    let mut diag = part_error(
+                        file,
+                        Code::BadPart,
+                        w.span,
+                        format!("`{}` is not a {what}", w.name),
+                        "unknown",
+                        "",
+                    );
+                    diag.help = Some(match did_you_mean(&w.name, allowed.iter().copied()) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!("use one of {}", allowed.join(", ")),
+                    });
+                    self.diagnostics.push(diag);
+                }
+            }
         }
     }
 
@@ -1073,7 +1081,7 @@ impl<'a> Checker<'a> {
                     if let Some(first) = replace {
                         self.diagnostics.push(
                             Diagnostic::error(
-                                "check::conflicting_modifications",
+                                Code::ConflictingModifications,
                                 file,
                                 *span,
                                 "the payload is replaced twice",
@@ -1090,7 +1098,7 @@ impl<'a> Checker<'a> {
                         if !t.is_stringish() {
                             self.diagnostics.push(
                                 Diagnostic::error(
-                                    "check::type_mismatch",
+                                    Code::TypeMismatch,
                                     file,
                                     content.span,
                                     format!("replacement content must be a string, not a {t}"),
@@ -1137,7 +1145,7 @@ impl<'a> Checker<'a> {
         if let (Some(span), false) = (replace, targets.is_empty()) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::conflicting_modifications",
+                    Code::ConflictingModifications,
                     file,
                     span,
                     "`replace with` cannot be combined with `redact` or `set`",
@@ -1155,7 +1163,7 @@ impl<'a> Checker<'a> {
             if overlaps(&text, other) {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::conflicting_modifications",
+                        Code::ConflictingModifications,
                         file,
                         place.span,
                         format!("`{text}` overlaps `{other}`, which is already modified"),
@@ -1179,7 +1187,7 @@ impl<'a> Checker<'a> {
         if !t.is_stringish() {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     file,
                     r.span,
                     format!("a redaction's replacement must be a string, not a {t}"),
@@ -1206,7 +1214,7 @@ impl<'a> Checker<'a> {
             if !has_args {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::unknown_field",
+                        Code::UnknownField,
                         file,
                         first.span,
                         format!("{} has no tool arguments", hook.name),
@@ -1220,7 +1228,7 @@ impl<'a> Checker<'a> {
         if is_set {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::bad_part",
+                    Code::BadPart,
                     file,
                     place.span,
                     "`set` overrides tool arguments only",
@@ -1244,7 +1252,7 @@ impl<'a> Checker<'a> {
                             .map(|f| last_segment(f.path))
                             .collect();
                         let mut d = Diagnostic::error(
-                            "check::unknown_field",
+                            Code::UnknownField,
                             file,
                             id.span,
                             format!("{} has no field `{next}`", hook.name),
@@ -1271,7 +1279,7 @@ impl<'a> Checker<'a> {
             if !dir.join(&fixture.value).is_file() {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::missing_fixture",
+                        Code::MissingFixture,
                         file,
                         fixture.span,
                         format!("cannot find the trace `{}`", fixture.value),
@@ -1333,7 +1341,7 @@ impl<'a> Checker<'a> {
                     .collect();
                 if !words.contains(&o.name.as_str()) {
                     let mut d = Diagnostic::error(
-                        "check::unknown_origin",
+                        Code::UnknownOrigin,
                         file,
                         o.span,
                         format!("`{}` is not an origin", o.name),
@@ -1367,7 +1375,7 @@ impl<'a> Checker<'a> {
                 continue;
             }
             let mut d = Diagnostic::warning(
-                "check::unknown_reason_code",
+                Code::UnknownReasonCode,
                 file,
                 code.span,
                 format!("no rule of this policy answers with `{}`", code.value),
@@ -1408,7 +1416,7 @@ impl<'a> Checker<'a> {
             let file = self.file_of(u);
             self.diagnostics.push(
                 Diagnostic::warning(
-                    "check::unused",
+                    Code::Unused,
                     file,
                     name.span,
                     format!("the {kind} `{}` is never used", name.name),
@@ -1475,4 +1483,18 @@ fn overlaps(a: &str, b: &str) -> bool {
         x == y || (y.starts_with(x) && matches!(y.as_bytes().get(x.len()), Some(b'.') | Some(b'[')))
     };
     prefix(a, b) || prefix(b, a)
+}
+
+/// An error in a part of a decision.
+fn part_error(
+    file: FileId,
+    code: Code,
+    span: Span,
+    msg: String,
+    label: &str,
+    help: &str,
+) -> Diagnostic {
+    Diagnostic::error(code, file, span, msg)
+        .with_label(label)
+        .with_help(help)
 }

@@ -7,7 +7,7 @@
 use super::expr::{Ctx, Scope};
 use super::{Checker, Resolution, Type};
 use crate::acs::fields;
-use crate::diagnostics::{did_you_mean, Diagnostic, Span};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, Span};
 use crate::syntax::ast::{Arg, Expr, ExprKind, Ident, PredDecl};
 
 /// The parameter types a predicate may declare, and what they mean.
@@ -68,7 +68,7 @@ impl<'a> Checker<'a> {
             {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::duplicate",
+                        Code::Duplicate,
                         file,
                         param.name.span,
                         format!("the parameter `{}` is declared twice", param.name.name),
@@ -82,7 +82,7 @@ impl<'a> Checker<'a> {
                 if declared(ty).is_none() {
                     let names = PARAM_TYPES.iter().map(|t| t.0);
                     let mut d = Diagnostic::error(
-                        "check::unknown_type",
+                        Code::UnknownType,
                         file,
                         ty.span,
                         format!("there is no type `{}`", ty.name),
@@ -132,7 +132,7 @@ impl<'a> Checker<'a> {
             .map(|ns| self.preds[ns].keys().copied().collect())
             .unwrap_or_default();
         let mut d = Diagnostic::error(
-            "check::unknown_function",
+            Code::UnknownFunction,
             self.loaded.units[cx.unit].file,
             member.span,
             format!("module `{module}` has no predicate `{}`", member.name),
@@ -179,7 +179,7 @@ impl<'a> Checker<'a> {
         if matches!(cx.scope, Scope::Const) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::misplaced",
+                    Code::Misplaced,
                     cx.file,
                     span,
                     format!("the predicate `{name}` can only be called in a condition"),
@@ -192,7 +192,7 @@ impl<'a> Checker<'a> {
         if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::bad_argument",
+                    Code::BadArgument,
                     cx.file,
                     named.span,
                     format!("`{name}` takes no named arguments"),
@@ -208,7 +208,7 @@ impl<'a> Checker<'a> {
         if args.len() != decl.params.len() {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::arity",
+                    Code::Arity,
                     cx.file,
                     span,
                     format!(
@@ -222,15 +222,71 @@ impl<'a> Checker<'a> {
             );
             return Type::Bool;
         }
+        let vars = self.bind_params(cx, name, decl, args, &arg_types, pred_file);
+        let key = (ns, name.to_string());
+        if let Some(at) = self.pred_stack.iter().position(|k| *k == key) {
+            let mut chain: Vec<&str> = self.pred_stack[at..].iter().map(|k| k.1.as_str()).collect();
+            chain.push(name);
+            self.diagnostics.push(
+                Diagnostic::error(
+                    Code::Cycle,
+                    cx.file,
+                    span,
+                    format!(
+                        "the predicate `{name}` is defined in terms of itself ({})",
+                        chain.join(" → ")
+                    ),
+                )
+                .with_label("recursive call")
+                .with_help("predicates are inlined where they are called, so they cannot call themselves, directly or through others"),
+            );
+            return Type::Bool;
+        }
+        if matches!(cx.scope, Scope::Label) {
+            let bound: Vec<String> = decl.params.iter().map(|p| p.name.name.clone()).collect();
+            if let Some((what, at)) = self.reads_event(info.unit, &decl.body, &bound) {
+                let mut d = Diagnostic::error(
+                    Code::Misplaced,
+                    cx.file,
+                    span,
+                    format!(
+                        "the predicate `{name}` reads {what}, which a label condition cannot see"
+                    ),
+                )
+                .with_label("called in a label condition");
+                if pred_file == cx.file {
+                    d = d.with_related(at, "read here");
+                }
+                self.diagnostics.push(d.with_help(
+                    "a label condition sees one provenance object (origin, source_id, derived_from, provenance_id), constants and pure builtins; call this predicate from a rule",
+                ));
+                return Type::Bool;
+            }
+        }
+        self.pred_body(cx, info.unit, pred_file, decl, vars, key, name, span);
+        Type::Bool
+    }
+
+    /// A predicate's parameters, typed as declared (an argument must fit) or as their
+    /// argument, for checking its body at this call.
+    fn bind_params(
+        &mut self,
+        cx: &Ctx,
+        name: &str,
+        decl: &'a PredDecl,
+        args: &[Arg],
+        arg_types: &[Type],
+        pred_file: crate::diagnostics::FileId,
+    ) -> Vec<(String, Type)> {
         // Parameters: typed as declared (an argument must fit), or as their argument.
         let mut vars = Vec::new();
-        for ((param, arg), t) in decl.params.iter().zip(args).zip(&arg_types) {
+        for ((param, arg), t) in decl.params.iter().zip(args).zip(arg_types) {
             let want = param.ty.as_ref().and_then(declared);
             let bound = match want {
                 Some(w) if !fits(&w, t) => {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             cx.file,
                             arg.value.span,
                             format!(
@@ -252,48 +308,25 @@ impl<'a> Checker<'a> {
             );
             vars.push((param.name.name.clone(), bound));
         }
-        let key = (ns, name.to_string());
-        if let Some(at) = self.pred_stack.iter().position(|k| *k == key) {
-            let mut chain: Vec<&str> = self.pred_stack[at..].iter().map(|k| k.1.as_str()).collect();
-            chain.push(name);
-            self.diagnostics.push(
-                Diagnostic::error(
-                    "check::cycle",
-                    cx.file,
-                    span,
-                    format!(
-                        "the predicate `{name}` is defined in terms of itself ({})",
-                        chain.join(" → ")
-                    ),
-                )
-                .with_label("recursive call")
-                .with_help("predicates are inlined where they are called, so they cannot call themselves, directly or through others"),
-            );
-            return Type::Bool;
-        }
-        if matches!(cx.scope, Scope::Label) {
-            let bound: Vec<String> = decl.params.iter().map(|p| p.name.name.clone()).collect();
-            if let Some((what, at)) = self.reads_event(info.unit, &decl.body, &bound) {
-                let mut d = Diagnostic::error(
-                    "check::misplaced",
-                    cx.file,
-                    span,
-                    format!(
-                        "the predicate `{name}` reads {what}, which a label condition cannot see"
-                    ),
-                )
-                .with_label("called in a label condition");
-                if pred_file == cx.file {
-                    d = d.with_related(at, "read here");
-                }
-                self.diagnostics.push(d.with_help(
-                    "a label condition sees one provenance object (origin, source_id, derived_from, provenance_id), constants and pure builtins; call this predicate from a rule",
-                ));
-                return Type::Bool;
-            }
-        }
+        vars
+    }
+
+    /// A predicate's body, checked for one call (with its parameters bound to `vars`): each
+    /// problem reported once, at the first call that shows it.
+    #[allow(clippy::too_many_arguments)]
+    fn pred_body(
+        &mut self,
+        cx: &Ctx,
+        unit: usize,
+        pred_file: crate::diagnostics::FileId,
+        decl: &'a PredDecl,
+        vars: Vec<(String, Type)>,
+        key: (usize, String),
+        name: &str,
+        span: Span,
+    ) {
         let before = self.diagnostics.len();
-        let mut bcx = Ctx::new(info.unit, pred_file, cx.scope);
+        let mut bcx = Ctx::new(unit, pred_file, cx.scope);
         bcx.vars = vars;
         bcx.in_history = cx.in_history;
         self.pred_stack.push(key);
@@ -302,7 +335,7 @@ impl<'a> Checker<'a> {
         for at in &bcx.bad_current {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::history_join",
+                    Code::HistoryJoin,
                     pred_file,
                     *at,
                     "`$` inside a predicate cannot be a history key",
@@ -314,7 +347,7 @@ impl<'a> Checker<'a> {
         if !t.is_boolish() {
             self.diagnostics.push(
                 Diagnostic::error(
-                    "check::type_mismatch",
+                    Code::TypeMismatch,
                     pred_file,
                     decl.body.span,
                     format!("a predicate's body must be true or false, but this is a {t}"),
@@ -338,7 +371,6 @@ impl<'a> Checker<'a> {
             }
             self.diagnostics.push(d);
         }
-        Type::Bool
     }
 
     /// Predicates no call ever checked: a body that reads no event is checked once, as a
@@ -373,7 +405,7 @@ impl<'a> Checker<'a> {
                 if !t.is_boolish() {
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::type_mismatch",
+                            Code::TypeMismatch,
                             unit.file,
                             p.body.span,
                             format!("a predicate's body must be true or false, but this is a {t}"),

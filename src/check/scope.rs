@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use super::expr::Ctx;
 use super::{Checker, Resolution, Type};
-use crate::diagnostics::{Diagnostic, Span};
+use crate::diagnostics::{Code, Diagnostic, Span};
 
 /// What kind of definition a name found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,7 +200,7 @@ impl Checker<'_> {
                 );
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::not_a_value",
+                        Code::NotAValue,
                         cx.file,
                         span,
                         format!("`{name}` is a predicate"),
@@ -252,7 +252,7 @@ impl Checker<'_> {
             })
             .collect();
         Diagnostic::error(
-            "check::ambiguous",
+            Code::Ambiguous,
             file,
             span,
             format!("`{name}` is ambiguous: it is {}", listed.join(" and ")),
@@ -290,7 +290,7 @@ impl Checker<'_> {
                     let what = d.kind.word();
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::duplicate",
+                            Code::Duplicate,
                             d.file,
                             d.span,
                             format!("the {what} `{}` is defined twice", d.name),

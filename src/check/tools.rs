@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::plan::{ToolConjunct, ToolPlan};
 use super::{Checker, Resolution, Table};
-use crate::diagnostics::{did_you_mean, Diagnostic, FileId};
+use crate::diagnostics::{did_you_mean, Code, Diagnostic, FileId};
 use crate::syntax::ast::{ArgType, BinaryOp, Expr, ExprKind, Item, ToolDecl};
 
 impl Checker<'_> {
@@ -94,7 +94,7 @@ impl Checker<'_> {
                 if let Some(class) = t.class.as_ref() {
                     if crate::actions::class_word(&class.name).is_none() {
                         let mut d = Diagnostic::error(
-                            "check::unknown_class",
+                            Code::UnknownClass,
                             unit.file,
                             class.span,
                             format!("`{}` is not an effect class", class.name),
@@ -114,7 +114,7 @@ impl Checker<'_> {
                 for role in t.params.iter().filter_map(|p| p.role.as_ref()) {
                     if crate::roles::role_word(&role.name).is_none() {
                         let mut d = Diagnostic::error(
-                            "check::unknown_role",
+                            Code::UnknownRole,
                             unit.file,
                             role.span,
                             format!("`{}` is not an argument role", role.name),
@@ -188,7 +188,7 @@ impl Checker<'_> {
                 .find(|t| !t.params.iter().any(|p| p.name.name == name))
             {
                 let mut d = Diagnostic::error(
-                    "check::unknown_argument",
+                    Code::UnknownArgument,
                     file,
                     e.span,
                     format!(
@@ -275,7 +275,7 @@ impl Checker<'_> {
             if !fits {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "check::type_mismatch",
+                        Code::TypeMismatch,
                         file,
                         e.span,
                         format!(

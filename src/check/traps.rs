@@ -6,7 +6,7 @@
 use super::builtins::builtin;
 use super::Checker;
 use crate::acs::fields::{self, Field, Ty};
-use crate::diagnostics::{Diagnostic, FileId, Span};
+use crate::diagnostics::{Code, Diagnostic, FileId, Span};
 use crate::syntax::ast::{
     BinaryOp, Expr, ExprKind, Ident, Item, Modification, Module, QuantifierKind, Step, StepKind,
 };
@@ -333,7 +333,7 @@ impl Checker<'_> {
                     let body_text = text.get(body.span.range()).unwrap_or("…");
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "check::quantifier_scope",
+                            Code::QuantifierScope,
                             file,
                             body.span,
                             format!(
@@ -359,7 +359,7 @@ impl Checker<'_> {
         };
         self.diagnostics.push(
             Diagnostic::error(
-                "check::shadows",
+                Code::Shadows,
                 file,
                 name.span,
                 format!("the {what} `{}` would shadow {hidden}", name.name),
@@ -375,7 +375,7 @@ impl Checker<'_> {
     fn too_many_labels(&mut self, file: FileId, name: &Ident) {
         self.diagnostics.push(
             Diagnostic::error(
-                "check::too_many_labels",
+                Code::TooManyLabels,
                 file,
                 name.span,
                 format!(

@@ -69,7 +69,7 @@ fn compile_here(
                     })
                     .unwrap_or_default();
                 return Err(vec![Diagnostic::error(
-                    "compile::rego",
+                    crate::diagnostics::Code::CompileRego,
                     file,
                     span,
                     format!("the Rego modules do not load together: {e}"),
@@ -165,9 +165,14 @@ fn unit_module_name(unit: &crate::check::Unit) -> String {
 impl<'a> Lower<'a> {
     fn error(&mut self, file: FileId, span: Span, message: String, help: &str) {
         self.errors.push(
-            Diagnostic::error("compile::unsupported", file, span, message)
-                .with_label("cannot be compiled")
-                .with_help(help),
+            Diagnostic::error(
+                crate::diagnostics::Code::CompileUnsupported,
+                file,
+                span,
+                message,
+            )
+            .with_label("cannot be compiled")
+            .with_help(help),
         );
     }
 
@@ -1150,7 +1155,7 @@ impl<'a> Lower<'a> {
         let shown = self.src_text(file, value.span);
         let d = if import.reads_input || input_arg {
             Diagnostic::error(
-                "compile::rego_let_input",
+                crate::diagnostics::Code::CompileRegoLetInput,
                 file,
                 value.span,
                 format!(
@@ -1163,7 +1168,7 @@ impl<'a> Lower<'a> {
             ))
         } else {
             Diagnostic::error(
-                "compile::rego_let_no_value",
+                crate::diagnostics::Code::CompileRegoLetNoValue,
                 file,
                 value.span,
                 format!(

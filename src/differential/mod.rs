@@ -4,6 +4,9 @@
 //! decision, the same reason codes, the same fired rules and modifications, and hold the same
 //! session state: the provenance nodes (labels, origins, depth), the turn, `turns_since` of
 //! every label, and the count of every history expression of the policy for every key.
+//! Each case also cuts its stream at a random event: a second Guardian decides up to the cut,
+//! its journal is restored into a third, which decides the rest; its answers must be the
+//! uninterrupted Guardian's, byte for byte.
 //!
 //! It owns the bridge between the two: building envelopes, reading responses and the
 //! Guardian's session snapshot, mapping the policy's history expressions onto the compiled
@@ -31,7 +34,7 @@ use serde_json::{json, Value};
 use crate::acs::{envelope, ids, DecisionKind};
 use crate::check;
 use crate::compile::{Program, WindowSpec};
-use crate::guardian::{Guardian, Options, Policy};
+use crate::guardian::{Guardian, MemoryJournal, Options, Policy};
 use crate::reference::{Event, Mods, Outcome, Reference, Touch, Window, V};
 use crate::state::SessionState;
 use gen::GenEvent;
@@ -52,6 +55,8 @@ const MAX_EVENTS: usize = 24;
 pub struct Case {
     pub policy: String,
     pub events: Vec<GenEvent>,
+    /// Where the stream is cut for a restore from the journal (past the end: never).
+    pub cut: usize,
 }
 
 fn request_id(i: usize) -> String {
@@ -101,6 +106,9 @@ impl Case {
 impl std::fmt::Debug for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "\n--- policy.ward\n{}--- trace.jsonl", self.policy)?;
+        if self.cut < self.events.len() {
+            writeln!(f, "(restored from the journal before event {})", self.cut)?;
+        }
         for (e, _) in self.envelopes() {
             writeln!(f, "{e}")?;
         }
@@ -109,7 +117,13 @@ impl std::fmt::Debug for Case {
 }
 
 fn case() -> impl Strategy<Value = Case> {
-    (gen::policy(), gen::events(MAX_EVENTS)).prop_map(|(policy, events)| Case { policy, events })
+    (gen::policy(), gen::events(MAX_EVENTS), 0..=MAX_EVENTS).prop_map(|(policy, events, cut)| {
+        Case {
+            policy,
+            events,
+            cut,
+        }
+    })
 }
 
 /// How far the comparisons got.
@@ -382,18 +396,37 @@ fn run_case(case: &Case, stats: &RefCell<Stats>) -> Result<(), String> {
         Policy::from_source("p.ward", &case.policy).map_err(|d| format!("{:?}", d.items))?;
     let program = policy.program().clone();
     let slots = slots_of(&reference, &program)?;
-    let guardian = Guardian::with_options(
-        policy,
-        Options {
-            explain: true,
-            ..Options::default()
-        },
-    );
+    let options = Options {
+        explain: true,
+        ..Options::default()
+    };
+    let journalled = || {
+        let journal = std::sync::Arc::new(MemoryJournal::default());
+        let g = Guardian::with_journal(policy.clone(), options.clone(), journal.clone());
+        (g, journal)
+    };
+    let guardian = Guardian::with_options(policy.clone(), options.clone());
+    // Decides the stream beside `guardian`, restored from its own journal at the cut.
+    let (mut cut, mut journal) = journalled();
     stats.borrow_mut().cases += 1;
     for (i, (envelope, time_ms)) in case.envelopes().into_iter().enumerate() {
         let bytes = serde_json::to_vec(&envelope).map_err(|e| e.to_string())?;
-        let response: Value =
-            serde_json::from_slice(&guardian.handle(&bytes)).map_err(|e| e.to_string())?;
+        let answer = guardian.handle(&bytes);
+        if i == case.cut {
+            let (restored, its_journal) = journalled();
+            restored.restore(journal.take());
+            (cut, journal) = (restored, its_journal);
+        }
+        let cut_answer = cut.handle(&bytes);
+        if cut_answer != answer {
+            return Err(format!(
+                "event {i}: restored from the journal before event {}, the Guardian answers\n  {}\ninstead of\n  {}",
+                case.cut,
+                String::from_utf8_lossy(&cut_answer),
+                String::from_utf8_lossy(&answer)
+            ));
+        }
+        let response: Value = serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
         let Some(result) = response.get("result") else {
             return Err(format!("event {i}: the Guardian refused it: {response}"));
         };
@@ -500,6 +533,7 @@ fn check_case(policy: &str, events: Vec<GenEvent>) -> Result<(), String> {
         &Case {
             policy: policy.into(),
             events,
+            cut: usize::MAX,
         },
         &stats,
     )

@@ -19,7 +19,9 @@ pub const APPROVAL_GRANTED: &str = "warden/approval_granted";
 /// A session's chain: its head and length (the entries themselves go to the journal).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Chain {
+    /// The hash of the last entry (`None`: no entry yet).
     pub head: Option<String>,
+    /// How many entries the chain has.
     pub len: u64,
 }
 

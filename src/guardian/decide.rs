@@ -42,12 +42,18 @@ pub const DEFAULT_DEFER_TIMEOUT_MS: u64 = 60_000;
 /// The decision for one step, with the rules behind it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// The decision word.
     pub kind: DecisionKind,
+    /// The reason codes, in the order the winning rules gave them.
     pub reason_codes: Vec<String>,
+    /// The reasoning the answer shows.
     pub reasoning: Option<String>,
     // Boxed: rare, and large (a Decision is moved several times on its way out).
+    /// For a `modify`: the changes, merged.
     pub modifications: Option<Box<Modifications>>,
+    /// For an `ask`: whom to ask, and what.
     pub ask: Option<Box<AskDetails>>,
+    /// For a `defer`: why, and what happens when it expires.
     pub defer: Option<DeferDetails>,
     /// Rules that fired, as `module.rule`.
     pub fired: Vec<Arc<str>>,
@@ -86,6 +92,7 @@ impl Decision {
         self.kind.proceeds()
     }
 
+    /// A decision of `kind` with one reason code (none when `code` is empty) and its reasoning.
     pub fn simple(kind: DecisionKind, code: &str, reasoning: String) -> Decision {
         Decision {
             kind,
@@ -507,58 +514,10 @@ fn from_templates(
                     Some(DecisionKind::Allow) => TimeoutDisposition::Allow,
                     _ => TimeoutDisposition::Deny,
                 }),
-                intent_extension: winners
-                    .iter()
-                    .find_map(|(_, t)| t.extend)
-                    .and_then(|scope| {
-                        let payload = env.payload;
-                        let tool = crate::acs::fields::tool_name(payload)?;
-                        let mut cap = Map::new();
-                        cap.insert("tool".into(), Value::String(tool.into()));
-                        if let Some(op) = payload.get("operation").and_then(Value::as_str) {
-                            cap.insert("operation".into(), Value::String(op.into()));
-                        }
-                        Some(IntentExtension {
-                            capabilities: vec![Value::Object(cap)],
-                            scope: match scope {
-                                ExtendScope::Session => ExtensionScope::Session,
-                                ExtendScope::ThisRequest => ExtensionScope::ThisRequest,
-                            },
-                            provenance: None,
-                        })
-                    }),
+                intent_extension: intent_extension(winners, env.payload),
             }));
         }
-        DecisionKind::Defer => {
-            // Any winner that falls back to deny makes the whole deferral fall back to deny.
-            let deny = winners
-                .iter()
-                .any(|(_, t)| t.on_timeout != Some(DecisionKind::Ask));
-            d.defer = Some(DeferDetails {
-                reason: match first.because.as_deref() {
-                    Some("conflicting_policies") => DeferReason::ConflictingPolicies,
-                    Some("low_confidence") => DeferReason::LowConfidence,
-                    Some("pending_dependency") => DeferReason::PendingDependency,
-                    _ => DeferReason::InsufficientContext,
-                },
-                resolution_method: match first.resolve.as_deref() {
-                    Some("additional_context") => ResolutionMethod::AdditionalContext,
-                    Some("human_approval") => ResolutionMethod::HumanApproval,
-                    _ => ResolutionMethod::Timeout,
-                },
-                resolution_timeout_ms: winners
-                    .iter()
-                    .filter_map(|(_, t)| t.timeout_ms)
-                    .min()
-                    .unwrap_or(DEFAULT_DEFER_TIMEOUT_MS),
-                timeout_decision: if deny {
-                    TimeoutDecision::Deny
-                } else {
-                    TimeoutDecision::Ask
-                },
-                required_context: Vec::new(),
-            });
-        }
+        DecisionKind::Defer => d.defer = Some(defer_details(winners)),
         DecisionKind::Modify => match merge_modifications(winners, env, budget)? {
             // A `redact each` that chose nothing changes nothing: the step goes ahead as it is.
             Ok(m) if is_unchanged(&m) => {
@@ -574,6 +533,62 @@ fn from_templates(
         DecisionKind::Allow | DecisionKind::Deny => {}
     }
     Ok(d)
+}
+
+/// The capability an ask offers to add to the Intent (`extend intent`): the called tool (and
+/// operation), when a winner asks for it.
+fn intent_extension(
+    winners: &[(Option<&CompiledRule>, &DecisionTemplate)],
+    payload: &Value,
+) -> Option<IntentExtension> {
+    let scope = winners.iter().find_map(|(_, t)| t.extend)?;
+    let tool = crate::acs::fields::tool_name(payload)?;
+    let mut cap = Map::new();
+    cap.insert("tool".into(), Value::String(tool.into()));
+    if let Some(op) = payload.get("operation").and_then(Value::as_str) {
+        cap.insert("operation".into(), Value::String(op.into()));
+    }
+    Some(IntentExtension {
+        capabilities: vec![Value::Object(cap)],
+        scope: match scope {
+            ExtendScope::Session => ExtensionScope::Session,
+            ExtendScope::ThisRequest => ExtensionScope::ThisRequest,
+        },
+        provenance: None,
+    })
+}
+
+/// What a deferral carries, from its winners (the first one's reason and method).
+fn defer_details(winners: &[(Option<&CompiledRule>, &DecisionTemplate)]) -> DeferDetails {
+    let first = winners[0].1;
+    // Any winner that falls back to deny makes the whole deferral fall back to deny.
+    let deny = winners
+        .iter()
+        .any(|(_, t)| t.on_timeout != Some(DecisionKind::Ask));
+    DeferDetails {
+        reason: match first.because.as_deref() {
+            Some("conflicting_policies") => DeferReason::ConflictingPolicies,
+            Some("low_confidence") => DeferReason::LowConfidence,
+            Some("pending_dependency") => DeferReason::PendingDependency,
+            _ => DeferReason::InsufficientContext,
+        },
+        resolution_method: match first.resolve.as_deref() {
+            Some("additional_context") => ResolutionMethod::AdditionalContext,
+            Some("human_approval") => ResolutionMethod::HumanApproval,
+            _ => ResolutionMethod::Timeout,
+        },
+        resolution_timeout_ms: winners
+            .iter()
+            .filter_map(|(_, t)| t.timeout_ms)
+            .min()
+            .unwrap_or(DEFAULT_DEFER_TIMEOUT_MS),
+        timeout_decision: if deny {
+            TimeoutDecision::Deny
+        } else {
+            TimeoutDecision::Ask
+        },
+        required_context: Vec::new(),
+    }
 }
 
 fn merge_modifications(

@@ -9,9 +9,11 @@
 //!    that went ahead, only the effect keys;
 //! 3. for a step that goes ahead: the history counters (`step_code::history_updates`) and
 //!    effect states it moves;
-//! 4. commit the draft's changes — all of them when the step goes ahead, only the taint (the
-//!    content with its labels) when it does not or the decision failed: a failure never drops
-//!    taint.
+//! 4. commit the draft's changes, as one pure function (`commit_for`) of what the step came
+//!    to chooses ([`Commit`]): all of them when the step goes ahead, only the taint (the
+//!    content with its labels) when the decision failed or the Intent was refused — a
+//!    failure never drops taint — and nothing when the step does not go ahead; then the
+//!    decision's approval note, unless only the taint was committed.
 //!
 //! Owns: that sequence, the rule loop and the reason codes it answers with on its own
 //! (`warden.bad_arguments`, `warden.bad_intent`); with `step_code`, every run of policy code
@@ -49,6 +51,55 @@ enum Mode {
     Taint,
 }
 
+/// What a step commits of its draft: chosen by [`commit_for`] from what the step's policy
+/// code came to, and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Commit {
+    /// Every change: the step goes ahead (or a step that went ahead is re-applied).
+    All,
+    /// Only the taint: the content that entered, with its labels. A failure never drops it,
+    /// and a refused Intent stays refused.
+    TaintOnly,
+    /// Nothing: the step does not go ahead (its changes are not even built).
+    Nothing,
+}
+
+/// What the step's policy code came to, per mode.
+// The decision is the common case and moves once: boxing it would cost an allocation per step.
+#[allow(clippy::large_enum_variant)]
+enum Outcome {
+    /// Deciding: the decision (its history and effect moves made, when it goes ahead).
+    Decided(Decision),
+    /// Re-applying a step that went ahead: its effect keys, history and effect moves made.
+    Reapplied,
+    /// Policy code failed; deciding keeps the error to answer with.
+    Failed(Option<VmError>),
+    /// Taking in a failed step's content: nothing ran.
+    Tainted,
+}
+
+/// The one choice of what a step commits, from its outcome and whether the session's Intent
+/// was refused in it.
+fn commit_for(outcome: &Outcome, intent_refused: bool) -> Commit {
+    match outcome {
+        Outcome::Decided(d) if d.proceeds() => Commit::All,
+        // A refused Intent stays refused even though the step does not go ahead.
+        Outcome::Decided(_) if intent_refused => Commit::TaintOnly,
+        Outcome::Decided(_) => Commit::Nothing,
+        Outcome::Reapplied => Commit::All,
+        // The step's content enters with its labels whatever happened (fail closed).
+        Outcome::Failed(_) | Outcome::Tainted => Commit::TaintOnly,
+    }
+}
+
+/// What [`run_step`] gives back: the decision when deciding (or the error it failed with),
+/// the commit it made, and, when asked, the arguments a decision log shows.
+struct Stepped {
+    decided: Result<Option<Decision>, VmError>,
+    commit: Commit,
+    masked: Option<Value>,
+}
+
 /// Decides one event against a session state, and keeps the event's effect on the state only
 /// if the step goes ahead (allow or modify). Returns the decision (with its explain trace when
 /// `explain`).
@@ -59,66 +110,63 @@ pub fn decide_event(
     ev: &Event<'_>,
     explain: bool,
 ) -> Result<Decision, VmError> {
-    run_step(
-        program,
-        hook,
-        state,
-        ev,
-        Mode::Decide { explain },
-        &mut None,
-    )
-    .map(|d| d.expect("a decided step has a decision"))
+    let stepped = run_step(program, hook, state, ev, Mode::Decide { explain });
+    stepped
+        .decided
+        .map(|d| d.expect("a decided step has a decision"))
 }
 
 /// Like [`decide_event`], and also gives the event's tool-call arguments (`{name: value}`) with
 /// the values explain traces would mask masked (`redact` labels, `mask` paths), for a decision
 /// log; `None` when the event has no arguments. The arguments come back even when the decision
 /// failed.
-pub fn decide_event_logged(
+pub(crate) fn decide_event_logged(
     program: &Program,
     hook: &'static fields::HookSpec,
     state: &mut SessionState,
     ev: &Event<'_>,
     explain: bool,
 ) -> (Result<Decision, VmError>, Option<Value>) {
-    let mut masked = None;
-    let d = run_step(
-        program,
-        hook,
-        state,
-        ev,
-        Mode::DecideLogged { explain },
-        &mut masked,
-    )
-    .map(|d| d.expect("a decided step has a decision"));
-    (d, masked)
+    let stepped = run_step(program, hook, state, ev, Mode::DecideLogged { explain });
+    let d = stepped
+        .decided
+        .map(|d| d.expect("a decided step has a decision"));
+    (d, stepped.masked)
 }
 
 /// Re-applies a step that went ahead to a state: the same draft changes and history
-/// counters [`decide_event`] applies, without running the rules (they only decide).
-pub fn reapply_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
-    if let Some(hook) = fields::hook(ev.method) {
-        let _ = run_step(program, hook, state, ev, Mode::Reapply, &mut None);
-    }
+/// counters [`decide_event`] applies, without running the rules (they only decide). Gives
+/// what it committed: all of it, or only the taint when the step's effect or history code
+/// failed (`None`: no hook has the event's method).
+pub(crate) fn reapply_event(
+    program: &Program,
+    state: &mut SessionState,
+    ev: &Event<'_>,
+) -> Option<Commit> {
+    let hook = fields::hook(ev.method)?;
+    Some(run_step(program, hook, state, ev, Mode::Reapply).commit)
 }
 
 /// Takes in the content of a step whose decision failed, with the labels it earns (as
-/// [`decide_event`] does on a failure), without running the rules.
-pub fn taint_event(program: &Program, state: &mut SessionState, ev: &Event<'_>) {
-    if let Some(hook) = fields::hook(ev.method) {
-        let _ = run_step(program, hook, state, ev, Mode::Taint, &mut None);
-    }
+/// [`decide_event`] does on a failure), without running the rules. Gives what it committed
+/// (`None`: no hook has the event's method).
+pub(crate) fn taint_event(
+    program: &Program,
+    state: &mut SessionState,
+    ev: &Event<'_>,
+) -> Option<Commit> {
+    let hook = fields::hook(ev.method)?;
+    Some(run_step(program, hook, state, ev, Mode::Taint).commit)
 }
 
-/// The sequence (module docs). `Ok(None)` when not deciding.
+/// The sequence (module docs). The decision is `None` when not deciding.
 fn run_step(
     program: &Program,
     hook: &'static fields::HookSpec,
     state: &mut SessionState,
     ev: &Event<'_>,
     mode: Mode,
-    masked: &mut Option<Value>,
-) -> Result<Option<Decision>, VmError> {
+) -> Stepped {
     let mut budget = Budget::new(program.budget);
     state.ensure_slots(program);
     // The content as it enters: missing provenance completed, unfound claims read as none.
@@ -128,70 +176,87 @@ fn run_step(
         payload: entering.as_ref().map_or(ev.payload, |(p, _)| p),
         ..*ev
     };
-    let (decision, changes) = {
-        let mut draft = Draft::new(state, step_code::own_labels);
-        // Taking the content in cannot fail: its labels have a budget of their own.
-        draft.begin_event(program, ev);
-        let decided = match mode {
-            Mode::Taint => Err(None),
-            Mode::Reapply => step_code::effect_keys(program, &mut draft, ev, &mut budget)
-                .map(|()| None)
-                .map_err(|_| None),
-            Mode::Decide { explain } | Mode::DecideLogged { explain } => {
-                decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget)
-                    .map(|mut d| {
-                        d.unverified_claims = claims.to_vec();
-                        Some(d)
-                    })
-                    .map_err(Some)
-            }
-        };
-        let decided = decided.and_then(|decision| {
-            // A step that goes ahead moves its history counters and effect states.
-            if decision.as_ref().is_none_or(Decision::proceeds) {
-                step_code::history_updates(program, &mut draft, ev, &mut budget)
-                    .map_err(|e| Some(e).filter(|_| decision.is_some()))?;
-                let outcome = draft.record_effects(program, ev);
-                return Ok(decision.map(|mut d| {
-                    d.effect_outcome = outcome;
-                    d
-                }));
-            }
-            Ok(decision)
-        });
-        if let Mode::DecideLogged { .. } = mode {
-            *masked = logged_arguments(program, &draft, ev.payload, &decided);
-        }
-        match decided {
-            // A refused Intent stays refused even though the step does not go ahead.
-            Ok(Some(decision)) if !decision.proceeds() && draft.intent_refused.is_some() => {
-                let changes = draft.into_taint_changes();
-                state.apply_taint(program, changes);
-                return Ok(Some(decision));
-            }
-            // A step that does not go ahead changes nothing: its changes are not even built.
-            Ok(decision) if decision.as_ref().is_none_or(Decision::proceeds) => {
-                (decision, Some(draft.into_changes()))
-            }
-            Ok(decision) => (decision, None),
-            Err(e) => {
-                // The step's content enters with its labels whatever happened (fail closed).
-                let changes = draft.into_taint_changes();
-                state.apply_taint(program, changes);
-                return match e {
-                    Some(e) => Err(e),
-                    None => Ok(None),
-                };
+    let mut draft = Draft::new(state, step_code::own_labels);
+    // Taking the content in cannot fail: its labels have a budget of their own.
+    draft.begin_event(program, ev);
+    let outcome = match mode {
+        Mode::Taint => Outcome::Tainted,
+        Mode::Reapply => match step_code::effect_keys(program, &mut draft, ev, &mut budget) {
+            Ok(()) => go_ahead(program, &mut draft, ev, &mut budget, Outcome::Reapplied),
+            Err(_) => Outcome::Failed(None),
+        },
+        Mode::Decide { explain } | Mode::DecideLogged { explain } => {
+            match decide_in_draft(program, hook, &mut draft, ev, explain, &mut budget) {
+                Ok(mut d) => {
+                    d.unverified_claims = claims.to_vec();
+                    if d.proceeds() {
+                        go_ahead(program, &mut draft, ev, &mut budget, Outcome::Decided(d))
+                    } else {
+                        Outcome::Decided(d)
+                    }
+                }
+                Err(e) => Outcome::Failed(Some(e)),
             }
         }
     };
-    if let Some(changes) = changes {
-        state.apply(program, changes);
+    let masked = match mode {
+        Mode::DecideLogged { .. } => logged_arguments(program, &draft, ev.payload, &outcome),
+        _ => None,
+    };
+    let commit = commit_for(&outcome, draft.intent_refused.is_some());
+    match commit {
+        Commit::All => {
+            let changes = draft.into_changes();
+            state.apply(program, changes);
+        }
+        Commit::TaintOnly => {
+            let changes = draft.into_taint_changes();
+            state.apply_taint(program, changes);
+        }
+        Commit::Nothing => {}
     }
-    if let Some(note) = decision.as_ref().and_then(|d| d.approval.as_ref()) {
-        state.apply_approval(note);
+    let decided = match outcome {
+        Outcome::Decided(d) => {
+            // An ask's approval, or the one an approved call uses up, unless only the taint
+            // was committed.
+            if let (Some(note), false) = (&d.approval, commit == Commit::TaintOnly) {
+                state.apply_approval(note);
+            }
+            Ok(Some(d))
+        }
+        Outcome::Failed(Some(e)) => Err(e),
+        Outcome::Reapplied | Outcome::Failed(None) | Outcome::Tainted => Ok(None),
+    };
+    Stepped {
+        decided,
+        commit,
+        masked,
     }
-    Ok(decision)
+}
+
+/// A step that goes ahead moves its history counters and effect states; `done` is what it
+/// came to if they move, a failure if its history code fails.
+fn go_ahead(
+    program: &Program,
+    draft: &mut Draft<'_>,
+    ev: &Event<'_>,
+    budget: &mut Budget,
+    done: Outcome,
+) -> Outcome {
+    if let Err(e) = step_code::history_updates(program, draft, ev, budget) {
+        return Outcome::Failed(match done {
+            Outcome::Decided(_) => Some(e),
+            _ => None,
+        });
+    }
+    let effects = draft.record_effects(program, ev);
+    match done {
+        Outcome::Decided(mut d) => {
+            d.effect_outcome = effects;
+            Outcome::Decided(d)
+        }
+        other => other,
+    }
 }
 
 /// The arguments a decision-log record shows, masked after deciding (what the decision redacts
@@ -201,13 +266,15 @@ fn logged_arguments(
     program: &Program,
     draft: &Draft<'_>,
     payload: &Value,
-    decided: &Result<Option<Decision>, Option<VmError>>,
+    outcome: &Outcome,
 ) -> Option<Value> {
-    match decided {
-        Err(Some(_)) if program.redacts() => explain::all_masked(payload),
+    match outcome {
+        Outcome::Failed(Some(_)) if program.redacts() => explain::all_masked(payload),
         _ => {
-            let decision = decided.as_ref().ok().and_then(Option::as_ref);
-            let redacted = decision.map_or(&[][..], |d| &d.redacted[..]);
+            let redacted = match outcome {
+                Outcome::Decided(d) => &d.redacted[..],
+                _ => &[][..],
+            };
             explain::masked_arguments(program, draft, payload, redacted)
         }
     }
@@ -419,4 +486,32 @@ fn rego_messages(
             t
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_step_commits_follows_from_its_outcome_alone() {
+        let allow = || Decision::simple(DecisionKind::Allow, "", String::new());
+        let deny = || Decision::simple(DecisionKind::Deny, "x", String::new());
+        for refused in [false, true] {
+            assert_eq!(commit_for(&Outcome::Decided(allow()), refused), Commit::All);
+            assert_eq!(commit_for(&Outcome::Reapplied, refused), Commit::All);
+            assert_eq!(commit_for(&Outcome::Tainted, refused), Commit::TaintOnly);
+            assert_eq!(
+                commit_for(&Outcome::Failed(None), refused),
+                Commit::TaintOnly
+            );
+        }
+        assert_eq!(
+            commit_for(&Outcome::Decided(deny()), false),
+            Commit::Nothing
+        );
+        assert_eq!(
+            commit_for(&Outcome::Decided(deny()), true),
+            Commit::TaintOnly
+        );
+    }
 }

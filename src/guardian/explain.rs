@@ -413,6 +413,7 @@ pub struct Check {
     pub at: String,
     /// The checked expression's source text, whitespace collapsed.
     pub text: String,
+    /// What kind of check it was.
     pub probe: Probe,
     /// The truth value of a comparison, `has` or quantifier (`None`: undefined).
     pub result: Option<bool>,
@@ -497,6 +498,7 @@ impl Check {
         format!("[{}]", parts.join(", "))
     }
 
+    /// The check as explain's JSON shows it.
     pub fn to_json(&self) -> Value {
         let mut c = Map::new();
         c.insert("at".into(), self.at.clone().into());
@@ -531,17 +533,22 @@ impl serde::Serialize for Check {
 pub struct Rule {
     /// `module.rule`.
     pub rule: String,
+    /// Whether the rule fired.
     pub fired: bool,
     /// Where the rule is declared (`None` when the policy's sources are not at hand).
     pub file: Option<String>,
+    /// The line of the declaration (1-based).
     pub line: usize,
+    /// Its column (1-based, in characters).
     pub column: usize,
     /// The rule's declaration as written.
     pub text: Option<String>,
+    /// Its checks, in the order they ran.
     pub checks: Vec<Check>,
 }
 
 impl Rule {
+    /// The rule as explain's JSON shows it.
     pub fn to_json(&self) -> Value {
         let mut r = Map::new();
         r.insert("rule".into(), self.rule.clone().into());

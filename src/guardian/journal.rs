@@ -19,7 +19,9 @@ use crate::state::ApprovalNote;
 pub enum Record {
     /// A handshake settled a session.
     Handshake {
+        /// The session id.
         session: String,
+        /// What was negotiated.
         negotiated: Negotiated,
         /// The agent that opened the session (`metadata.agent_id`), for admission counts.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,16 +38,22 @@ pub enum Record {
     /// the labels it inherited from outside the session (a subagent's, at `subagentStop`),
     /// and the chain entries it wrote (a policy-reload entry may come first).
     Step {
+        /// The session id.
         session: String,
+        /// The method as it arrived.
         method: String,
+        /// The request's `params`, as received.
         params: Value,
+        /// Whether the step went ahead (allow or modify).
         proceeds: bool,
         /// The decision failed: the step's content still entered the session with its labels
         /// (a decision failure never drops taint), so a restore takes it in too.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         failed: bool,
         #[serde(default)]
+        /// Labels the step's content inherited from outside the session.
         extra_labels: u64,
+        /// The chain entries it wrote, hashed.
         entries: Vec<Value>,
         /// What the step did to the session's approvals (an ask opened one, an approved call
         /// used one up).
@@ -59,19 +67,27 @@ pub enum Record {
     /// An operator resolved an effect key (docs/effects.md) to `committed` or `failed`, and
     /// the chain entry that records it.
     EffectResolved {
+        /// The session id.
         session: String,
+        /// The effect key.
         key: String,
+        /// What it was resolved to: `committed` or `failed`.
         to: String,
         #[serde(default)]
+        /// The chain entry recording it.
         entries: Vec<Value>,
     },
     /// An approver granted the ask `request_id` at `at_ms` (docs/effects.md), and the chain
     /// entries that record it (the grant, and an `intent_extension` when it widened the
     /// Intent).
     ApprovalGranted {
+        /// The session id.
         session: String,
+        /// The request id of the ask granted.
         request_id: String,
+        /// When it was granted (ms).
         at_ms: i64,
+        /// The chain entries recording it.
         entries: Vec<Value>,
     },
     /// The Guardian swapped its policy (`warden serve --watch`): the digest of the policy it
@@ -80,21 +96,27 @@ pub enum Record {
     /// the journal. It belongs to no session: each session's chain notes the change at its next
     /// audited step (a `warden/policy_reload` entry).
     PolicyReload {
+        /// The digest of the policy replaced.
         old: String,
+        /// The digest of the policy taken.
         new: String,
+        /// When (server time, RFC 3339).
         at: String,
     },
     /// An ended session, compacted: written in place of all its records once its tombstone
     /// time has passed. It keeps the whole audit chain (so `warden audit verify` verifies it as
     /// before) and what the tombstone holds; the requests themselves are gone.
     Sealed {
+        /// The session id.
         session: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The agent that opened it.
         agent: Option<String>,
         /// When the session ended (Guardian clock, ms).
         at_ms: i64,
         /// The labels of everything that entered its context.
         labels: u64,
+        /// The session's whole audit chain.
         entries: Vec<Value>,
     },
 }
@@ -121,6 +143,17 @@ impl Record {
         }
     }
 
+    /// The audit chain entries the record wrote, in order.
+    pub(crate) fn entries(&self) -> &[Value] {
+        match self {
+            Record::Step { entries, .. }
+            | Record::EffectResolved { entries, .. }
+            | Record::ApprovalGranted { entries, .. }
+            | Record::Sealed { entries, .. } => entries,
+            Record::Handshake { .. } | Record::PolicyReload { .. } => &[],
+        }
+    }
+
     /// When the record was written (Guardian clock, ms), when it says.
     pub fn at_ms(&self) -> Option<i64> {
         match self {
@@ -137,6 +170,7 @@ impl Record {
 /// Records submitted one after the other become durable in that order: a later record is
 /// never durable while an earlier one is not.
 pub trait Journal: Send + Sync {
+    /// Makes `records` durable, in order, and returns once they are (or cannot be).
     fn append(&self, records: Vec<Record>) -> Result<(), String>;
 
     /// Hands `records` over without waiting for them to be durable. The default appends and
@@ -185,20 +219,61 @@ pub trait Journal: Send + Sync {
 pub enum Claim {
     /// This Guardian holds the session's lease (with this fencing token; `None` for a
     /// journal without leases): what it has in memory is current.
-    Held { token: Option<i64> },
+    Held {
+        /// The fencing token (`None`: a journal without leases).
+        token: Option<i64>,
+    },
     /// It has just taken the lease, with this new token (the session was free, expired, or
     /// never held): another Guardian may have written the session since, so what it holds
     /// in memory is stale.
-    Taken { token: i64 },
+    Taken {
+        /// The new fencing token.
+        token: i64,
+    },
     /// Another Guardian holds the lease, for about `expires_in_ms` more unless renewed.
-    Busy { holder: String, expires_in_ms: i64 },
+    Busy {
+        /// The Guardian holding it.
+        holder: String,
+        /// About how long the lease still runs, unless renewed.
+        expires_in_ms: i64,
+    },
     /// The lease could not be read or taken.
     Failed(String),
 }
 
-/// How a [`Durable`] error begins when records were refused because their session's lease
-/// was lost (another Guardian took it over): that session's answer fails, not the Guardian.
+/// How a [`JournalError::LeaseLost`] reads as text (what [`Durable::wait`] and the
+/// `Result<_, String>` methods of [`Journal`] give): this prefix, then why.
 pub const LEASE_LOST: &str = "lease lost: ";
+
+/// Why records could not be made durable. What a Guardian does next depends on which: a lost
+/// lease fails one session's answer, anything else every later request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalError {
+    /// The records' session is no longer this Guardian's: another Guardian took its lease
+    /// over (the text says how). Only that session's answer fails: the other Guardian decides
+    /// it now.
+    LeaseLost(String),
+    /// The journal failed: nothing more can be acknowledged.
+    Failed(String),
+}
+
+impl std::fmt::Display for JournalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JournalError::LeaseLost(why) => write!(f, "{LEASE_LOST}{why}"),
+            JournalError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for JournalError {}
+
+/// A journal's own error text is a failure (a lost lease is always built as one).
+impl From<String> for JournalError {
+    fn from(why: String) -> JournalError {
+        JournalError::Failed(why)
+    }
+}
 
 /// The promise that submitted records are durable: wait for it ([`Durable::wait`]) on a
 /// thread, or `.await` it (it is a `Future`, with no runtime of its own). A transport answers a
@@ -222,13 +297,18 @@ enum SlotState {
     #[default]
     Waiting,
     Polled(Waker),
-    Done(Result<(), String>),
+    Done(Result<(), JournalError>),
     Taken,
 }
 
 impl Durable {
     /// A promise already kept (or broken).
     pub fn settled(outcome: Result<(), String>) -> Durable {
+        Durable::settled_as(outcome.map_err(JournalError::Failed))
+    }
+
+    /// A promise already kept, or broken for the reason given.
+    pub fn settled_as(outcome: Result<(), JournalError>) -> Durable {
         let slot = Slot::default();
         *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = SlotState::Done(outcome);
         Durable(Arc::new(slot))
@@ -240,8 +320,13 @@ impl Durable {
         (Durable(slot.clone()), Settle(Some(slot)))
     }
 
-    /// Blocks until the records are durable (or will never be).
+    /// Blocks until the records are durable (or will never be); the error as text.
     pub fn wait(self) -> Result<(), String> {
+        self.outcome().map_err(|e| e.to_string())
+    }
+
+    /// Blocks until the records are durable (or will never be, and why).
+    pub fn outcome(self) -> Result<(), JournalError> {
         let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             match std::mem::take(&mut *state) {
@@ -249,7 +334,7 @@ impl Durable {
                     *state = SlotState::Taken;
                     return r;
                 }
-                SlotState::Taken => return Err("the durability outcome was taken twice".into()),
+                SlotState::Taken => return Err(taken_twice()),
                 waiting => {
                     *state = waiting;
                     state = self
@@ -263,17 +348,20 @@ impl Durable {
     }
 }
 
-impl Future for Durable {
-    type Output = Result<(), String>;
+impl Durable {
+    /// Awaits the outcome (like `.await` on the `Durable`), with the reason it failed.
+    pub fn settled_outcome(self) -> Settled {
+        Settled(self)
+    }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Result<(), JournalError>> {
         let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         match std::mem::take(&mut *state) {
             SlotState::Done(r) => {
                 *state = SlotState::Taken;
                 Poll::Ready(r)
             }
-            SlotState::Taken => Poll::Ready(Err("the durability outcome was taken twice".into())),
+            SlotState::Taken => Poll::Ready(Err(taken_twice())),
             SlotState::Waiting | SlotState::Polled(_) => {
                 *state = SlotState::Polled(cx.waker().clone());
                 Poll::Pending
@@ -282,9 +370,39 @@ impl Future for Durable {
     }
 }
 
+fn taken_twice() -> JournalError {
+    JournalError::Failed("the durability outcome was taken twice".into())
+}
+
+/// The error as text, like [`Durable::wait`].
+impl Future for Durable {
+    type Output = Result<(), String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_outcome(cx).map(|r| r.map_err(|e| e.to_string()))
+    }
+}
+
+/// [`Durable::settled_outcome`]: a [`Durable`] awaited with its typed error.
+#[derive(Debug)]
+pub struct Settled(Durable);
+
+impl Future for Settled {
+    type Output = Result<(), JournalError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.poll_outcome(cx)
+    }
+}
+
 impl Settle {
-    /// Settles the promise: `Ok` once the records are durable.
-    pub fn settle(mut self, outcome: Result<(), String>) {
+    /// Settles the promise: `Ok` once the records are durable (an error is a failure).
+    pub fn settle(self, outcome: Result<(), String>) {
+        self.settle_as(outcome.map_err(JournalError::Failed));
+    }
+
+    /// Settles the promise, saying why when it is broken.
+    pub fn settle_as(mut self, outcome: Result<(), JournalError>) {
         if let Some(slot) = self.0.take() {
             finish(&slot, outcome);
         }
@@ -294,12 +412,15 @@ impl Settle {
 impl Drop for Settle {
     fn drop(&mut self) {
         if let Some(slot) = self.0.take() {
-            finish(&slot, Err("the journal writer stopped".into()));
+            finish(
+                &slot,
+                Err(JournalError::Failed("the journal writer stopped".into())),
+            );
         }
     }
 }
 
-fn finish(slot: &Slot, outcome: Result<(), String>) {
+fn finish(slot: &Slot, outcome: Result<(), JournalError>) {
     let waker = {
         let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
         match std::mem::replace(&mut *state, SlotState::Done(outcome)) {
@@ -346,6 +467,7 @@ pub type Queued<T> = (Vec<(Option<String>, T)>, Option<String>, Settle);
 /// A journal in memory (for tests and embedding).
 #[derive(Debug, Default)]
 pub struct MemoryJournal {
+    /// Every record appended, in order.
     pub records: Mutex<Vec<Record>>,
 }
 
@@ -376,6 +498,7 @@ impl Journal for MemoryJournal {
 }
 
 impl MemoryJournal {
+    /// Takes every record out (the journal is empty after).
     pub fn take(&self) -> Vec<Record> {
         std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()))
     }
@@ -425,4 +548,32 @@ pub fn chains<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<(String,
         }
     }
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_lease_is_a_type_and_reads_with_its_prefix() {
+        let (durable, settle) = Durable::pending();
+        settle.settle_as(Err(JournalError::LeaseLost(
+            "another Guardian took s over".into(),
+        )));
+        assert_eq!(
+            durable.outcome(),
+            Err(JournalError::LeaseLost(
+                "another Guardian took s over".into()
+            ))
+        );
+        let lost = Durable::settled_as(Err(JournalError::LeaseLost("why".into())));
+        assert_eq!(lost.wait(), Err(format!("{LEASE_LOST}why")));
+        // Text a journal hands back is a failure, never a lost lease, whatever it says.
+        let (durable, settle) = Durable::pending();
+        settle.settle(Err(format!("{LEASE_LOST}but only in words")));
+        assert!(matches!(durable.outcome(), Err(JournalError::Failed(_))));
+        let (durable, settle) = Durable::pending();
+        drop(settle);
+        assert!(matches!(durable.outcome(), Err(JournalError::Failed(_))));
+    }
 }

@@ -34,6 +34,7 @@ use crate::acs::envelope::Response;
 /// and before the answer is sent: an implementation must return at once (queue the record,
 /// never wait on a network) and must never fail the decision.
 pub trait DecisionLog: Send + Sync {
+    /// Takes one record (a JSON object; docs/serve.md, "Decision log"). Called on the deciding thread: queue, do not block.
     fn record(&self, record: &Value);
 
     /// Sends what is still queued, waiting at most `limit`: a server that stops calls it so the

@@ -6,6 +6,13 @@
 //! shares them. Running a Guardian as a process (transports, the durable journal, the operator
 //! endpoint, reload) is the `server` module's, behind feature `server` (docs/serve.md).
 //!
+//! Inside, a request of a session goes through the phases of `session` (ARCHITECTURE.md, "A
+//! step's phases"): the gate, the step (its state moved by `engine`), the journal, and one
+//! commit that restoring from the journal ends in too. This file owns the facade: the policy,
+//! the Guardian's options, its session table and journal, the operator's actions (approvals,
+//! effect resolutions) and what answers look like once decided (signatures, the decision log).
+//! It must not know how a transport carries requests or how a journal stores records.
+//!
 //! ```
 //! use warden::guardian::{Guardian, Policy};
 //!
@@ -34,14 +41,16 @@
 
 // Error responses are the rare path, built once per refused request: no need to box them.
 #![allow(clippy::result_large_err)]
+#![warn(missing_docs)]
 
 pub mod audit;
 pub mod decide;
-pub mod engine;
+pub(crate) mod engine;
 pub mod explain;
 pub mod journal;
 pub mod log;
 pub mod protocol;
+mod session;
 mod sessions;
 mod step_code;
 
@@ -52,12 +61,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::Value;
 
 pub use decide::Decision;
-pub use engine::{decide_event, reapply_event, taint_event, BAD_ARGUMENTS, BAD_INTENT};
-pub use journal::{Claim, Durable, Journal, MemoryJournal, Record};
+pub use engine::{decide_event, BAD_ARGUMENTS, BAD_INTENT};
+pub use journal::{Claim, Durable, Journal, JournalError, MemoryJournal, Record};
 pub use protocol::{Caps, Negotiated, Protocol};
+pub use session::is_known_method;
 
-use audit::Chain;
-use protocol::ReplayWindow;
+use session::{Commit, Digest, Gated, Refusal, Session};
 
 use crate::acs::crypto;
 use crate::acs::envelope::{self, DecodeOptions, Id, Request, Response, RpcError};
@@ -66,10 +75,8 @@ use crate::acs::time;
 use crate::acs::DecisionKind;
 use crate::check::{self, Loaded};
 use crate::compile::{self, Program};
-use crate::diagnostics::{Diagnostic, Diagnostics, FileId, SourceMap, Span};
-use crate::state::{
-    Approval, ApprovalNote, ApprovalStatus, Event, Extension, GrantError, SessionState,
-};
+use crate::diagnostics::{Code, Diagnostic, Diagnostics, FileId, SourceMap, Span};
+use crate::state::{Approval, ApprovalStatus, Extension, GrantError, SessionState};
 use crate::vm::{Observation, VmError};
 
 /// A checked and compiled policy.
@@ -185,6 +192,7 @@ impl Policy {
             .expect("the embedded default policy checks (tested)")
     }
 
+    /// The compiled program.
     pub fn program(&self) -> &Arc<Program> {
         &self.program
     }
@@ -207,7 +215,9 @@ pub enum OnDecisionFailure {
 }
 
 #[derive(Debug, Clone, Default)]
+/// How a [`Guardian`] decides and answers.
 pub struct Options {
+    /// What to answer when the policy cannot decide.
     pub on_decision_failure: OnDecisionFailure,
     /// Attach an explain trace to every result (`policy_data.warden`).
     pub explain: bool,
@@ -223,7 +233,9 @@ pub struct RuleTrace {
     pub rule: String,
     /// Where the rule is: its file in the policy's sources, and its whole declaration.
     pub file: FileId,
+    /// Its whole declaration.
     pub span: Span,
+    /// Whether it fired.
     pub fired: bool,
     /// Its checks, in the order they ran, with masked values already masked.
     pub observations: Vec<Observation>,
@@ -232,53 +244,8 @@ pub struct RuleTrace {
     pub masked: Arc<[String]>,
 }
 
-#[derive(Debug, Default)]
-struct Session {
-    state: Option<SessionState>,
-    /// For a subagent's session: the session that spawned it.
-    parent: Option<String>,
-    negotiated: Option<Arc<Negotiated>>,
-    window: ReplayWindow,
-    chain: Chain,
-    /// `sessionEnd` was decided: the chain is sealed and the state dropped.
-    sealed: bool,
-    /// The labels of a sealed session's context (what its parent's `subagentStop` reads).
-    final_labels: Option<u64>,
-    /// The effect keys a sealed subagent session changed (likewise).
-    final_effects: Vec<(Arc<str>, crate::state::EffectEntry)>,
-    /// Digest of the policy the session's last step was decided on.
-    policy_digest: Option<Arc<str>>,
-    /// For a subagent: the parent's chain head after its `subagentStart` entry, recorded in
-    /// the child's root entry.
-    parent_link: Option<String>,
-    /// Set when the session went over a memory cap; every later request is refused.
-    refused: Option<String>,
-    /// When the session was sealed (Guardian clock), for dropping its tombstone later.
-    sealed_at_ms: i64,
-    /// When the session last had a request (Guardian clock), for idle eviction.
-    last_active_ms: i64,
-    /// The agent that opened it (`metadata.agent_id`; a subagent's session counts as its
-    /// parent's agent's).
-    agent: Arc<str>,
-    /// The session is part of a subagent family (it has a parent or spawned a child): its
-    /// state depends on the other members', so it stays in memory until it ends.
-    family: bool,
-    /// Being rebuilt from the journal outside the table: it opens no subagent sessions.
-    detached: bool,
-    /// Its records are already one compacted [`Record::Sealed`].
-    compacted: bool,
-    /// The fencing token of the lease this copy of the session was decided under (several
-    /// Guardians on one database): its records are committed only while the lease still
-    /// carries it. `None` with a journal of one Guardian's own.
-    lease: Option<i64>,
-    /// Said hello (at this time, under this policy) and took no step yet: the handshake is
-    /// journalled with the first step, so a session that only said hello costs the journal
-    /// nothing.
-    hello: Option<(i64, Arc<str>)>,
-}
-
 #[derive(Debug, Clone)]
-struct Active {
+pub(crate) struct Active {
     program: Arc<Program>,
     digest: Arc<str>,
     sources: Arc<SourceMap>,
@@ -297,7 +264,7 @@ pub struct Guardian {
 }
 
 /// What a subagent's session hands back to its parent at `subagentStop`.
-struct ChildFacts {
+pub(crate) struct ChildFacts {
     /// Everything that entered the subagent's context.
     labels: u64,
     /// Its audit chain head.
@@ -309,8 +276,11 @@ struct ChildFacts {
 /// A granted approval: its session, the approval as asked, and what it did to the Intent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Granted {
+    /// The session the approval belongs to.
     pub session: String,
+    /// The approval as it was asked.
     pub approval: Arc<Approval>,
+    /// What the grant did to the session's Intent.
     pub extension: Extension,
 }
 
@@ -318,18 +288,23 @@ pub struct Granted {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApproveError {
     #[error("{0}")]
+    /// The grant was refused (unknown ask, wrong approver, expired, used).
     Grant(GrantError),
     #[error("{0}")]
+    /// The grant could not be journalled (or the session's lease taken).
     Journal(String),
 }
 
 /// One approval as [`Guardian::approvals`] lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalInfo {
+    /// The session the approval belongs to.
     pub session: String,
     /// The request id of the ask that opened it (what `warden approve` takes).
     pub request_id: String,
+    /// The approval as it was asked.
     pub approval: Arc<Approval>,
+    /// Where it stands.
     pub status: ApprovalStatus,
 }
 
@@ -345,7 +320,7 @@ struct Decided {
 
 /// A decision's part of its decision-log record ([`log`]).
 #[derive(Debug, Default)]
-struct Logged {
+pub(crate) struct Logged {
     tool: Option<String>,
     arguments: Option<Value>,
     fired: Vec<Arc<str>>,
@@ -369,31 +344,31 @@ pub struct Pending {
 impl Pending {
     /// Blocks until the decision is durable, then gives the answer.
     pub fn wait(mut self) -> Response {
-        let outcome = self.durable.take().map(Durable::wait);
+        let outcome = self.durable.take().map(Durable::outcome);
         self.conclude(outcome)
     }
 
     /// Waits (asynchronously) until the decision is durable, then gives the answer.
     pub async fn settled(mut self) -> Response {
         let outcome = match self.durable.take() {
-            Some(d) => Some(d.await),
+            Some(d) => Some(d.settled_outcome().await),
             None => None,
         };
         self.conclude(outcome)
     }
 
-    fn conclude(self, outcome: Option<Result<(), String>>) -> Response {
+    fn conclude(self, outcome: Option<Result<(), JournalError>>) -> Response {
         let Some(Err(e)) = outcome else {
             return self.response;
         };
         // A lost lease fails this session's answer only: another Guardian decides it now,
         // and this one's memory of it is dropped at its next request (`Guardian::hold`).
-        let error = match e.strip_prefix(journal::LEASE_LOST) {
-            Some(why) => RpcError::internal(format!(
+        let error = match e {
+            JournalError::LeaseLost(why) => RpcError::internal(format!(
                 "the decision was not committed: this Guardian lost the session's lease ({why})"
             ))
             .with_data("reason", "lease_lost"),
-            None => {
+            JournalError::Failed(e) => {
                 self.failed.store(true, Ordering::SeqCst);
                 RpcError::internal(format!("the decision could not be made durable: {e}"))
             }
@@ -407,10 +382,12 @@ impl Pending {
 }
 
 impl Guardian {
+    /// A Guardian for `policy` with the default (lenient) options and no journal.
     pub fn new(policy: Policy) -> Guardian {
         Guardian::with_options(policy, Options::default())
     }
 
+    /// A Guardian for `policy` with `options` and no journal.
     pub fn with_options(policy: Policy, options: Options) -> Guardian {
         Guardian {
             policy: RwLock::new(Active {
@@ -441,6 +418,7 @@ impl Guardian {
         self.decision_log.set(sink).is_ok()
     }
 
+    /// The options the Guardian runs with.
     pub fn options(&self) -> &Options {
         &self.options
     }
@@ -583,10 +561,7 @@ impl Guardian {
             logged,
         } = if self.failed.load(Ordering::SeqCst) {
             Decided {
-                response: Response::error(
-                    id,
-                    RpcError::internal("the journal failed; this Guardian refuses every request"),
-                ),
+                response: Response::error(id, Refusal::JournalFailed.to_rpc()),
                 traces: Vec::new(),
                 logged: None,
                 durable: None,
@@ -657,12 +632,8 @@ impl Guardian {
         agent: &str,
         counted: bool,
         now: i64,
-    ) -> Result<Arc<Mutex<Session>>, RpcError> {
-        self.admit_with(sid, agent, counted, now, || Session {
-            last_active_ms: now,
-            agent: Arc::from(agent),
-            ..Session::default()
-        })
+    ) -> Result<Arc<Mutex<Session>>, Refusal> {
+        self.admit_with(sid, agent, counted, now, || Session::new(agent, now))
     }
 
     /// Holds a session a request opens: a hello's as bare (in the pool of sessions that have
@@ -672,19 +643,18 @@ impl Guardian {
         sid: &str,
         agent: &str,
         hello: bool,
-    ) -> Result<Arc<Mutex<Session>>, RpcError> {
+    ) -> Result<Arc<Mutex<Session>>, Refusal> {
         if !hello {
             return self.admit(sid, agent, true, time::now_ms());
         }
         let now = time::now_ms();
         let limits = self.limits();
         self.sessions
-            .admit_hello(sid, agent, now, &limits, || Session {
-                last_active_ms: now,
-                agent: Arc::from(agent),
-                ..Session::default()
+            .admit_hello(sid, agent, now, &limits, || Session::new(agent, now))
+            .map_err(|why| Refusal::Full {
+                agent: agent.to_string(),
+                why,
             })
-            .map_err(|r| refusal(agent, r))
     }
 
     /// Holds `make()` as session `sid` for `agent` (or returns the one held), within the caps.
@@ -695,11 +665,14 @@ impl Guardian {
         counted: bool,
         now: i64,
         make: impl FnOnce() -> Session,
-    ) -> Result<Arc<Mutex<Session>>, RpcError> {
+    ) -> Result<Arc<Mutex<Session>>, Refusal> {
         let limits = self.limits();
         self.sessions
             .admit(sid, agent, now, &limits, counted, make)
-            .map_err(|r| refusal(agent, r))
+            .map_err(|why| Refusal::Full {
+                agent: agent.to_string(),
+                why,
+            })
     }
 
     /// Drops every ended session whose tombstone outlived the skew window and every idle
@@ -743,435 +716,79 @@ impl Guardian {
         pending.into_iter().filter_map(|d| d.wait().ok()).count()
     }
 
+    /// One request of a session, through the phases of `session` (its module docs give the
+    /// order): the gate, the step, the journal, the commit.
     fn process_session(&self, req: &Request, raw: &mut Value, key: Option<&[u8; 32]>) -> Decided {
-        let id = req.id.clone();
-        let fail = |e: RpcError| Decided {
-            response: Response::error(id.clone(), e),
+        let fail = |refusal: Refusal| Decided {
+            response: Response::error(req.id.clone(), refusal.to_rpc()),
             traces: Vec::new(),
             logged: None,
             durable: None,
         };
-        let p = &req.params;
-        let proto = &self.options.protocol;
-        let sid = p.metadata.session_id.as_str();
-        if let Some(k) = key {
-            if let Err(e) = crypto::verify(k, &*raw) {
-                return fail(RpcError::signature_invalid(e.to_string()));
-            }
-        }
-        let hook = if req.method == "handshake/hello" {
-            None
-        } else {
-            match fields::hook(&req.method) {
-                Some(h) => Some(h),
-                None => return fail(RpcError::method_not_found(&req.method)),
-            }
+        let sid = req.params.metadata.session_id.as_str();
+        let entered = match self.enter(req, raw, key) {
+            Ok(e) => e,
+            Err(refusal) => return fail(refusal),
         };
-        // A payload its hook's table refuses is never decided (nor does it open a session).
-        if let Some(h) = hook {
-            if let Err(e) = crate::acs::payload::check(h, &p.payload) {
-                return fail(RpcError::invalid_params(
-                    &format!("params.{}", e.path),
-                    e.why,
-                ));
-            }
-        }
-        // Facts from other sessions, read before this session is locked (one lock at a time).
-        let child_info = match req.method.as_str() {
-            "steps/subagentStop" => p
-                .payload
-                .get("subagent_session_id")
-                .and_then(Value::as_str)
-                .map(|c| (c.to_string(), self.session_facts(c))),
-            _ => None,
-        };
-        // A request refused for want of a handshake allocates nothing: only a hello (or, in
-        // the lenient mode, any hook) opens a session.
-        let lease = match self.hold(sid) {
-            Ok(l) => l,
-            Err(e) => return fail(e),
-        };
-        // One table lookup on the common path; the journal is asked only for an unknown id.
-        let (session, fresh) = match self.sessions.get(sid) {
-            Some(s) => (s, false),
-            None => match self.restore_returning(sid) {
-                Some(Ok(s)) => (s, false),
-                Some(Err(e)) => return fail(e),
-                None if hook.is_some() && proto.require_handshake => {
-                    return fail(handshake_required(&req.method))
-                }
-                None => match self.admit_new(sid, &p.metadata.agent_id, hook.is_none()) {
-                    Ok(s) => (s, true),
-                    Err(e) => return fail(e),
-                },
-            },
-        };
-        let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-        match (s.lease, lease) {
-            (None, l) => s.lease = l,
-            // This copy was decided under an older lease, and the Guardian has since taken the
-            // session again (and restored a new copy): nothing decided on it may commit.
-            (Some(had), Some(now)) if had != now => {
-                return fail(
-                    RpcError::internal(
-                        "the session changed hands while this request waited; send it again",
-                    )
-                    .with_data("reason", "lease_lost"),
-                )
-            }
-            _ => {}
-        }
-        s.last_active_ms = time::now_ms();
-        if s.sealed {
-            return fail(RpcError::session_refused(
-                "the session has ended and its audit chain is sealed",
-            ));
-        }
-        if let Some(why) = &s.refused {
-            return fail(RpcError::session_refused(why.clone()));
-        }
-        let Some(hook) = hook else {
-            return match self.hello(&mut s, p) {
-                Ok(r) => Decided {
-                    response: Response::result(id, r),
+        let mut s = entered.session.lock().unwrap_or_else(|e| e.into_inner());
+        let admitted = match self.gate(&mut s, req, &entered) {
+            Ok(Gated::Step(admitted)) => admitted,
+            Ok(Gated::Hello(result)) => {
+                return Decided {
+                    response: Response::result(req.id.clone(), *result),
                     traces: Vec::new(),
                     logged: None,
                     durable: None,
-                },
-                Err(e) => {
-                    // A refused hello leaves nothing behind.
-                    if fresh && s.negotiated.is_none() && s.chain.len == 0 {
-                        drop(s);
-                        self.sessions.remove(sid);
-                    }
-                    fail(e)
                 }
+            }
+            Err(refusal) => {
+                // A refused hello leaves nothing behind.
+                if entered.hook.is_none()
+                    && entered.fresh
+                    && s.negotiated.is_none()
+                    && s.chain.len == 0
+                {
+                    drop(s);
+                    self.sessions.remove(sid);
+                }
+                return fail(refusal);
+            }
+        };
+        let stepped = self.step(&mut s, req, raw, &admitted, &entered);
+        let after = stepped.commits.then(|| {
+            let proto = &self.options.protocol;
+            let window = proto.replay_protection.then(|| {
+                let time_ms = admitted.time_ms.unwrap_or(admitted.now);
+                (time_ms, admitted.id_key, admitted.nonce_key)
+            });
+            let child_effects = match &entered.child {
+                Some((_, Some(child))) => Some(&child.effects),
+                _ => None,
             };
-        };
-        match &s.negotiated {
-            None if proto.require_handshake => return fail(handshake_required(&req.method)),
-            Some(n) if !n.allows(&req.method) => {
-                return fail(RpcError::capability_not_negotiated(&req.method))
-            }
-            _ => {}
-        }
-        let time_ms = time::rfc3339_unix_ms(&p.timestamp);
-        let now = time::now_ms();
-        if let (Some(w), Some(t)) = (proto.skew_window_ms, time_ms) {
-            if now.abs_diff(t) > w {
-                return fail(RpcError::timestamp_out_of_window(
-                    format!(
-                        "timestamp {} is {} ms from the Guardian's clock",
-                        p.timestamp,
-                        now - t
-                    ),
-                    w,
-                ));
-            }
-        }
-        let id_key = protocol::id_key(&p.request_id);
-        let nonce_key = p.nonce.as_deref().map(protocol::hash_key);
-        if proto.replay_protection {
-            s.window.prune(now, proto.skew_window_ms);
-            match s.window.check(
-                id_key,
-                nonce_key,
-                proto.caps.max_request_ids,
-                proto.skew_window_ms.is_some(),
-            ) {
-                Ok(()) => {}
-                Err(protocol::Replay::DuplicateId) => {
-                    return fail(RpcError::replay_detected(format!(
-                        "request_id {} was already used in this session",
-                        p.request_id
-                    )))
-                }
-                Err(protocol::Replay::DuplicateNonce) => {
-                    return fail(RpcError::replay_detected(
-                        "the nonce was already used in this session",
-                    ))
-                }
-                Err(protocol::Replay::Full) => {
-                    return fail(RpcError::session_refused(format!(
-                        "more than {} requests within the skew window",
-                        proto.caps.max_request_ids
-                    )))
-                }
-            }
-        }
-        let active = self.active();
-        let program = &active.program;
-        let state = s.state.get_or_insert_with(|| SessionState::new(program));
-        if state.nodes.len() > proto.caps.max_nodes
-            || state.history_keys() > proto.caps.max_history_keys
-        {
-            let why = format!(
-                "the session went over its memory caps ({} provenance nodes, {} history, effect and approval keys)",
-                proto.caps.max_nodes, proto.caps.max_history_keys
-            );
-            s.refused = Some(why.clone());
-            return fail(RpcError::session_refused(why));
-        }
-        // A subagent's summary carries back everything that entered the subagent's context.
-        let extra_labels = match &child_info {
-            Some((_, Some(f))) => f.labels,
-            Some((_, None)) => program.unknown_labels,
-            None => 0,
-        };
-        // Lent out of the request for the decision and put back after it (the audit entry and
-        // the journal record read the request whole): a copy of it cost more than the rest of
-        // the event's setup.
-        let metadata = params_metadata_mut(raw)
-            .map(Value::take)
-            .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
-        // A wrapped MCP `tools/call` is decided as the tool call it is, a wrapped MCP result
-        // as the tool result it is.
-        let mcp_view;
-        let mut mcp_wrapped = None;
-        let (hook, payload) = match mcp_view_of(hook, &p.payload, &p.request_id) {
-            Some((h, view)) => {
-                mcp_wrapped = Some(hook.method);
-                mcp_view = view;
-                (h, &mcp_view)
-            }
-            None => (hook, &p.payload),
-        };
-        let ev = Event {
-            method: hook.method,
-            request_id: &p.request_id,
-            payload,
-            metadata: &metadata,
-            time_ms,
-            extra_labels,
-            wrapped_method: mcp_wrapped,
-        };
-        let mut failed = false;
-        let logging = self.decision_log.get().is_some();
-        let (outcome, arguments) = if logging {
-            engine::decide_event_logged(program, hook, state, &ev, self.options.explain)
-        } else {
-            (
-                decide_event(program, hook, state, &ev, self.options.explain),
-                None,
-            )
-        };
-        if let Some(slot) = params_metadata_mut(raw) {
-            *slot = metadata;
-        }
-        let mut logged = logging.then(|| Logged {
-            tool: payload
-                .pointer("/tool/name")
-                .and_then(Value::as_str)
-                .map(String::from),
-            arguments,
-            fired: Vec::new(),
-            unverified_claims: Vec::new(),
+            s.commit(Commit {
+                method: stepped.method,
+                proceeds: stepped.proceeds,
+                window,
+                max_request_ids: proto.caps.max_request_ids,
+                entries: stepped.record.entries(),
+                digest: Digest::Decided(admitted.active.digest.clone()),
+                child_effects,
+                at_ms: time::now_ms(),
+            })
         });
-        let (mut result, traces, proceeds, approval, effect_outcome) = match outcome {
-            Ok(decision) => {
-                if let Some(l) = &mut logged {
-                    l.fired = decision.fired.clone();
-                    l.unverified_claims = decision.unverified_claims.clone();
-                }
-                let traces = decision.trace.clone();
-                let mut result = decision.to_result(&p.request_id);
-                if self.options.explain {
-                    result.policy_data.insert(
-                        "warden".into(),
-                        explain::to_json(&decision, &traces, program, &active.sources),
-                    );
-                }
-                let proceeds = decision.proceeds();
-                (
-                    result,
-                    traces,
-                    proceeds,
-                    decision.approval,
-                    decision.effect_outcome,
-                )
-            }
-            Err(e) => match self.failure(id.clone(), &p.request_id, hook, &e) {
-                Ok(result) => {
-                    failed = true;
-                    (result, Vec::new(), false, None, None)
-                }
-                Err(response) => {
-                    // The content that entered with the failed step is journalled too.
-                    let record = Record::Step {
-                        session: sid.to_string(),
-                        method: req.method.clone(),
-                        params: raw.get("params").cloned().unwrap_or(Value::Null),
-                        proceeds: false,
-                        failed: true,
-                        extra_labels,
-                        entries: Vec::new(),
-                        approval: None,
-                        at_ms: Some(time::now_ms()),
-                    };
-                    let records = self.with_hello(&mut s, sid, record);
-                    let durable = self.submit_as(records, s.lease);
-                    return Decided {
-                        response,
-                        traces: Vec::new(),
-                        logged,
-                        durable,
-                    };
-                }
-            },
-        };
-        if proto.replay_protection {
-            s.window.insert(
-                time_ms.unwrap_or(now),
-                id_key,
-                nonce_key,
-                proto.caps.max_request_ids,
-            );
-        }
-        let params = raw.get("params").unwrap_or(&Value::Null);
-        let mut entries = Vec::new();
-        if proto.audit {
-            if s.chain.len > 0 && s.policy_digest.as_deref() != Some(&*active.digest) {
-                let e = audit::reload_entry(
-                    s.chain.next_id(sid),
-                    s.policy_digest.as_deref(),
-                    &active.digest,
-                    time::now_rfc3339(),
-                );
-                entries.push(s.chain.append(e));
-            }
-            // The method as it arrived (a wrapped MCP step is recorded as itself, not as the
-            // view it was decided as), as the journal record below.
-            let mut e = audit::step_entry(
-                s.chain.next_id(sid),
-                &req.method,
-                params,
-                result.decision.as_str(),
-            );
-            if s.chain.len == 0 {
-                if let (Some(parent), Some(link)) = (&s.parent, &s.parent_link) {
-                    e.insert("parent_session_id".into(), Value::String(parent.clone()));
-                    e.insert("parent_chain_hash".into(), Value::String(link.clone()));
-                }
-            }
-            let claimed = |k: &str| p.payload.get(k).and_then(Value::as_str);
-            match hook.method {
-                "steps/subagentStop" => {
-                    let head = child_info
-                        .as_ref()
-                        .and_then(|(_, f)| f.as_ref())
-                        .and_then(|f| f.head.clone());
-                    if let (Some(c), Some(h)) = (claimed("final_chain_hash"), &head) {
-                        if c != h {
-                            push_code(&mut result, "chain_mismatch");
-                        }
-                    }
-                    e.insert(
-                        "subagent_chain_hash".into(),
-                        head.map(Value::String).unwrap_or(Value::Null),
-                    );
-                }
-                "steps/postCompact" | "steps/sessionEnd" => {
-                    let k = if hook.method == "steps/postCompact" {
-                        "pre_compact_chain_hash"
-                    } else {
-                        "final_chain_hash"
-                    };
-                    if let Some(c) = claimed(k) {
-                        if Some(c) != s.chain.head.as_deref() {
-                            push_code(&mut result, "chain_mismatch");
-                        }
-                    }
-                }
-                _ => {}
-            }
-            match &approval {
-                Some(ApprovalNote::Asked { approval, .. }) => {
-                    e.insert("action_hash".into(), approval.action_hash.clone().into());
-                }
-                Some(ApprovalNote::Consumed { id, action_hash }) => {
-                    e.insert("action_hash".into(), action_hash.clone().into());
-                    e.insert("approval_consumed".into(), id.clone().into());
-                }
-                None => {}
-            }
-            if let Some(outcome) = &effect_outcome {
-                e.insert("effect_outcome".into(), outcome.clone());
-            }
-            entries.push(s.chain.append(e));
-            result.chain_hash = s.chain.head.clone();
-        }
-        s.policy_digest = Some(active.digest.clone());
-        // The params move into the record: nothing reads the raw request after this.
-        let params = raw
-            .get_mut("params")
-            .map(Value::take)
-            .unwrap_or(Value::Null);
-        let record = Record::Step {
-            session: sid.to_string(),
-            method: req.method.clone(),
-            params,
-            proceeds,
-            failed,
-            extra_labels,
-            entries,
-            approval,
-            at_ms: Some(time::now_ms()),
-        };
         // Journalled under the session's lock, so the journal holds each session's steps in
         // the order they were decided; the answer waits for the commit (`Pending`).
-        let records = self.with_hello(&mut s, sid, record);
+        let records = self.with_hello(&mut s, sid, stepped.record);
         let durable = self.submit_as(records, s.lease);
-        if proceeds {
-            if let (Some((_, Some(child))), Some(state)) = (&child_info, s.state.as_mut()) {
-                state.merge_effects(&child.effects);
-            }
+        if let Some(after) = after {
+            self.after_commit(&s, sid, after, &req.params.payload);
         }
-        self.after_step(
-            &mut s,
-            sid,
-            hook.method,
-            &p.payload,
-            proceeds,
-            time::now_ms(),
-        );
         drop(s);
         Decided {
-            response: Response::result(id, result),
-            traces,
+            response: stepped.response,
+            traces: stepped.traces,
             durable,
-            logged,
-        }
-    }
-
-    /// What a decided step does to the session besides its state: spawning a subagent's
-    /// session, sealing at `sessionEnd`.
-    fn after_step(
-        &self,
-        s: &mut Session,
-        sid: &str,
-        method: &str,
-        payload: &Value,
-        proceeds: bool,
-        now_ms: i64,
-    ) {
-        if proceeds && method == "steps/subagentStart" {
-            s.family = true;
-            if !s.detached {
-                self.spawn_child(sid, s, payload);
-            }
-        }
-        if method == "steps/sessionEnd" {
-            s.sealed = true;
-            s.sealed_at_ms = now_ms;
-            self.sessions.note_sealed(sid, now_ms);
-            s.final_labels = s.state.as_ref().map(|st| st.scalars.session_labels);
-            s.final_effects = s
-                .state
-                .as_ref()
-                .map(|st| st.changed_effects())
-                .unwrap_or_default();
-            s.state = None;
-            s.window = ReplayWindow::default();
+            logged: stepped.logged,
         }
     }
 
@@ -1211,29 +828,6 @@ impl Guardian {
             policy: Some(policy.to_string()),
         };
         vec![handshake, record]
-    }
-
-    /// Answers a ClientHello with the ServerHello. Nothing is journalled yet: the handshake
-    /// goes with the session's first step ([`Guardian::with_hello`]).
-    fn hello(
-        &self,
-        s: &mut Session,
-        p: &envelope::Params,
-    ) -> Result<envelope::AcsResult, RpcError> {
-        if s.negotiated.is_some() {
-            return Err(RpcError::session_refused(
-                "the session is already negotiated (ACS v0.1 has no renegotiation)",
-            ));
-        }
-        let (negotiated, hello) =
-            protocol::negotiate(&self.options.protocol, &p.payload, is_known_method)?;
-        s.hello = Some((time::now_ms(), self.policy_digest()));
-        s.negotiated = Some(Arc::new(negotiated));
-        let mut r = Decision::simple(DecisionKind::Allow, "", "handshake accepted".into())
-            .to_result(&p.request_id);
-        r.reason_codes.clear();
-        r.payload = Some(hello);
-        Ok(r)
     }
 
     /// The answer to a decision failure: a result, or the error response to send.
@@ -1301,7 +895,7 @@ impl Guardian {
     /// since another Guardian may have decided it since, and is restored from the journal
     /// by the caller; a session another Guardian holds is refused with the holder named, so
     /// a client or load balancer can go there instead.
-    fn hold(&self, sid: &str) -> Result<Option<i64>, RpcError> {
+    fn hold(&self, sid: &str) -> Result<Option<i64>, Refusal> {
         let Some(j) = &self.journal else {
             return Ok(None);
         };
@@ -1317,18 +911,12 @@ impl Guardian {
             } => {
                 // Whatever this Guardian still holds of the session is stale now.
                 self.sessions.remove(sid);
-                Err(RpcError::session_refused(format!(
-                    "Guardian {holder:?} holds this session's lease: send the request there (or \
-                 retry once the lease expires, in about {} ms)",
-                    expires_in_ms.max(0)
-                ))
-                .with_data("reason", "lease_held")
-                .with_data("holder", holder)
-                .with_data("retry_after_ms", expires_in_ms.max(0)))
+                Err(Refusal::LeaseHeld {
+                    holder,
+                    expires_in_ms,
+                })
             }
-            Claim::Failed(e) => Err(RpcError::internal(format!(
-                "the session's lease could not be taken: {e}"
-            ))),
+            Claim::Failed(e) => Err(Refusal::LeaseUnreadable(e)),
         }
     }
 
@@ -1337,7 +925,7 @@ impl Guardian {
     /// change belongs on that Guardian's operator endpoint) or the lease could not be read.
     /// Without leases (one Guardian's own journal) it always succeeds.
     pub fn take_session(&self, sid: &str) -> Result<(), String> {
-        self.hold(sid).map(|_| ()).map_err(|e| rpc_detail(&e))
+        self.hold(sid).map(|_| ()).map_err(|e| e.detail())
     }
 
     /// The session with this id, if the Guardian has one (the map's lock is held only here).
@@ -1353,10 +941,7 @@ impl Guardian {
             None => self.restore_returning(id)?.ok()?,
         };
         let s = session.lock().unwrap_or_else(|e| e.into_inner());
-        let (labels, effects) = match &s.state {
-            Some(st) => (st.scalars.session_labels, st.changed_effects()),
-            None => (s.final_labels?, s.final_effects.clone()),
-        };
+        let (labels, effects) = s.handed_back()?;
         Some(ChildFacts {
             labels,
             head: s.chain.head.clone(),
@@ -1443,12 +1028,12 @@ impl Guardian {
             .ok_or_else(|| ApproveError::Grant(GrantError::Unknown(request_id.to_string())))?;
         // The session as the journal holds it now (another Guardian may have decided it).
         self.hold(&sid)
-            .map_err(|e| ApproveError::Journal(rpc_detail(&e)))?;
+            .map_err(|e| ApproveError::Journal(e.detail()))?;
         let session = match self.existing_session(&sid) {
             Some(s) => s,
             None => match self.restore_returning(&sid) {
                 Some(Ok(s)) => s,
-                Some(Err(e)) => return Err(ApproveError::Journal(rpc_detail(&e))),
+                Some(Err(e)) => return Err(ApproveError::Journal(e.detail())),
                 None => {
                     return Err(ApproveError::Grant(GrantError::Unknown(
                         request_id.to_string(),
@@ -1582,308 +1167,6 @@ impl Guardian {
     pub fn session_count(&self) -> usize {
         self.sessions.len()
     }
-
-    /// Rebuilds sessions from journal records (in the order they were written), without
-    /// writing them again: each committed step's effect on the state is re-applied (the
-    /// policy's rules are not re-run; the journal says whether the step went ahead), the
-    /// replay window, negotiation, chain head and seal are restored. Exact when the policy
-    /// is the one the records were decided on. The journal may come in consecutive chunks (one
-    /// call each); ended sessions past their tombstone time leave memory as it goes, idle ones
-    /// at [`Guardian::sweep_sessions`] after the last chunk.
-    pub fn restore(&self, records: impl IntoIterator<Item = Record>) -> usize {
-        let now = time::now_ms();
-        let proto = &self.options.protocol;
-        let mut n = 0;
-        for record in records {
-            n += 1;
-            // Restored whatever the caps say (the journal holds what was admitted).
-            // A policy reload belongs to no session.
-            let Some(sid) = record.session() else {
-                continue;
-            };
-            let agent = record.agent().unwrap_or("");
-            let at_ms = record.at_ms().unwrap_or(now);
-            let Ok(session) = self.admit(sid, agent, false, at_ms) else {
-                continue;
-            };
-            let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-            self.restore_record(&mut s, record, now);
-        }
-        if let Some(w) = proto.skew_window_ms {
-            for (_, s) in self.sessions.entries() {
-                s.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .window
-                    .prune(now, Some(w));
-            }
-        }
-        // Ended sessions past their tombstone time leave as the restore goes; idle ones
-        // only when the caller says the journal is done (`sweep_sessions`), since a later
-        // record may still continue them.
-        self.sessions.sweep_tombstones(now, &self.limits());
-        n
-    }
-
-    /// A session that left memory and comes back: rebuilt from its own records in the
-    /// journal (outside the table, so no request sees it half-built), then admitted like a
-    /// new session. `None`: the journal has nothing for it (or cannot look it up).
-    fn restore_returning(&self, sid: &str) -> Option<Result<Arc<Mutex<Session>>, RpcError>> {
-        let records = match self.journal.as_ref()?.session_records(sid)? {
-            Ok(r) if r.is_empty() => return None,
-            Ok(r) => r,
-            Err(e) => {
-                return Some(Err(RpcError::internal(format!(
-                    "the session's records could not be read from the journal: {e}"
-                ))))
-            }
-        };
-        let s = self.rebuild(records);
-        let agent = s.agent.clone();
-        let sealed_at = s.sealed.then_some(s.sealed_at_ms);
-        let last_active = s.last_active_ms;
-        let admitted = self.admit_with(sid, &agent, true, last_active, move || s);
-        if let (Ok(_), Some(at)) = (&admitted, sealed_at) {
-            self.sessions.note_sealed(sid, at);
-        }
-        Some(admitted)
-    }
-
-    /// A session rebuilt from its own records, outside the table.
-    fn rebuild(&self, records: Vec<Record>) -> Session {
-        let now = time::now_ms();
-        let agent = records.iter().find_map(Record::agent).unwrap_or("");
-        let mut s = Session {
-            detached: true,
-            agent: Arc::from(agent),
-            ..Session::default()
-        };
-        for r in records {
-            self.restore_record(&mut s, r, now);
-        }
-        s.detached = false;
-        s.window.prune(now, self.options.protocol.skew_window_ms);
-        s
-    }
-
-    /// Compacts an ended session whose tombstone left memory: its records are replaced by
-    /// one [`Record::Sealed`] that keeps its audit chain and what its tombstone held. Only a
-    /// session outside any subagent family (whose records others' restores read) is
-    /// compacted. Returns whether it was.
-    /// The one record that replaces an ended session's records (`None`: nothing to compact:
-    /// no journal, already compacted, not ended, or part of a subagent family).
-    fn compact_summary(&self, sid: &str) -> Option<Record> {
-        let journal = self.journal.as_ref()?;
-        let records = match journal.session_records(sid) {
-            Some(Ok(r)) => r,
-            _ => return None,
-        };
-        if records.is_empty() || matches!(records[..], [Record::Sealed { .. }]) {
-            return None;
-        }
-        let entries: Vec<Value> = journal::chains(&records)
-            .into_iter()
-            .flat_map(|(_, e)| e)
-            .collect();
-        let s = self.rebuild(records);
-        if !s.sealed || s.family {
-            return None;
-        }
-        Some(Record::Sealed {
-            session: sid.to_string(),
-            agent: Some(s.agent.to_string()).filter(|a| !a.is_empty()),
-            at_ms: s.sealed_at_ms,
-            labels: s.final_labels.unwrap_or(0),
-            entries,
-        })
-    }
-
-    /// Re-applies one journal record to a session (restart and returning sessions alike).
-    /// Ages come from the records, so a restart does not make old sessions young.
-    fn restore_record(&self, s: &mut Session, record: Record, now: i64) {
-        let active = self.active();
-        let program = &active.program;
-        let proto = &self.options.protocol;
-        // As when it was decided, a subagent's effect changes reach its parent at the stop.
-        let child_effects = match &record {
-            Record::Step {
-                method,
-                params,
-                proceeds: true,
-                ..
-            } if method == "steps/subagentStop" => params
-                .pointer("/payload/subagent_session_id")
-                .and_then(Value::as_str)
-                .and_then(|c| self.session_facts(c))
-                .map(|f| f.effects),
-            _ => None,
-        };
-        let at_ms = record.at_ms().unwrap_or(now);
-        s.last_active_ms = at_ms;
-        match record {
-            // Guardian-wide: nothing of a session's.
-            Record::PolicyReload { .. } => {}
-            Record::Sealed {
-                session,
-                labels,
-                entries,
-                at_ms,
-                ..
-            } => {
-                restore_chain(s, &entries);
-                s.sealed = true;
-                s.sealed_at_ms = at_ms;
-                s.final_labels = Some(labels);
-                s.state = None;
-                s.window = ReplayWindow::default();
-                s.compacted = true;
-                self.sessions.note_sealed(&session, at_ms);
-            }
-            Record::Handshake {
-                negotiated, policy, ..
-            } => {
-                s.negotiated = Some(Arc::new(negotiated));
-                if let Some(d) = policy {
-                    s.policy_digest = Some(Arc::from(d));
-                }
-            }
-            Record::EffectResolved {
-                key, to, entries, ..
-            } => {
-                restore_chain(s, &entries);
-                if let (Some(state), Some(to)) =
-                    (s.state.as_mut(), crate::state::EffectStatus::parse(&to))
-                {
-                    state.resolve_effect(&key, to);
-                }
-            }
-            Record::ApprovalGranted {
-                request_id,
-                at_ms,
-                entries,
-                ..
-            } => {
-                restore_chain(s, &entries);
-                if let Some(state) = s.state.as_mut() {
-                    state.grant(&request_id, at_ms);
-                }
-            }
-            Record::Step {
-                session: sid,
-                method,
-                params,
-                proceeds,
-                failed,
-                extra_labels,
-                entries,
-                approval,
-                ..
-            } => {
-                let Some(hook) = fields::hook(&method) else {
-                    return;
-                };
-                let payload = params.get("payload").unwrap_or(&Value::Null);
-                let metadata = params.get("metadata").unwrap_or(&Value::Null);
-                let request_id = params
-                    .get("request_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let timestamp = params.get("timestamp").and_then(Value::as_str);
-                let time_ms = timestamp.and_then(time::rfc3339_unix_ms);
-                if proto.replay_protection {
-                    s.window.insert(
-                        time_ms.unwrap_or(now),
-                        protocol::id_key(request_id),
-                        params
-                            .get("nonce")
-                            .and_then(Value::as_str)
-                            .map(protocol::hash_key),
-                        proto.caps.max_request_ids,
-                    );
-                }
-                restore_chain(s, &entries);
-                if s.policy_digest.is_none() {
-                    s.policy_digest = Some(active.digest.clone());
-                }
-                // As when it was decided: a wrapped MCP `tools/call` as its tool call.
-                let mcp_view;
-                let mut mcp_wrapped = None;
-                let (hook, view) = match mcp_view_of(hook, payload, request_id) {
-                    Some((h, v)) => {
-                        mcp_wrapped = Some(hook.method);
-                        mcp_view = v;
-                        (h, &mcp_view)
-                    }
-                    None => (hook, payload),
-                };
-                let ev = Event {
-                    method: hook.method,
-                    request_id,
-                    payload: view,
-                    metadata,
-                    time_ms,
-                    extra_labels,
-                    wrapped_method: mcp_wrapped,
-                };
-                let state = s.state.get_or_insert_with(|| SessionState::new(program));
-                if proceeds {
-                    reapply_event(program, state, &ev);
-                } else if failed {
-                    taint_event(program, state, &ev);
-                }
-                if let Some(note) = &approval {
-                    state.apply_approval(note);
-                }
-                if let Some(effects) = &child_effects {
-                    state.merge_effects(effects);
-                }
-                self.after_step(s, &sid, hook.method, payload, proceeds, at_ms);
-            }
-        }
-    }
-}
-
-/// Whether a session whose wait in a retirement queue ran out leaves memory: an ended
-/// session's tombstone after the skew window; a live one after the idle time without a
-/// request, unless it belongs to a subagent family.
-impl sessions::Retire for Session {
-    fn verdict(
-        &self,
-        now: i64,
-        sealed_queue: bool,
-        limits: &sessions::Limits,
-    ) -> sessions::Verdict {
-        let s = self;
-        use sessions::Verdict;
-        let tombstone = limits.tombstone_ms.unwrap_or(0) as i64;
-        if s.sealed {
-            let due = s.sealed_at_ms.saturating_add(tombstone);
-            return if sealed_queue || due <= now {
-                // Outside a subagent family, its records can be compacted.
-                if s.family || s.compacted {
-                    Verdict::Remove
-                } else {
-                    Verdict::RemoveAndList
-                }
-            } else {
-                Verdict::Keep(due)
-            };
-        }
-        if sealed_queue {
-            return Verdict::Keep(now);
-        }
-        let Some(idle) = limits.idle_ms else {
-            return Verdict::Keep(i64::MAX);
-        };
-        let due = s.last_active_ms.saturating_add(idle as i64);
-        if s.family {
-            // Re-examined once per idle period; it leaves when it ends.
-            Verdict::Keep(now.saturating_add(idle as i64))
-        } else if due <= now {
-            Verdict::Remove
-        } else {
-            Verdict::Keep(due)
-        }
-    }
 }
 
 /// Ended sessions compacted together: their summaries share the journal's commits.
@@ -1897,49 +1180,10 @@ fn unloadable(path: &Path, message: String) -> Diagnostics {
         "",
     ));
     d.items.push(
-        Diagnostic::error("load::unreadable", file, Default::default(), message)
+        Diagnostic::error(Code::LoadUnreadable, file, Default::default(), message)
             .with_help("check the path"),
     );
     d
-}
-
-/// The -32000 of a session the table would not admit.
-fn refusal(agent: &str, r: sessions::Refusal) -> RpcError {
-    RpcError::session_refused(match r {
-        sessions::Refusal::Full(n) => format!("this Guardian holds its maximum of {n} sessions"),
-        sessions::Refusal::AgentFull(n) => {
-            format!("agent {agent:?} holds its maximum of {n} sessions on this Guardian")
-        }
-    })
-}
-
-fn handshake_required(method: &str) -> RpcError {
-    RpcError::capability_not_negotiated(method)
-        .with_data("reason", "handshake_required")
-        .with_data("message", "handshake/hello must come first in a session")
-}
-
-/// Moves a restored session's chain head over journalled entries.
-fn restore_chain(s: &mut Session, entries: &[Value]) {
-    for e in entries {
-        s.chain.head = e
-            .get("entry_hash")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        s.chain.len += 1;
-        if e.get("step_type").and_then(Value::as_str) == Some(audit::POLICY_RELOAD) {
-            s.policy_digest = e
-                .get("policy_digest")
-                .and_then(Value::as_str)
-                .map(Arc::from);
-        }
-    }
-}
-
-fn push_code(r: &mut envelope::AcsResult, code: &str) {
-    if !r.reason_codes.iter().any(|c| c == code) {
-        r.reason_codes.push(code.to_string());
-    }
 }
 
 fn too_large(len: usize, max: usize) -> RpcError {
@@ -1972,171 +1216,6 @@ pub fn sign_response(key: &[u8], key_id: &str, response: &mut Response) {
         envelope::Outcome::Result(r) => r.signature = Some(sig),
         envelope::Outcome::Error(e) => e.signature = Some(sig),
     }
-}
-
-/// A wrapped MCP tool call's method.
-const MCP_TOOLS_CALL: &str = "protocols/MCP/tools/call";
-/// A wrapped MCP result's method (Warden's extension; docs/mcp.md).
-const MCP_RESULT: &str = "protocols/MCP/result";
-
-/// Methods the Guardian answers: every hook, plus ping and the handshake.
-pub fn is_known_method(m: &str) -> bool {
-    fields::hook(m).is_some() || m == "system/ping" || m == "handshake/hello"
-}
-
-/// The view a wrapped MCP message is decided as, if any. The toolCallRequest view of a wrapped MCP `tools/call`: `params.name` is the tool, each of
-/// `params.arguments` an argument (with its provenance when the platform gave one as
-/// `{value, provenance}`). Rules written `on toolCallRequest` decide MCP calls too.
-fn mcp_view_of(
-    hook: &'static fields::HookSpec,
-    payload: &Value,
-    request_id: &str,
-) -> Option<(&'static fields::HookSpec, Value)> {
-    match hook.method {
-        MCP_TOOLS_CALL => mcp_tool_call_view(payload),
-        MCP_RESULT => mcp_result_view(payload, request_id),
-        _ => None,
-    }
-}
-
-/// The toolCallResult view of a wrapped MCP result (`protocols/MCP/result`, Warden's
-/// extension: the MCP response message, with the MCP request it answers in `request` and
-/// the wrapped request's ACS `request_id_ref`), for the methods whose results are content:
-/// each content item of a `tools/call` result, each of a `resources/read`'s `contents`, each
-/// of a `prompts/get`'s `messages`, or the error, is an output with `tool_output` provenance
-/// whose `source_id` is the tool (or the MCP method). The results of other methods (an
-/// `initialize`, a `tools/list`) are decided on `protocols/MCP/result` alone and bring no
-/// content into the session. The ids are derived from the step's `request_id`, so a replay
-/// of the journal rebuilds the same nodes.
-fn mcp_result_view(
-    payload: &Value,
-    request_id: &str,
-) -> Option<(&'static fields::HookSpec, Value)> {
-    let request = payload.get("request");
-    let method = request
-        .and_then(|r| r.get("method"))
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
-    if !matches!(method, "tools/call" | "resources/read" | "prompts/get") {
-        return None;
-    }
-    let params = request.and_then(|r| r.get("params"));
-    let tool = match method {
-        "tools/call" => params
-            .and_then(|p| p.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or("unknown"),
-        other => other,
-    };
-    let result = payload.get("result");
-    let error = payload.get("error");
-    let items: Vec<Value> = match (method, result, error) {
-        (_, _, Some(e)) => vec![e.clone()],
-        ("tools/call", Some(r), None) => {
-            let mut v: Vec<Value> = r
-                .get("content")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            if let Some(s) = r.get("structuredContent") {
-                v.push(s.clone());
-            }
-            v
-        }
-        ("resources/read", Some(r), None) => r
-            .get("contents")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default(),
-        ("prompts/get", Some(r), None) => r
-            .get("messages")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
-    let failed = error.is_some()
-        || result
-            .and_then(|r| r.get("isError"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-    let ref_id = payload.get("request_id_ref").and_then(Value::as_str);
-    let outputs: Vec<Value> = items
-        .into_iter()
-        .enumerate()
-        .map(|(i, value)| {
-            serde_json::json!({"value": value, "provenance": {
-                "provenance_id": format!("{request_id}:mcp-output:{i}"),
-                "origin": "tool_output",
-                "source_id": tool,
-            }})
-        })
-        .collect();
-    let mut view = payload.as_object().cloned().unwrap_or_default();
-    let mut tool_obj = serde_json::json!({"name": tool, "provider": "mcp"});
-    if method == "resources/read" {
-        if let Some(uri) = params.and_then(|p| p.get("uri")) {
-            view.insert("operation".into(), uri.clone());
-        }
-        tool_obj["name"] = Value::String("resources/read".into());
-    }
-    view.insert("tool".into(), tool_obj);
-    view.insert(
-        "exit_status".into(),
-        Value::String(if failed { "failure" } else { "success" }.into()),
-    );
-    view.insert("outputs".into(), Value::Array(outputs));
-    if let Some(r) = ref_id {
-        view.insert("request_id_ref".into(), Value::String(r.into()));
-    }
-    Some((fields::hook("steps/toolCallResult")?, Value::Object(view)))
-}
-
-/// See [`mcp_view_of`].
-fn mcp_tool_call_view(payload: &Value) -> Option<(&'static fields::HookSpec, Value)> {
-    let params = payload.get("params");
-    let name = params
-        .and_then(|p| p.get("name"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let arguments: serde_json::Map<String, Value> = params
-        .and_then(|p| p.get("arguments"))
-        .and_then(Value::as_object)
-        .map(|args| {
-            args.iter()
-                .map(|(k, v)| {
-                    let wrapped = match v {
-                        Value::Object(o)
-                            if o.contains_key("value") && o.contains_key("provenance") =>
-                        {
-                            v.clone()
-                        }
-                        other => serde_json::json!({"value": other}),
-                    };
-                    (k.clone(), wrapped)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    // The MCP payload itself stays, so rules written `on protocols/MCP/tools/call` read
-    // `params…` from the same payload the toolCallRequest rules read `tool` and `args` from.
-    let mut view = payload.as_object().cloned().unwrap_or_default();
-    view.insert(
-        "tool".into(),
-        serde_json::json!({"name": name, "provider": "mcp"}),
-    );
-    view.insert("arguments".into(), Value::Object(arguments));
-    Some((fields::hook("steps/toolCallRequest")?, Value::Object(view)))
-}
-
-/// An error's `data.message` (its detail), or its title.
-fn rpc_detail(e: &RpcError) -> String {
-    e.data
-        .as_ref()
-        .and_then(|d| d.get("message"))
-        .and_then(Value::as_str)
-        .unwrap_or(&e.message)
-        .to_string()
 }
 
 /// The request tree's `params.metadata` (what `pointer_mut("/params/metadata")` finds, without

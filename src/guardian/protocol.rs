@@ -40,6 +40,7 @@ pub struct Protocol {
     pub client_failure_mode: &'static str,
     /// Per-method timeout the ServerHello advertises.
     pub timeout_ms: u64,
+    /// Memory bounds per session and per envelope.
     pub caps: Caps,
 }
 
@@ -143,16 +144,20 @@ impl Protocol {
 /// What a session's handshake settled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Negotiated {
+    /// The ACS version agreed on.
     pub version: String,
     /// Methods the client may send (the ServerHello's `methods_evaluated`).
     pub methods: Vec<String>,
     /// MCP was declared in `wrapped_protocols`.
     pub mcp: bool,
+    /// What the client said produces provenance (`provenance_producer`).
     pub provenance_producer: String,
+    /// The profiles the client declared.
     pub profiles: Vec<String>,
 }
 
 impl Negotiated {
+    /// Whether the client may send `method` in this session.
     pub fn allows(&self, method: &str) -> bool {
         if method.starts_with("protocols/MCP/") && !self.mcp {
             return false;
@@ -307,16 +312,21 @@ pub fn hash_key(s: &str) -> u128 {
 /// Why a request was refused by the replay window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Replay {
+    /// The request id was used before in the session.
     DuplicateId,
+    /// The nonce was used before in the session.
     DuplicateNonce,
+    /// The window holds its cap of ids within the skew window.
     Full,
 }
 
 impl ReplayWindow {
+    /// How many ids the window holds.
     pub fn len(&self) -> usize {
         self.order.len()
     }
 
+    /// Whether the window holds none.
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
     }
@@ -337,6 +347,7 @@ impl ReplayWindow {
         }
     }
 
+    /// Whether a request with this id and nonce may be let through (`clock`: the Guardian checks timestamps, so a full window refuses).
     pub fn check(
         &self,
         id: u128,
@@ -357,6 +368,7 @@ impl ReplayWindow {
         Ok(())
     }
 
+    /// Remembers a request's id and nonce at `time_ms`, dropping the oldest beyond `cap`.
     pub fn insert(&mut self, time_ms: i64, id: u128, nonce: Option<u128>, cap: usize) {
         while self.order.len() >= cap.max(1) {
             if let Some((_, old, n)) = self.order.pop_front() {

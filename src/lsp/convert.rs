@@ -6,7 +6,7 @@ use lsp_types::Url;
 
 use super::document::Analysis;
 use super::stdlib;
-use crate::diagnostics::{Diagnostic, FileId, Severity, SourceFile, Span};
+use crate::diagnostics::{Code, Diagnostic, FileId, Severity, SourceFile, Span};
 
 pub fn position(file: &SourceFile, offset: usize) -> lt::Position {
     let (line, character) = file.line_col_utf16(offset);
@@ -68,7 +68,7 @@ pub fn diagnostic(analysis: &Analysis, d: &Diagnostic, uri: &Url) -> lt::Diagnos
         source: Some("warden".into()),
         message,
         related_information: (!related.is_empty()).then_some(related),
-        tags: (d.code == "check::unused").then(|| vec![lt::DiagnosticTag::UNNECESSARY]),
+        tags: (d.code == Code::Unused).then(|| vec![lt::DiagnosticTag::UNNECESSARY]),
         ..Default::default()
     }
 }

@@ -1186,11 +1186,8 @@ impl<'c> Reference<'c> {
         let args = payload.get("arguments")?.as_object()?;
         let mut out = Vec::new();
         for (name, arg) in args {
-            let declared = tool.and_then(|t| {
-                self.policy
-                    .tool_roles
-                    .get(&(t.to_string(), name.clone()))
-            });
+            let declared =
+                tool.and_then(|t| self.policy.tool_roles.get(&(t.to_string(), name.clone())));
             let role = declared.map_or_else(|| crate::roles::catalogue_role(name), String::as_str);
             if role != "destination" {
                 continue;

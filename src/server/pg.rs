@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, NoTls};
 
-use crate::guardian::journal::{self, Claim, Durable, Journal, Record};
+use crate::guardian::journal::{self, Claim, Durable, Journal, JournalError, Record};
 
 /// The journal's records, by sequence number.
 const JOURNAL: &str = "warden_journal";
@@ -349,7 +349,7 @@ impl PgStore {
 
     /// The token of each session `records` belong to, claimed now if this Guardian has never
     /// held it (a subagent's new session, a compaction after a restart).
-    fn tokens(&self, sessions: &[&str]) -> Result<HashMap<String, i64>, String> {
+    fn tokens(&self, sessions: &[&str]) -> Result<HashMap<String, i64>, JournalError> {
         let mut out = HashMap::new();
         for s in sessions {
             if out.contains_key(*s) {
@@ -366,24 +366,18 @@ impl PgStore {
                 });
             let token = match known {
                 Some(Some(t)) => t,
-                Some(None) => {
-                    return Err(format!(
-                        "{}another Guardian took session {s} over",
-                        journal::LEASE_LOST
-                    ))
-                }
+                Some(None) => return Err(taken_over(Some(s))),
                 None => match self.acquire(s) {
                     Claim::Held { token: Some(t) } | Claim::Taken { token: t } => t,
                     Claim::Held { token: None } => {
-                        return Err(format!("{}session {s}: no lease", journal::LEASE_LOST))
+                        return Err(JournalError::LeaseLost(format!("session {s}: no lease")))
                     }
                     Claim::Busy { holder, .. } => {
-                        return Err(format!(
-                            "{}Guardian {holder:?} holds session {s}",
-                            journal::LEASE_LOST
-                        ))
+                        return Err(JournalError::LeaseLost(format!(
+                            "Guardian {holder:?} holds session {s}"
+                        )))
                     }
-                    Claim::Failed(e) => return Err(e),
+                    Claim::Failed(e) => return Err(JournalError::Failed(e)),
                 },
             };
             out.insert(s.to_string(), token);
@@ -408,7 +402,7 @@ impl PgStore {
             .collect();
         let mut tokens = match self.tokens(&sessions) {
             Ok(t) => t,
-            Err(e) => return Durable::settled(Err(e)),
+            Err(e) => return Durable::settled_as(Err(e)),
         };
         tokens.extend(decided);
         journal::enqueue(self.tx.as_ref(), &records, replaces, |r| {
@@ -682,11 +676,7 @@ fn commit_loop(mut c: Client, rx: mpsc::Receiver<Batch>, leases: &Leases, fleet:
                         done.settle(Ok(()));
                     } else {
                         let s = records.iter().find_map(|(s, _)| s.clone());
-                        done.settle(Err(format!(
-                            "{}another Guardian took session {} over",
-                            journal::LEASE_LOST,
-                            s.as_deref().unwrap_or("?")
-                        )));
+                        done.settle_as(Err(taken_over(s.as_deref())));
                     }
                 }
             }
@@ -699,6 +689,14 @@ fn commit_loop(mut c: Client, rx: mpsc::Receiver<Batch>, leases: &Leases, fleet:
             }
         }
     }
+}
+
+/// The error of records whose session another Guardian took over.
+fn taken_over(session: Option<&str>) -> JournalError {
+    JournalError::LeaseLost(format!(
+        "another Guardian took session {} over",
+        session.unwrap_or("?")
+    ))
 }
 
 /// Marks the leases whose tokens these are as lost (a newer token of the session stays).

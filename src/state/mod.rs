@@ -705,7 +705,10 @@ impl SessionState {
         claims
             .into_iter()
             .filter(|(_, v)| {
-                view.infer_sources(v).0.is_none_or(|s| s.origins & user == 0) || !view.said_by_user(v)
+                view.infer_sources(v)
+                    .0
+                    .is_none_or(|s| s.origins & user == 0)
+                    || !view.said_by_user(v)
             })
             .map(|(ptr, _)| ptr)
             .collect()

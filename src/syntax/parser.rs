@@ -7,7 +7,7 @@ use pest::Parser as _;
 
 use super::ast::*;
 use super::trivia;
-use crate::diagnostics::{Diagnostic, FileId, Span};
+use crate::diagnostics::{Code, Diagnostic, FileId, Span};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "../grammar/warden.pest"]
@@ -31,7 +31,7 @@ fn parse_here(file: FileId, text: &str) -> (Module, Vec<Diagnostic>) {
     if let Some(at) = scan.too_deep {
         diagnostics.push(
             Diagnostic::error(
-                "syntax::too_deep",
+                Code::SyntaxTooDeep,
                 file,
                 Span::new(at, at + 1),
                 "nesting is too deep",
@@ -206,7 +206,7 @@ fn syntax_error(
     let start = base + pos;
     let end = start + found.len().max(usize::from(!found.is_empty()));
     let mut d = Diagnostic::error(
-        "syntax::unexpected",
+        Code::SyntaxUnexpected,
         file,
         Span::new(start, end.min(base + chunk.len()).max(start)),
         format!("expected {expected_text}, found {found_text}"),
@@ -314,7 +314,7 @@ impl Builder<'_> {
             .collect()
     }
 
-    fn error(&mut self, code: &'static str, span: Span, message: String, help: &str) {
+    fn error(&mut self, code: Code, span: Span, message: String, help: &str) {
         self.diagnostics.push(
             Diagnostic::error(code, self.file, span, message)
                 .with_label("here")
@@ -353,7 +353,7 @@ impl Builder<'_> {
                     Some(t) => t,
                     None => {
                         self.error(
-                            "syntax::unknown_type",
+                            Code::SyntaxUnknownType,
                             id.span,
                             format!("`{}` is not an argument type", id.name),
                             &format!(
@@ -651,7 +651,7 @@ impl Builder<'_> {
                             }
                         }
                         None => self.error(
-                            "syntax::bad_escape",
+                            Code::SyntaxBadEscape,
                             Span::new(start + i, start + i + 2),
                             "invalid unicode escape".into(),
                             "write a code point as \\u{1F600} (one to six hex digits)",
@@ -659,7 +659,7 @@ impl Builder<'_> {
                     }
                 }
                 other => self.error(
-                    "syntax::bad_escape",
+                    Code::SyntaxBadEscape,
                     Span::new(start + i, start + i + 1 + other.len_utf8()),
                     format!("unknown escape `\\{other}`"),
                     "the escapes are \\\" \\\\ \\n \\t \\r \\0 and \\u{…}",
@@ -688,7 +688,7 @@ impl Builder<'_> {
             .and_then(|n| n.checked_mul(unit.millis()));
         let millis = millis.unwrap_or_else(|| {
             self.error(
-                "syntax::bad_number",
+                Code::SyntaxBadNumber,
                 span,
                 "duration is too large".into(),
                 "durations must fit in 64-bit milliseconds",
@@ -702,7 +702,7 @@ impl Builder<'_> {
         let span = self.span(&pair);
         pair.as_str().parse().unwrap_or_else(|_| {
             self.error(
-                "syntax::bad_number",
+                Code::SyntaxBadNumber,
                 span,
                 "number is too large".into(),
                 "use a number below 2^64",
@@ -742,7 +742,7 @@ impl Builder<'_> {
                 if seen.contains(&rule) {
                     let span = self.span(&p);
                     self.error(
-                        "syntax::duplicate_part",
+                        Code::SyntaxDuplicatePart,
                         span,
                         format!(
                             "`{}` is given twice",
@@ -911,7 +911,7 @@ impl Builder<'_> {
 
     fn too_deep(&mut self, span: Span) -> Expr {
         self.error(
-            "syntax::too_deep",
+            Code::SyntaxTooDeep,
             span,
             "expression is too deeply nested".into(),
             "split it with `let` constants, or use `in {…}` instead of long `or` chains",
@@ -935,33 +935,7 @@ impl Builder<'_> {
                 self.expr(inner, nested)
             }
             Rule::or_expr | Rule::and_expr | Rule::add_expr | Rule::mul_expr => {
-                let mut parts = pair.into_inner();
-                let first = parts.next().expect("binary chain has an operand");
-                let mut lhs = self.expr(first, depth);
-                let mut chain = 0;
-                while let Some(op) = parts.next() {
-                    let Some(rhs_pair) = parts.next() else { break };
-                    chain += 1;
-                    if depth + chain > MAX_EXPR_DEPTH {
-                        return self.too_deep(span);
-                    }
-                    let op = match (rule, op.as_str()) {
-                        (Rule::or_expr, _) => BinaryOp::Or,
-                        (Rule::and_expr, _) => BinaryOp::And,
-                        (_, "+") => BinaryOp::Add,
-                        (_, "-") => BinaryOp::Sub,
-                        (_, "*") => BinaryOp::Mul,
-                        (_, "/") => BinaryOp::Div,
-                        _ => BinaryOp::Rem,
-                    };
-                    let rhs = self.expr(rhs_pair, depth + chain + 1);
-                    let s = lhs.span.to(rhs.span);
-                    lhs = Expr {
-                        kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-                        span: s,
-                    };
-                }
-                lhs
+                self.binary_chain(pair, depth, span, rule)
             }
             Rule::not_expr => {
                 let mut parts = pair.into_inner();
@@ -976,99 +950,9 @@ impl Builder<'_> {
                     self.expr(first, depth)
                 }
             }
-            Rule::cmp_expr => {
-                let mut parts = pair.into_inner();
-                let lhs = self.expr(parts.next().expect("cmp has an operand"), depth);
-                match (parts.next(), parts.next()) {
-                    (Some(op), Some(rhs)) => {
-                        let text = op.as_str();
-                        let inner = op.into_inner().next().map(|o| o.as_rule());
-                        let op = match Some((inner.unwrap_or(Rule::cmp_op), text)) {
-                            Some((Rule::not_in, _)) => BinaryOp::NotIn,
-                            Some((Rule::in_op, _)) => BinaryOp::In,
-                            Some((Rule::has_op, _)) => BinaryOp::Has,
-                            Some((Rule::matches_op, _)) => BinaryOp::Matches,
-                            Some((_, "==")) => BinaryOp::Eq,
-                            Some((_, "!=")) => BinaryOp::Ne,
-                            Some((_, "<=")) => BinaryOp::Le,
-                            Some((_, ">=")) => BinaryOp::Ge,
-                            Some((_, "<")) => BinaryOp::Lt,
-                            _ => BinaryOp::Gt,
-                        };
-                        let rhs = self.expr(rhs, depth + 1);
-                        Expr {
-                            kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-                            span,
-                        }
-                    }
-                    _ => lhs,
-                }
-            }
-            Rule::unary => {
-                let mut negations = Vec::new();
-                let mut operand = None;
-                for p in pair.into_inner() {
-                    match p.as_rule() {
-                        Rule::neg_op => negations.push(self.span(&p)),
-                        _ => operand = Some(p),
-                    }
-                }
-                let mut e = self.expr(operand.expect("unary has an operand"), depth);
-                for s in negations.into_iter().rev() {
-                    let whole = s.to(e.span);
-                    e = match e.kind {
-                        ExprKind::Number(n) => Expr {
-                            kind: ExprKind::Number(-n),
-                            span: whole,
-                        },
-                        kind => Expr {
-                            kind: ExprKind::Unary(
-                                UnaryOp::Neg,
-                                Box::new(Expr { kind, span: e.span }),
-                            ),
-                            span: whole,
-                        },
-                    };
-                }
-                e
-            }
-            Rule::postfix => {
-                let mut parts = pair.into_inner();
-                let mut e = self.expr(parts.next().expect("postfix has a primary"), depth);
-                for (n, p) in parts.enumerate() {
-                    if depth + n > MAX_EXPR_DEPTH {
-                        return self.too_deep(span);
-                    }
-                    let s = e.span.to(self.span(&p));
-                    let kind = match p.as_rule() {
-                        Rule::member => {
-                            let field = self.ident(p.into_inner().next().expect("member name"));
-                            ExprKind::Member(Box::new(e), field)
-                        }
-                        Rule::index => {
-                            let idx = self.expr(p.into_inner().next().expect("index"), depth + 1);
-                            ExprKind::Index(Box::new(e), Box::new(idx))
-                        }
-                        _ => {
-                            let args = p
-                                .into_inner()
-                                .map(|a| {
-                                    let mut parts: Vec<_> = a.into_inner().collect();
-                                    let value = parts.pop().expect("argument value");
-                                    let name = parts.pop().map(|n| self.ident(n));
-                                    Arg {
-                                        name,
-                                        value: self.expr(value, depth + 1),
-                                    }
-                                })
-                                .collect();
-                            ExprKind::Call(Box::new(e), args)
-                        }
-                    };
-                    e = Expr { kind, span: s };
-                }
-                e
-            }
+            Rule::cmp_expr => self.comparison(pair, depth, span),
+            Rule::unary => self.negation(pair, depth),
+            Rule::postfix => self.postfix(pair, depth, span),
             Rule::ident => Expr {
                 kind: ExprKind::Name(pair.as_str().to_string()),
                 span,
@@ -1091,7 +975,7 @@ impl Builder<'_> {
                     Ok(v) if v.is_finite() => v,
                     _ => {
                         self.error(
-                            "syntax::bad_number",
+                            Code::SyntaxBadNumber,
                             span,
                             "number is out of range".into(),
                             "numbers are 64-bit floating point",
@@ -1126,104 +1010,13 @@ impl Builder<'_> {
                     span,
                 }
             }
-            Rule::object => {
-                let entries = pair
-                    .into_inner()
-                    .filter_map(|entry| {
-                        let mut parts = entry.into_inner();
-                        let key = parts.next()?;
-                        let key = if key.as_rule() == Rule::string {
-                            self.string(key)
-                        } else {
-                            StringLit {
-                                value: key.as_str().to_string(),
-                                span: self.span(&key),
-                            }
-                        };
-                        let value = self.expr(parts.next()?, depth + 1);
-                        Some((key, value))
-                    })
-                    .collect();
-                Expr {
-                    kind: ExprKind::Object(entries),
-                    span,
-                }
-            }
-            Rule::quantifier => {
-                let mut parts = pair.into_inner();
-                let kind = match parts.next().map(|p| p.as_str()) {
-                    Some("all") => QuantifierKind::All,
-                    _ => QuantifierKind::Any,
-                };
-                let first = self.ident(parts.next().expect("quantifier variable"));
-                let mut next = parts.next().expect("quantifier range");
-                let (key, var) = if next.as_rule() == Rule::ident {
-                    let var = self.ident(next);
-                    next = parts.next().expect("quantifier range");
-                    (Some(first), var)
-                } else {
-                    (None, first)
-                };
-                let over = self.expr(next, depth + 1);
-                let body = self.expr(parts.next().expect("quantifier body"), depth + 1);
-                Expr {
-                    kind: ExprKind::Quantifier {
-                        kind,
-                        key,
-                        var,
-                        over: Box::new(over),
-                        body: Box::new(body),
-                    },
-                    span,
-                }
-            }
-            Rule::history => {
-                let mut parts = pair.into_inner();
-                let kind = match parts.next().map(|p| p.as_str()) {
-                    Some("exists") => HistoryKind::Exists,
-                    _ => HistoryKind::Count,
-                };
-                let hook = self.hook(parts.next().expect("history hook"));
-                let mut h = History {
-                    kind,
-                    hook,
-                    filter: None,
-                    window: None,
-                    by: None,
-                };
-                for p in parts {
-                    let twice = match p.as_rule() {
-                        Rule::window => h.window.is_some(),
-                        Rule::by_key => h.by.is_some(),
-                        _ => false,
-                    };
-                    if twice {
-                        let s = self.span(&p);
-                        self.error(
-                            "syntax::duplicate_part",
-                            s,
-                            "a history expression takes one window and one key".into(),
-                            "remove the second one",
-                        );
-                        continue;
-                    }
-                    match p.as_rule() {
-                        Rule::window => h.window = Some(self.window(p)),
-                        Rule::by_key => {
-                            h.by = Some(self.expr(p.into_inner().next().expect("key"), depth + 1))
-                        }
-                        _ => h.filter = Some(self.expr(p, depth + 1)),
-                    }
-                }
-                Expr {
-                    kind: ExprKind::History(Box::new(h)),
-                    span,
-                }
-            }
+            Rule::object => self.object(pair, depth, span),
+            Rule::quantifier => self.quantifier(pair, depth, span),
+            Rule::history => self.history(pair, depth, span),
             _ => {
                 // Unreachable for well-formed pairs; degrade to an error, never a panic.
                 self.error(
-                    "syntax::internal",
+                    Code::SyntaxInternal,
                     span,
                     format!("unexpected syntax node {rule:?}"),
                     "please report this input",
@@ -1233,6 +1026,233 @@ impl Builder<'_> {
                     span,
                 }
             }
+        }
+    }
+
+    /// A chain of one binary operator's level (`or`, `and`, `+ -`, `* / %`), left-associative.
+    fn binary_chain(&mut self, pair: Pair<Rule>, depth: usize, span: Span, rule: Rule) -> Expr {
+        let mut parts = pair.into_inner();
+        let first = parts.next().expect("binary chain has an operand");
+        let mut lhs = self.expr(first, depth);
+        let mut chain = 0;
+        while let Some(op) = parts.next() {
+            let Some(rhs_pair) = parts.next() else { break };
+            chain += 1;
+            if depth + chain > MAX_EXPR_DEPTH {
+                return self.too_deep(span);
+            }
+            let op = match (rule, op.as_str()) {
+                (Rule::or_expr, _) => BinaryOp::Or,
+                (Rule::and_expr, _) => BinaryOp::And,
+                (_, "+") => BinaryOp::Add,
+                (_, "-") => BinaryOp::Sub,
+                (_, "*") => BinaryOp::Mul,
+                (_, "/") => BinaryOp::Div,
+                _ => BinaryOp::Rem,
+            };
+            let rhs = self.expr(rhs_pair, depth + chain + 1);
+            let s = lhs.span.to(rhs.span);
+            lhs = Expr {
+                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                span: s,
+            };
+        }
+        lhs
+    }
+
+    /// A comparison (`==`, `in`, `has`, `matches`, …), or its one operand.
+    fn comparison(&mut self, pair: Pair<Rule>, depth: usize, span: Span) -> Expr {
+        let mut parts = pair.into_inner();
+        let lhs = self.expr(parts.next().expect("cmp has an operand"), depth);
+        match (parts.next(), parts.next()) {
+            (Some(op), Some(rhs)) => {
+                let text = op.as_str();
+                let inner = op.into_inner().next().map(|o| o.as_rule());
+                let op = match Some((inner.unwrap_or(Rule::cmp_op), text)) {
+                    Some((Rule::not_in, _)) => BinaryOp::NotIn,
+                    Some((Rule::in_op, _)) => BinaryOp::In,
+                    Some((Rule::has_op, _)) => BinaryOp::Has,
+                    Some((Rule::matches_op, _)) => BinaryOp::Matches,
+                    Some((_, "==")) => BinaryOp::Eq,
+                    Some((_, "!=")) => BinaryOp::Ne,
+                    Some((_, "<=")) => BinaryOp::Le,
+                    Some((_, ">=")) => BinaryOp::Ge,
+                    Some((_, "<")) => BinaryOp::Lt,
+                    _ => BinaryOp::Gt,
+                };
+                let rhs = self.expr(rhs, depth + 1);
+                Expr {
+                    kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                    span,
+                }
+            }
+            _ => lhs,
+        }
+    }
+
+    /// Negations of an operand; a negated number literal is the negative number.
+    fn negation(&mut self, pair: Pair<Rule>, depth: usize) -> Expr {
+        let mut negations = Vec::new();
+        let mut operand = None;
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::neg_op => negations.push(self.span(&p)),
+                _ => operand = Some(p),
+            }
+        }
+        let mut e = self.expr(operand.expect("unary has an operand"), depth);
+        for s in negations.into_iter().rev() {
+            let whole = s.to(e.span);
+            e = match e.kind {
+                ExprKind::Number(n) => Expr {
+                    kind: ExprKind::Number(-n),
+                    span: whole,
+                },
+                kind => Expr {
+                    kind: ExprKind::Unary(UnaryOp::Neg, Box::new(Expr { kind, span: e.span })),
+                    span: whole,
+                },
+            };
+        }
+        e
+    }
+
+    /// A primary and its members, indexes and calls.
+    fn postfix(&mut self, pair: Pair<Rule>, depth: usize, span: Span) -> Expr {
+        let mut parts = pair.into_inner();
+        let mut e = self.expr(parts.next().expect("postfix has a primary"), depth);
+        for (n, p) in parts.enumerate() {
+            if depth + n > MAX_EXPR_DEPTH {
+                return self.too_deep(span);
+            }
+            let s = e.span.to(self.span(&p));
+            let kind = match p.as_rule() {
+                Rule::member => {
+                    let field = self.ident(p.into_inner().next().expect("member name"));
+                    ExprKind::Member(Box::new(e), field)
+                }
+                Rule::index => {
+                    let idx = self.expr(p.into_inner().next().expect("index"), depth + 1);
+                    ExprKind::Index(Box::new(e), Box::new(idx))
+                }
+                _ => {
+                    let args = p
+                        .into_inner()
+                        .map(|a| {
+                            let mut parts: Vec<_> = a.into_inner().collect();
+                            let value = parts.pop().expect("argument value");
+                            let name = parts.pop().map(|n| self.ident(n));
+                            Arg {
+                                name,
+                                value: self.expr(value, depth + 1),
+                            }
+                        })
+                        .collect();
+                    ExprKind::Call(Box::new(e), args)
+                }
+            };
+            e = Expr { kind, span: s };
+        }
+        e
+    }
+
+    /// An object written out.
+    fn object(&mut self, pair: Pair<Rule>, depth: usize, span: Span) -> Expr {
+        let entries = pair
+            .into_inner()
+            .filter_map(|entry| {
+                let mut parts = entry.into_inner();
+                let key = parts.next()?;
+                let key = if key.as_rule() == Rule::string {
+                    self.string(key)
+                } else {
+                    StringLit {
+                        value: key.as_str().to_string(),
+                        span: self.span(&key),
+                    }
+                };
+                let value = self.expr(parts.next()?, depth + 1);
+                Some((key, value))
+            })
+            .collect();
+        Expr {
+            kind: ExprKind::Object(entries),
+            span,
+        }
+    }
+
+    /// `any`/`all` (with the element's key, when named).
+    fn quantifier(&mut self, pair: Pair<Rule>, depth: usize, span: Span) -> Expr {
+        let mut parts = pair.into_inner();
+        let kind = match parts.next().map(|p| p.as_str()) {
+            Some("all") => QuantifierKind::All,
+            _ => QuantifierKind::Any,
+        };
+        let first = self.ident(parts.next().expect("quantifier variable"));
+        let mut next = parts.next().expect("quantifier range");
+        let (key, var) = if next.as_rule() == Rule::ident {
+            let var = self.ident(next);
+            next = parts.next().expect("quantifier range");
+            (Some(first), var)
+        } else {
+            (None, first)
+        };
+        let over = self.expr(next, depth + 1);
+        let body = self.expr(parts.next().expect("quantifier body"), depth + 1);
+        Expr {
+            kind: ExprKind::Quantifier {
+                kind,
+                key,
+                var,
+                over: Box::new(over),
+                body: Box::new(body),
+            },
+            span,
+        }
+    }
+
+    /// `count(…)`/`exists(…)` over the session's history.
+    fn history(&mut self, pair: Pair<Rule>, depth: usize, span: Span) -> Expr {
+        let mut parts = pair.into_inner();
+        let kind = match parts.next().map(|p| p.as_str()) {
+            Some("exists") => HistoryKind::Exists,
+            _ => HistoryKind::Count,
+        };
+        let hook = self.hook(parts.next().expect("history hook"));
+        let mut h = History {
+            kind,
+            hook,
+            filter: None,
+            window: None,
+            by: None,
+        };
+        for p in parts {
+            let twice = match p.as_rule() {
+                Rule::window => h.window.is_some(),
+                Rule::by_key => h.by.is_some(),
+                _ => false,
+            };
+            if twice {
+                let s = self.span(&p);
+                self.error(
+                    Code::SyntaxDuplicatePart,
+                    s,
+                    "a history expression takes one window and one key".into(),
+                    "remove the second one",
+                );
+                continue;
+            }
+            match p.as_rule() {
+                Rule::window => h.window = Some(self.window(p)),
+                Rule::by_key => {
+                    h.by = Some(self.expr(p.into_inner().next().expect("key"), depth + 1))
+                }
+                _ => h.filter = Some(self.expr(p, depth + 1)),
+            }
+        }
+        Expr {
+            kind: ExprKind::History(Box::new(h)),
+            span,
         }
     }
 
@@ -1583,13 +1603,13 @@ default allow
     fn bad_escape_is_reported() {
         let (_, d) = parse(FileId(0), r#"let x = "a\qb""#);
         assert_eq!(d.len(), 1);
-        assert_eq!(d[0].code, "syntax::bad_escape");
+        assert_eq!(d[0].code, Code::SyntaxBadEscape);
     }
 
     #[test]
     fn deep_nesting_is_refused() {
         let src = format!("let x = {}1{}", "(".repeat(500), ")".repeat(500));
         let (_, d) = parse(FileId(0), &src);
-        assert_eq!(d[0].code, "syntax::too_deep");
+        assert_eq!(d[0].code, Code::SyntaxTooDeep);
     }
 }

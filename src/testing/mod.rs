@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::acs::DecisionKind;
 use crate::check::{self, Checked, Loaded};
 use crate::compile::{DecisionTemplate, Op, Program};
-use crate::diagnostics::{Diagnostics, FileId, Span};
+use crate::diagnostics::{Code, Diagnostics, FileId, Span};
 use crate::guardian::{Policy, RuleTrace};
 use crate::syntax::ast::{Item, Test, UseKind};
 use crate::vm::Probe;
@@ -64,7 +64,7 @@ impl Suite {
                 "",
             ));
             d.items.push(crate::diagnostics::Diagnostic::error(
-                "load::unreadable",
+                Code::LoadUnreadable,
                 file,
                 Span::default(),
                 format!("cannot read {}: {e}", p.display()),

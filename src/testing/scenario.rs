@@ -11,7 +11,7 @@ use super::{Coverage, Failure, Suite, TestResult, TestStatus, TraceRule};
 use crate::acs::envelope::{self, DecodeOptions, Modifications, Response};
 use crate::acs::{crypto, fields, ids, time, DecisionKind};
 use crate::compile::json_const;
-use crate::diagnostics::{Diagnostic, FileId, Span};
+use crate::diagnostics::{Code, Diagnostic, FileId, Span};
 use crate::guardian::{self, Guardian, Policy, RuleTrace};
 use crate::syntax::ast::{
     CallArg, Expectation, Expr, Hook, Ident, Modification, Output, PlaceSegment, ProvenanceSpec,
@@ -390,7 +390,7 @@ impl<'s> Run<'s> {
     // Checking
 
     fn test_error(&mut self, span: Span, message: &str) {
-        let d = Diagnostic::error("test::error", self.file(), span, message.to_string())
+        let d = Diagnostic::error(Code::TestError, self.file(), span, message.to_string())
             .with_label("this test cannot run");
         let rendered =
             crate::diagnostics::render(&self.suite.checked.loaded.sources, &d, self.color);
@@ -475,8 +475,8 @@ impl<'s> Run<'s> {
             self.first_line(span),
             self.test.name.value
         );
-        let mut d =
-            Diagnostic::error("test::failed", self.file(), span, message.clone()).with_label(label);
+        let mut d = Diagnostic::error(Code::TestFailed, self.file(), span, message.clone())
+            .with_label(label);
         if let Some(sent) = sent {
             d = d.with_help(format!(
                 "sent {} (request_id {})",
