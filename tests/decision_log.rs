@@ -71,6 +71,11 @@ impl Http {
             ])
             .arg(dir.join("p.ward"))
             .args(args)
+            // glibc gives each thread that allocates its own arena and keeps freed 1 MiB
+            // buffers resident in each: with many runtime threads the RSS a test reads then
+            // depends on which threads served the requests, not on what Warden holds. Two
+            // arenas make the memory bound below measure the queue.
+            .env("MALLOC_ARENA_MAX", "2")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -566,9 +571,9 @@ fn upload(sid: &str, mib: usize) -> Value {
 
 #[test]
 fn a_hung_collector_keeps_the_queue_within_its_byte_bound() {
-    // 64 records of 1 MiB for a collector that takes none: the queue holds at most 8 MiB
-    // (dropping the oldest, counted), and the process grows by far less than the 64 MiB it
-    // was sent.
+    // 128 records of 1 MiB for a collector that takes none: the queue holds at most 8 MiB
+    // (dropping the oldest, counted), and over the second 64 the process grows by far less
+    // than the 64 MiB it was sent.
     const BOUND: u64 = 8 << 20;
     let dir = tmp("dlog-hung");
     std::fs::write(dir.join("token"), TOKEN).unwrap();
@@ -590,8 +595,10 @@ fn a_hung_collector_keeps_the_queue_within_its_byte_bound() {
     );
     let operator = w.operator.clone().unwrap();
     let sid = ids::random_v4(0);
-    // Warm up (allocator arenas, the runtime's buffers) before the baseline.
-    for _ in 0..2 {
+    // Fill the queue and warm up (allocator arenas, the runtime's buffers, the high-water
+    // mark of one request's transient copies) before the baseline: from here a bounded queue
+    // holds steady, an unbounded one grows by the 64 MiB sent next.
+    for _ in 0..64 {
         assert_eq!(w.acs(&upload(&sid, 1))["result"]["decision"], "allow");
     }
     let base = rss_kib(w.child.id());
@@ -608,7 +615,7 @@ fn a_hung_collector_keeps_the_queue_within_its_byte_bound() {
     );
     assert_eq!(m["warden_decision_log_sent_total"], 0, "{m:?}");
     eprintln!("grew {grown_mib} MiB: {m:?}");
-    assert!(grown_mib < 40, "the server grew by {grown_mib} MiB: {m:?}");
+    assert!(grown_mib < 24, "the server grew by {grown_mib} MiB: {m:?}");
 }
 
 /// Runs `command` (its stdin piped, fed by `feed`, then closed) to its end; its stderr.
