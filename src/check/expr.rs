@@ -291,44 +291,23 @@ impl Checker<'_> {
         };
         let elem = match &ot {
             // The elements of a list argument are arguments: each has its own sources.
-            Type::Arg => Type::Arg,
-            Type::Object(table, prefix) => match map_value_type(*table, prefix) {
-                Some(t) => t,
-                None => {
-                    self.diagnostics.push(
-                        Diagnostic::error(
-                            Code::TypeMismatch,
-                            cx.file,
-                            over.span,
-                            format!("`any`/`all` range over a collection, not a {ot}"),
-                        )
-                        .with_label("not a collection")
-                        .with_help(
-                            "range over a list, a set, `args`, or a list field like `outputs`",
-                        ),
-                    );
-                    Type::Error
-                }
-            },
-            t => match t.element() {
-                Some(t) => t,
-                None => {
-                    self.diagnostics.push(
-                        Diagnostic::error(
-                            Code::TypeMismatch,
-                            cx.file,
-                            over.span,
-                            format!("`any`/`all` range over a collection, not a {t}"),
-                        )
-                        .with_label("not a collection")
-                        .with_help(
-                            "range over a list, a set, `args`, or a list field like `outputs`",
-                        ),
-                    );
-                    Type::Error
-                }
-            },
+            Type::Arg => Some(Type::Arg),
+            Type::Object(table, prefix) => map_value_type(*table, prefix),
+            t => t.element(),
         };
+        let elem = elem.unwrap_or_else(|| {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    Code::TypeMismatch,
+                    cx.file,
+                    over.span,
+                    format!("`any`/`all` range over a collection, not a {ot}"),
+                )
+                .with_label("not a collection")
+                .with_help("range over a list, a set, `args`, or a list field like `outputs`"),
+            );
+            Type::Error
+        });
         self.resolutions.insert(
             (cx.file, var.span),
             (Resolution::Variable(var.name.clone()), elem.clone()),
