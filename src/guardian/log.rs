@@ -16,7 +16,7 @@
 //! | `decision` | `allow`, `deny`, `ask`, `defer`, `modify`, or `error` (the answer was a JSON-RPC error) |
 //! | `reason_codes`, `reasoning` | the result's |
 //! | `rules` | every rule that fired, `module.rule` |
-//! | `unverified_claims` | only when there are any: the JSON pointers of the provenance records that claimed the user wrote content the user never said (read as no claim) |
+//! | `unverified_claims` | only when there are any: the JSON pointers of the provenance records (or their `derived_from`) that claimed the user wrote content the user never said (read as no claim) |
 //! | `policy_digest` | the digest of the policy that decided |
 //! | `duration_us` | the time taken to decide, in microseconds (not counting the wait for the journal) |
 //! | `error` | for `error`: the JSON-RPC error object |
