@@ -543,6 +543,21 @@ const ASK_SHARE: &[&str] = &[
     "onboard",
     "join",
 ];
+// Places people are let into.
+const SHARED_PLACES: &[&str] = &[
+    "slack",
+    "workspace",
+    "team",
+    "channel",
+    "group",
+    "organization",
+    "organisation",
+    "org",
+    "project",
+    "repository",
+    "repo",
+    "folder",
+];
 const ASK_PUBLISH: &[&str] = &[
     "post", "publish", "tweet", "blog", "website", "online", "upload",
 ];
@@ -591,7 +606,7 @@ pub fn requested_classes(text: &str) -> u16 {
         });
     add(
         any(ASK_MONEY)
-            || ((any(MONEY_NOUNS) || sum) && any(&["send", "give"]))
+            || ((any(MONEY_NOUNS) || sum) && any(&["send", "give", "return"]))
             || (any(MONEY_NOUNS) && any(&["schedule", "update", "change", "set", "increase"])),
         "money",
     );
@@ -605,7 +620,11 @@ pub fn requested_classes(text: &str) -> u16 {
         "delete",
     );
     add(any(ASK_RESERVE), "reserve");
-    add(any(ASK_SHARE), "share");
+    // "get Dora into our Slack", "bring him into the team": someone let into a shared place.
+    add(
+        any(ASK_SHARE) || (any(&["into"]) && any(SHARED_PLACES)),
+        "share",
+    );
     add(any(ASK_PUBLISH), "publish");
     add(any(ASK_EXECUTE), "execute");
     // "the following tasks", "these two steps": the user listing their own tasks, not
@@ -1027,6 +1046,14 @@ mod tests {
         assert!(asks("Email Bob the summary", "communicate"));
         assert!(!asks("How many unread e-mails do I have", "credentials"));
         assert!(asks("Move the team sync to 3pm", "change"));
+        // Returning a sum is paying it back; letting someone into a shared place is sharing.
+        assert!(asks(
+            "The bill came to 12.00; look up what they sent and return whatever is over",
+            "money"
+        ));
+        assert!(!asks("Return the book to the library", "money"));
+        assert!(asks("Please get Dora into our Slack", "share"));
+        assert!(!asks("Put the trip into my calendar", "share"));
         let todo = requested_classes("Please do all the tasks on my TODO list at the link");
         assert!(todo & DELEGATES != 0);
         assert!(requested_classes("what time is it") & DELEGATES == 0);

@@ -986,7 +986,7 @@ impl<'c> Reference<'c> {
     /// A tool call's arguments (and list elements) that claim the user wrote them but are not
     /// found in what the user said read as no claim: an `origin: user_input` becomes
     /// `agent_generated`; a `derived_from` naming only the user's messages, for a value the user
-    /// never said but other content holds, is dropped (its sources are then inferred).
+    /// never said some of which other content holds, is dropped (its sources are then inferred).
     fn without_unfound_claims(&self, mut payload: Value) -> Value {
         let index = self.index(None);
         let user_node = |id: &Value| {
@@ -1011,7 +1011,7 @@ impl<'c> Reference<'c> {
                 .get("derived_from")
                 .and_then(Value::as_array)
                 .is_some_and(|ps| !ps.is_empty() && ps.iter().all(user_node));
-            if only_user && !index.said_by_user(v) && index.sources(v).is_some() {
+            if only_user && !index.said_by_user(v) && index.seen_elsewhere(v) {
                 prov.remove("derived_from");
             }
         };
@@ -1194,8 +1194,8 @@ impl<'c> Reference<'c> {
     }
 
     // -----------------------------------------------------------------------------------------
-    // Places (`read_at`), modelled plainly: every call that went ahead names the places its
-    // destination arguments give; a result's content was read at its call's places.
+    // Places (`read_at`), modelled plainly: every reading call that went ahead names the places
+    // its destination arguments give; a result's content was read at its call's places.
 
     /// The places a call names, lower-cased and trimmed, in argument order, with its request
     /// id as 128 bits; `None` for a call the session does not note (no UUID request id, or
@@ -1204,7 +1204,18 @@ impl<'c> Reference<'c> {
         let id = ids::uuid_bits(request_id)?;
         let tool = fields::tool_name(payload);
         let args = payload.get("arguments")?.as_object()?;
-        let mut out = Vec::new();
+        let mut out: Vec<&str> = Vec::new();
+        // Only a call that reads (or one whose effect is unknown) reads content at a place; an
+        // action's result is its status.
+        let class = match tool {
+            None => "unknown".to_string(),
+            Some(t) => self.policy.tool_classes.get(t).cloned().unwrap_or_else(|| {
+                crate::actions::catalogue_class(t, args.keys().map(String::as_str)).to_string()
+            }),
+        };
+        if !matches!(class.as_str(), "read" | "unknown") {
+            return Some((id, Vec::new()));
+        }
         for (name, arg) in args {
             let declared =
                 tool.and_then(|t| self.policy.tool_roles.get(&(t.to_string(), name.clone())));

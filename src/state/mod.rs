@@ -672,10 +672,11 @@ impl SessionState {
     ///   not found as inference matches it: the pointer names the provenance record, whose
     ///   origin then reads as `agent_generated`;
     /// - lineage naming only the user's own messages (`derived_from` whose every parent is
-    ///   `user_input` content) for a value the user never said but that other content holds:
+    ///   `user_input` content) for a value the user never said, some of which other content
+    ///   holds:
     ///   the pointer names the `derived_from`, which is then dropped, so the value's sources are
-    ///   inferred like those of any value sent without lineage. (A value found nowhere, such as
-    ///   an amount the model computed, keeps the lineage it was given.)
+    ///   inferred like those of any value sent without lineage. (A value none of whose tokens
+    ///   other content holds, such as an amount the model computed, keeps its lineage.)
     pub fn unverified_claims(&self, method: &str, payload: &Value) -> Vec<String> {
         if method != "steps/toolCallRequest" {
             return Vec::new();
@@ -1231,8 +1232,26 @@ impl<'a> Draft<'a> {
                     .and_then(|id| self.node(id))
                     .is_some_and(|n| n.own_origin == user)
             });
-        (only_user && !self.said_by_user(value) && self.infer_sources(value).0.is_some())
+        (only_user && !self.said_by_user(value) && self.seen_elsewhere(value))
             .then_some("/derived_from")
+    }
+
+    /// Whether some token of `value` entered the session in content the user did not write
+    /// (or the index is full, and nothing can be ruled out).
+    fn seen_elsewhere(&self, value: &Value) -> bool {
+        let user = origin_bit("user_input");
+        let mut toks = Vec::new();
+        infer::value_tokens(value, &mut toks, 0);
+        self.base.tokens_full
+            || toks.iter().any(|t| {
+                let key = infer::token_key(t);
+                self.new_tokens
+                    .iter()
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, s)| *s)
+                    .chain(self.base.tokens.get(&key).copied())
+                    .any(|s| s.origins & !user != 0)
+            })
     }
 
     /// Whether the user's words asked for an action of this class (`actions::admits`).
@@ -1287,8 +1306,9 @@ impl<'a> Draft<'a> {
         }
     }
 
-    /// Remembers the places a call reads at (its destination arguments' string values: the
-    /// channel read, the inbox's owner, the page's address), for its result's content.
+    /// Remembers the places a reading call reads at (its destination arguments' string
+    /// values: the channel read, the inbox's owner, the page's address), for its result's
+    /// content. A call that acts (any class but `read` and `unknown`) names none.
     fn note_places(&mut self, program: &Program, ev: &Event<'_>) {
         let Some(id) = ids::uuid_bits(ev.request_id) else {
             return;
@@ -1298,6 +1318,12 @@ impl<'a> Draft<'a> {
             return;
         };
         let mut names = Vec::new();
+        // Only a call that reads (or one whose effect is unknown) reads content at a place:
+        // an action's result is its status, and it names no place.
+        let class = program.effect_class(tool, ev.payload.get("arguments"));
+        if !matches!(class, "read" | "unknown") {
+            return;
+        }
         for (name, arg) in args {
             if program.argument_role(tool, name) != "destination" {
                 continue;
