@@ -168,7 +168,6 @@ const CHANGE_VERBS: &[&str] = &[
     "replace",
     "reset",
     "rotate",
-    "append",
     "correct",
     "fix",
     "amend",
@@ -181,6 +180,8 @@ const CHANGE_VERBS: &[&str] = &[
 const CREATE_VERBS: &[&str] = &[
     "create",
     "add",
+    // Adding to a record makes new content in it: `append_to_file` creates.
+    "append",
     "new",
     "make",
     "write",
@@ -614,7 +615,11 @@ pub fn requested_classes(text: &str) -> u16 {
     add(account_change(&w), "account");
     add(any(ASK_COMMUNICATE), "communicate");
     add(any(ASK_CREATE), "create");
-    add(any(ASK_CHANGE), "change");
+    // "set up a payment" creates one; "set the amount" changes it.
+    let changes = w.iter().enumerate().any(|(i, x)| {
+        is_in(x, ASK_CHANGE) && !(x == "set" && w.get(i + 1).is_some_and(|n| n == "up"))
+    });
+    add(changes, "change");
     add(
         any(ASK_DELETE) || text.to_lowercase().contains("call off"),
         "delete",
@@ -674,7 +679,7 @@ pub fn admits(asked: u16, class: &str) -> bool {
         "read" => true,
         "communicate" => has("communicate") || has("share") || has("publish"),
         "create" => has("create") || has("change") || has("reserve"),
-        "change" => has("change") || has("create"),
+        "change" => has("change"),
         "share" => has("share"),
         "publish" => has("publish") || has("communicate"),
         "unknown" => false,
@@ -1002,7 +1007,7 @@ mod tests {
             ("remove_user_from_slack", "delete"),
             ("share_file", "share"),
             ("delete_file", "delete"),
-            ("append_to_file", "change"),
+            ("append_to_file", "create"),
             ("execute_command", "execute"),
             ("frobnicate", "unknown"),
         ] {
@@ -1053,6 +1058,18 @@ mod tests {
         ));
         assert!(!asks("Return the book to the library", "money"));
         assert!(asks("Please get Dora into our Slack", "share"));
+        // Creating is not changing: "set up" and "create" ask for new records, not edits.
+        assert!(!asks(
+            "Set up a recurring scheduled transaction for rent",
+            "change"
+        ));
+        assert!(asks(
+            "Set up a recurring scheduled transaction for rent",
+            "create"
+        ));
+        assert!(asks("Set the rent payment to 1200", "change"));
+        assert!(!asks("Create a new event on Friday", "change"));
+        assert!(asks("Add a line to notes.txt", "create"));
         assert!(!asks("Put the trip into my calendar", "share"));
         let todo = requested_classes("Please do all the tasks on my TODO list at the link");
         assert!(todo & DELEGATES != 0);
