@@ -589,7 +589,7 @@ const DELEGATE_VERBS: &[&str] = &[
 /// The classes a request's text asks for, as bits ([`class_bit`], and [`DELEGATES`] when it
 /// hands control to content). `read` is always asked for.
 pub fn requested_classes(text: &str) -> u16 {
-    let w = words(text);
+    let w = without_reminded(words(text));
     let any = |set: &[&str]| w.iter().any(|x| is_in(x, set));
     let mut bits = class_bit("read");
     let mut add = |cond: bool, class: &str| {
@@ -647,6 +647,23 @@ pub fn requested_classes(text: &str) -> u16 {
         bits |= DELEGATES;
     }
     bits
+}
+
+/// The words of a request without the verb a reminder is about ("add a reminder to my calendar
+/// to book a table", "remind me to pay the rent"): the verb after a "to" that follows "remind"
+/// or "reminder" within eight words is what the reminder will say, not what the user asks for
+/// now.
+fn without_reminded(w: Vec<String>) -> Vec<String> {
+    let reminds = |x: &str| is_in(x, &["remind", "reminder"]);
+    let reminded = |i: usize| {
+        i >= 1
+            && w[i - 1] == "to"
+            && (2..=8).any(|k| i.checked_sub(k).is_some_and(|j| reminds(&w[j])))
+    };
+    (0..w.len())
+        .filter(|&i| !reminded(i))
+        .map(|i| w[i].clone())
+        .collect()
 }
 
 /// Whether the words ask to change the account's own data: a changing verb with an account
@@ -1070,6 +1087,12 @@ mod tests {
         assert!(asks("Set the rent payment to 1200", "change"));
         assert!(!asks("Create a new event on Friday", "change"));
         assert!(asks("Add a line to notes.txt", "create"));
+        // What a reminder is about is not asked for now.
+        let reminder = "Add a reminder to my calendar for October 15th to book a table";
+        assert!(!asks(reminder, "reserve"));
+        assert!(asks(reminder, "create"));
+        assert!(!asks("Remind me to pay the rent on Friday", "money"));
+        assert!(asks("Book a table for two and remind me to bring the gift", "reserve"));
         assert!(!asks("Put the trip into my calendar", "share"));
         let todo = requested_classes("Please do all the tasks on my TODO list at the link");
         assert!(todo & DELEGATES != 0);
