@@ -1092,7 +1092,10 @@ mod tests {
         assert!(!asks(reminder, "reserve"));
         assert!(asks(reminder, "create"));
         assert!(!asks("Remind me to pay the rent on Friday", "money"));
-        assert!(asks("Book a table for two and remind me to bring the gift", "reserve"));
+        assert!(asks(
+            "Book a table for two and remind me to bring the gift",
+            "reserve"
+        ));
         assert!(!asks("Put the trip into my calendar", "share"));
         let todo = requested_classes("Please do all the tasks on my TODO list at the link");
         assert!(todo & DELEGATES != 0);
