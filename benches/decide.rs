@@ -354,6 +354,20 @@ fn effects(c: &mut Criterion) {
     group.finish();
 }
 
+/// Envelopes of one session (agent `a`, turn `t1`): request N gets id `counter(0, N)`.
+fn in_session(sid: &'static str) -> impl Fn(u64, &str, serde_json::Value) -> serde_json::Value {
+    move |n, method, payload| {
+        envelope::request(
+            n,
+            method,
+            &ids::counter(0, n),
+            "2026-01-01T00:00:00Z",
+            json!({"agent_id": "a", "session_id": sid, "turn_id": "t1"}),
+            payload,
+        )
+    }
+}
+
 /// A call whose destination argument has no declared lineage, decided by the embedded default
 /// policy (`taken_from` and `found_in` both infer its sources from the token index), after H
 /// tool outputs of distinct identifiers entered the session.
@@ -361,17 +375,7 @@ fn inference(c: &mut Criterion) {
     let policy = Policy::embedded_default();
     let program = policy.program().clone();
     let mut group = c.benchmark_group("inference");
-    let env = |n: u64, method: &str, payload: serde_json::Value| {
-        envelope::request(
-            n,
-            method,
-            &ids::counter(0, n),
-            "2026-01-01T00:00:00Z",
-            json!({"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001",
-                   "turn_id": "t1"}),
-            payload,
-        )
-    };
+    let env = in_session("5e55e55e-0000-4000-8000-000000000001");
     for &h in &[10u64, 1_000, 100_000] {
         let mut events = vec![env(
             0,
@@ -483,17 +487,7 @@ fn audience(c: &mut Criterion) {
     .expect("the example loads");
     let program = policy.program().clone();
     let mut group = c.benchmark_group("audience");
-    let env = |n: u64, method: &str, payload: serde_json::Value| {
-        envelope::request(
-            n,
-            method,
-            &ids::counter(0, n),
-            "2026-01-01T00:00:00Z",
-            json!({"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000002",
-                   "turn_id": "t1"}),
-            payload,
-        )
-    };
+    let env = in_session("5e55e55e-0000-4000-8000-000000000002");
     for &h in &[10u64, 1_000, 100_000] {
         let mut events = vec![env(
             0,

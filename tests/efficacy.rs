@@ -263,7 +263,8 @@ fn the_adversarial_corpus_is_scored_per_class_and_benign_set() {
 fn the_policies_meet_their_per_class_targets() {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/agentdojo/policy.ward");
     // (policy, [(class, min % blocked)], max % denied, max % disturbed)
-    let targets: [(Option<&PathBuf>, [(&str, f64); 5], f64, f64); 2] = [
+    type Targets<'a> = (Option<&'a PathBuf>, [(&'a str, f64); 5], f64, f64);
+    let targets: [Targets; 2] = [
         (
             None,
             [
