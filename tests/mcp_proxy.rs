@@ -692,6 +692,49 @@ fn the_proxy_refuses_what_the_policy_denies_and_forwards_the_rest() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// A server that ends without answering (here one that reads the client's first line and
+/// exits, as `npx` does when it asks whether to install a package on a terminal it does not
+/// have) leaves no request unanswered: the client gets a JSON-RPC error saying so.
+#[test]
+fn a_server_that_ends_before_answering_fails_the_request_with_the_reason() {
+    use std::io::{BufRead, Write};
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args([
+            "mcp-proxy",
+            "--quiet",
+            "--",
+            "sh",
+            "-c",
+            "read line; exit 1",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = proxy.stdin.take().unwrap();
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    let mut out = std::io::BufReader::new(proxy.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    drop(input);
+    let status = proxy.wait().unwrap();
+    let answer: Value = serde_json::from_str(&line).expect(&line);
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ended before answering"),
+        "{answer}"
+    );
+    assert_eq!(status.code(), Some(1), "the server's exit code");
+}
+
 /// A restored session is tainted by the MCP results it had taken in, as it was before (the
 /// journal keeps a wrapped step under its own method).
 #[test]

@@ -438,6 +438,10 @@ impl Proxy {
                         from_server(&shared, &line);
                     }
                 }
+                answer_unanswered(
+                    &shared,
+                    "the MCP server ended before answering (its standard error says why)",
+                );
             })
         };
         Ok(Proxy {
@@ -715,7 +719,12 @@ fn from_client(shared: &Arc<Shared>, line: &[u8]) -> std::io::Result<()> {
                 },
             );
     }
-    to_server(shared, line, Some(id))
+    let sent = to_server(shared, line, Some(id));
+    if sent.is_err() {
+        // The server's input is gone: it has ended, and will never answer.
+        answer_unanswered(shared, "the MCP server is not running (it has ended)");
+    }
+    sent
 }
 
 fn from_server(shared: &Shared, line: &[u8]) {
@@ -753,6 +762,29 @@ fn from_server(shared: &Shared, line: &[u8]) {
         ));
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         to_client(&*shared.sink, &refusal(&id, &p.method, &v, "result"));
+    }
+}
+
+/// Answers every request the server still owes with a JSON-RPC error saying why, so that a
+/// client is never left waiting on a server that has ended (one that failed to start, such as
+/// `npx` asking on a terminal it does not have whether to install a package, included).
+fn answer_unanswered(shared: &Shared, why: &str) {
+    let owed: Vec<String> = shared
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .map(|(key, _)| key)
+        .collect();
+    if !owed.is_empty() {
+        shared.say(why);
+    }
+    for key in owed {
+        let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
+        to_client(
+            &*shared.sink,
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}}),
+        );
     }
 }
 

@@ -17,7 +17,7 @@ pub struct McpProxyArgs {
     /// The policy (default: the embedded default policy)
     #[arg(long)]
     policy: Option<PathBuf>,
-    /// Keep the session and its audit chain in this folder (`warden audit verify --state DIR`)
+    /// Keep the session and its audit chain in this folder (check it with `warden audit verify DIR`)
     #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
     /// `metadata.agent_id` of the ACS steps
