@@ -52,6 +52,7 @@ pub mod log;
 pub mod protocol;
 mod session;
 mod sessions;
+pub mod stats;
 mod step_code;
 
 use std::path::{Path, PathBuf};
@@ -261,6 +262,8 @@ pub struct Guardian {
     decision_log: std::sync::OnceLock<Arc<dyn log::DecisionLog>>,
     /// The journal failed: nothing more can be acknowledged, every request is refused.
     failed: Arc<AtomicBool>,
+    /// What it has decided, counted ([`Guardian::stats`]).
+    stats: stats::Stats,
 }
 
 /// What a subagent's session hands back to its parent at `subagentStop`.
@@ -400,6 +403,7 @@ impl Guardian {
             journal: None,
             decision_log: std::sync::OnceLock::new(),
             failed: Arc::new(AtomicBool::new(false)),
+            stats: stats::Stats::default(),
         }
     }
 
@@ -416,6 +420,15 @@ impl Guardian {
     /// and changes nothing.
     pub fn set_decision_log(&self, sink: Arc<dyn log::DecisionLog>) -> bool {
         self.decision_log.set(sink).is_ok()
+    }
+
+    /// The decision log's counters and gauges ([`log::DecisionLog::metrics`]); none without
+    /// a decision log.
+    pub fn decision_log_metrics(&self) -> Vec<(&'static str, u64)> {
+        self.decision_log
+            .get()
+            .map(|l| l.metrics())
+            .unwrap_or_default()
     }
 
     /// The options the Guardian runs with.
@@ -452,7 +465,20 @@ impl Guardian {
             digest: policy.digest,
             sources: policy.sources,
         };
+        self.stats.reloaded();
         Ok((old, new))
+    }
+
+    /// What this Guardian has decided, counted: decisions by kind and by rule, errors,
+    /// decision times and policy reloads ([`stats::Snapshot`]).
+    pub fn stats(&self) -> stats::Snapshot {
+        self.stats.snapshot()
+    }
+
+    /// Whether the journal has failed: the Guardian then refuses every request (a readiness
+    /// probe answers "not ready").
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn active(&self) -> Active {
@@ -508,10 +534,13 @@ impl Guardian {
                 ..Default::default()
             },
         };
-        match envelope::decode_request_with(bytes, &opts) {
+        let started = std::time::Instant::now();
+        let (pending, traces) = match envelope::decode_request_with(bytes, &opts) {
             Ok((req, raw)) => self.process(&req, Some(raw)),
             Err(resp) => (self.ready(*resp), Vec::new()),
-        }
+        };
+        self.stats.record(&pending.response, started.elapsed());
+        (pending, traces)
     }
 
     /// An answer that waits for nothing.

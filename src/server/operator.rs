@@ -194,24 +194,10 @@ pub async fn handle(
     }))
 }
 
-/// `GET /metrics`: one `warden_NAME VALUE` line per gauge and counter (Prometheus text
-/// format): the sessions held, those that have only said hello and those of them dropped for
-/// newer hellos, and each of the decision log's (docs/serve.md).
+/// `GET /metrics`: the Guardian's counters in Prometheus text format ([`super::metrics`]),
+/// the same as the agent-facing listener's.
 fn metrics(op: &Operator) -> Answer {
-    let (bare, dropped) = op.guardian.hello_counts();
-    let mut text = format!(
-        "warden_sessions {}\nwarden_hello_sessions {bare}\nwarden_hello_sessions_dropped_total {dropped}\n",
-        op.guardian.session_count()
-    );
-    for (name, value) in op.decision_log.iter().flat_map(|l| l.metrics()) {
-        text.push_str(&format!("warden_decision_log_{name} {value}\n"));
-    }
-    let mut r = hyper::Response::new(Full::new(Bytes::from(text)));
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
-    );
-    r
+    super::serve::metrics_response(&op.guardian)
 }
 
 /// The body as a JSON object (strict: duplicate members are refused), within `max` bytes and
