@@ -311,6 +311,43 @@ pub struct ApprovalInfo {
     pub status: ApprovalStatus,
 }
 
+impl ApprovalInfo {
+    /// As `warden approvals --format json`, the operator's `GET /approvals` and the Python
+    /// package's `list_approvals` give it: `{session, request_id, status, approver: {type,
+    /// id}, question, action_hash, action}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "session": self.session,
+            "request_id": self.request_id,
+            "status": self.status.as_str(),
+            "approver": {"type": self.approval.approver_type, "id": self.approval.approver_id},
+            "question": self.approval.question,
+            "action_hash": self.approval.action_hash,
+            "action": serde_json::from_str::<Value>(&self.approval.action).unwrap_or(Value::Null),
+        })
+    }
+}
+
+impl Granted {
+    /// As the operator's `POST /approvals/approve` and the Python package's `approve` answer:
+    /// `{session, request_id, action_hash, expires_seconds, intent}`, `intent` being
+    /// `extended`, `refused_strict` or `unchanged`.
+    pub fn to_json(&self, request_id: &str) -> Value {
+        let intent = match self.extension {
+            Extension::Extended(_) => "extended",
+            Extension::RefusedStrict => "refused_strict",
+            Extension::None | Extension::Unrestricted => "unchanged",
+        };
+        serde_json::json!({
+            "session": self.session,
+            "request_id": request_id,
+            "action_hash": self.approval.action_hash,
+            "expires_seconds": self.approval.expires_ms.div_ceil(1000),
+            "intent": intent,
+        })
+    }
+}
+
 /// What a decided step leaves for the caller: the answer, the rule traces, and the promise
 /// that the step's journal records are durable.
 struct Decided {
