@@ -356,6 +356,12 @@ impl PartialEq<Code> for &str {
     }
 }
 
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 impl PartialEq<Code> for str {
     fn eq(&self, other: &Code) -> bool {
         self == other.as_str()
@@ -372,8 +378,8 @@ pub struct Fix {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diagnostic {
     pub severity: Severity,
-    /// Stable machine name, e.g. `check::unknown_field`: a [`Code`]'s text.
-    pub code: &'static str,
+    /// Stable machine name, e.g. `check::unknown_field` ([`Code::as_str`]).
+    pub code: Code,
     pub message: String,
     pub file: FileId,
     pub span: Span,
@@ -387,7 +393,7 @@ impl Diagnostic {
     pub fn error(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Error,
-            code: code.as_str(),
+            code,
             message: message.into(),
             file,
             span,
