@@ -5,26 +5,14 @@
 mod serve_common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 
 use serde_json::{json, Value};
-use serve_common::{Conn, Server, WAIT};
+use serve_common::{Conn, Server};
 use warden::acs::build::Conversation;
 
-/// `GET path` on `addr`: the status and the body.
+/// `METHOD path` on `addr`: the status and the body.
 fn get(addr: &str, method: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let (status, body) = warden::adapters::core_agent::parse_http_response(&out).unwrap();
-    (status, String::from_utf8(body).unwrap())
+    serve_common::http(addr, method, path, "")
 }
 
 /// The samples of a text-format scrape: `name{labels} → value`; every line a comment, blank
