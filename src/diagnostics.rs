@@ -356,6 +356,7 @@ impl PartialEq<Code> for &str {
     }
 }
 
+/// A code compared with its text (tests and callers holding the JSON form).
 impl PartialEq<&str> for Code {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
@@ -378,7 +379,7 @@ pub struct Fix {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diagnostic {
     pub severity: Severity,
-    /// Stable machine name, e.g. `check::unknown_field` ([`Code::as_str`]).
+    /// Stable machine name, e.g. `check::unknown_field` ([`Code::as_str`] gives the text).
     pub code: Code,
     pub message: String,
     pub file: FileId,

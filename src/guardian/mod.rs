@@ -858,12 +858,17 @@ impl Guardian {
         }
     }
 
+    /// Makes an operator's or a reload's records durable before they take effect. A lost
+    /// lease refuses only this action (another Guardian decides the session now); any other
+    /// journal failure marks the Guardian failed, like a step's.
     fn journal(&self, records: Vec<Record>) -> Result<(), String> {
         let Some(j) = &self.journal else {
             return Ok(());
         };
         j.append(records).map_err(|e| {
-            self.failed.store(true, Ordering::SeqCst);
+            if !matches!(e, JournalError::LeaseLost(_)) {
+                self.failed.store(true, Ordering::SeqCst);
+            }
             format!("the decision could not be made durable: {e}")
         })
     }

@@ -1095,8 +1095,11 @@ mod tests {
     }
 
     impl crate::guardian::Journal for ReverseJournal {
-        fn append(&self, records: Vec<crate::guardian::Record>) -> Result<(), String> {
-            self.submit(records).wait()
+        fn append(
+            &self,
+            records: Vec<crate::guardian::Record>,
+        ) -> Result<(), crate::guardian::journal::JournalError> {
+            self.submit(records).outcome()
         }
 
         fn submit(&self, _: Vec<crate::guardian::Record>) -> crate::guardian::Durable {
