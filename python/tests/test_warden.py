@@ -304,5 +304,24 @@ class Embedding(unittest.TestCase):
         self.assertEqual(len(warden.Policy.from_file(path).digest), 64)
 
 
+class Readme(unittest.TestCase):
+    def test_the_readme_example_runs(self):
+        import re
+        import tempfile
+
+        with open(os.path.join(REPO, "python", "README.md")) as f:
+            [example] = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+        here = os.getcwd()
+        with tempfile.TemporaryDirectory() as d:
+            os.chdir(d)
+            try:
+                exec(compile(example, "python/README.md", "exec"), {})
+                with open("decisions.jsonl") as f:
+                    decisions = [json.loads(line)["decision"] for line in f]
+            finally:
+                os.chdir(here)
+        self.assertEqual(decisions, ["allow", "allow", "allow"])
+
+
 if __name__ == "__main__":
     unittest.main()
