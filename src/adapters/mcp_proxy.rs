@@ -729,10 +729,7 @@ fn post(shared: &Arc<Shared>, line: &[u8], request: Option<&Value>) {
                 .clone()
                 .unwrap_or_else(|| "the MCP server ended the exchange without answering".into());
             shared.say(&why);
-            to_client(
-                &*shared.sink,
-                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}}),
-            );
+            to_client(&*shared.sink, &unanswered_error(id, &why));
         }
     } else if let Some(why) = failure {
         shared.say(&why);
@@ -882,11 +879,13 @@ fn answer_unanswered(shared: &Shared, why: &str) {
     }
     for key in owed {
         let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
-        to_client(
-            &*shared.sink,
-            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}}),
-        );
+        to_client(&*shared.sink, &unanswered_error(&id, why));
     }
+}
+
+/// The error the proxy answers, for the server, a request the server will not answer.
+fn unanswered_error(id: &Value, why: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}})
 }
 
 /// The key of a JSON-RPC id in the proxy's tables (its JSON text: `1` and `"1"` differ).

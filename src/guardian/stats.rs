@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::acs::envelope::{Outcome, Response};
+use crate::acs::envelope::{Decision, Outcome, Response};
 
 /// The decision kinds, in the order [`Snapshot::decisions`] lists them.
 pub const KINDS: [&str; 5] = ["allow", "deny", "ask", "defer", "modify"];
@@ -64,10 +64,14 @@ impl Stats {
                 return;
             }
         };
-        let word = result.decision.to_string();
-        if let Some(i) = KINDS.iter().position(|k| *k == word) {
-            self.decisions[i].fetch_add(1, Ordering::Relaxed);
-        }
+        let i = match result.decision {
+            Decision::Allow => 0,
+            Decision::Deny => 1,
+            Decision::Ask => 2,
+            Decision::Defer => 3,
+            Decision::Modify => 4,
+        };
+        self.decisions[i].fetch_add(1, Ordering::Relaxed);
         let rules = result
             .policy_references
             .iter()
