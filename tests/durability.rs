@@ -20,7 +20,7 @@ struct HeldJournal {
 
 impl Journal for HeldJournal {
     fn append(&self, records: Vec<Record>) -> Result<(), JournalError> {
-        self.submit(records).outcome()
+        self.submit(records).wait()
     }
 
     fn submit(&self, records: Vec<Record>) -> Durable {

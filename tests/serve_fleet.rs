@@ -317,7 +317,8 @@ fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() 
     expire_lease(&db, "s");
     assert_eq!(b.claim("s"), Claim::Taken { token: 2 });
     let e = a.submit(vec![sealed("s", 2)]).wait().unwrap_err();
-    assert!(e.starts_with(LEASE_LOST), "{e}");
+    assert!(matches!(e, JournalError::LeaseLost(_)), "{e}");
+    assert!(e.to_string().starts_with(LEASE_LOST), "{e}");
     // A knows now: the session is B's.
     assert_held_by(a.claim("s"), "B");
     b.append(vec![sealed("s", 3)]).unwrap();
@@ -338,7 +339,8 @@ fn a_commit_under_a_lost_lease_is_refused_and_the_lease_is_renewed_while_held() 
         .submit_as(vec![sealed("s", 5)], Some(1))
         .wait()
         .unwrap_err();
-    assert!(e.starts_with(LEASE_LOST), "{e}");
+    assert!(matches!(e, JournalError::LeaseLost(_)), "{e}");
+    assert!(e.to_string().starts_with(LEASE_LOST), "{e}");
     a.submit_as(vec![sealed("s", 6)], Some(3)).wait().unwrap();
     assert_eq!(
         b.records_of("s").unwrap(),

@@ -328,13 +328,8 @@ impl Durable {
         (Durable(slot.clone()), Settle(Some(slot)))
     }
 
-    /// Blocks until the records are durable (or will never be); the error as text.
-    pub fn wait(self) -> Result<(), String> {
-        self.outcome().map_err(|e| e.to_string())
-    }
-
     /// Blocks until the records are durable (or will never be, and why).
-    pub fn outcome(self) -> Result<(), JournalError> {
+    pub fn wait(self) -> Result<(), JournalError> {
         let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             match std::mem::take(&mut *state) {
@@ -569,19 +564,22 @@ mod tests {
             "another Guardian took s over".into(),
         )));
         assert_eq!(
-            durable.outcome(),
+            durable.wait(),
             Err(JournalError::LeaseLost(
                 "another Guardian took s over".into()
             ))
         );
         let lost = Durable::settled_as(Err(JournalError::LeaseLost("why".into())));
-        assert_eq!(lost.wait(), Err(format!("{LEASE_LOST}why")));
+        assert_eq!(
+            lost.wait().map_err(|e| e.to_string()),
+            Err(format!("{LEASE_LOST}why"))
+        );
         // Text a journal hands back is a failure, never a lost lease, whatever it says.
         let (durable, settle) = Durable::pending();
         settle.settle(Err(format!("{LEASE_LOST}but only in words")));
-        assert!(matches!(durable.outcome(), Err(JournalError::Failed(_))));
+        assert!(matches!(durable.wait(), Err(JournalError::Failed(_))));
         let (durable, settle) = Durable::pending();
         drop(settle);
-        assert!(matches!(durable.outcome(), Err(JournalError::Failed(_))));
+        assert!(matches!(durable.wait(), Err(JournalError::Failed(_))));
     }
 }

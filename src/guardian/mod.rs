@@ -384,7 +384,7 @@ pub struct Pending {
 impl Pending {
     /// Blocks until the decision is durable, then gives the answer.
     pub fn wait(mut self) -> Response {
-        let outcome = self.durable.take().map(Durable::outcome);
+        let outcome = self.durable.take().map(Durable::wait);
         self.conclude(outcome)
     }
 

@@ -464,7 +464,7 @@ impl Drop for PgStore {
 
 impl Journal for PgStore {
     fn append(&self, records: Vec<Record>) -> Result<(), JournalError> {
-        self.submit(records).outcome()
+        self.submit(records).wait()
     }
 
     fn submit(&self, records: Vec<Record>) -> Durable {
@@ -483,7 +483,7 @@ impl Journal for PgStore {
 
     fn compact(&self, session: &str, summary: Record) -> Result<bool, JournalError> {
         self.write(vec![summary], Some(session.to_string()), None)
-            .outcome()?;
+            .wait()?;
         // Its row went with the compaction: nothing to renew or let go.
         self.leases
             .lock()

@@ -1099,7 +1099,7 @@ mod tests {
             &self,
             records: Vec<crate::guardian::Record>,
         ) -> Result<(), crate::guardian::journal::JournalError> {
-            self.submit(records).outcome()
+            self.submit(records).wait()
         }
 
         fn submit(&self, _: Vec<crate::guardian::Record>) -> crate::guardian::Durable {

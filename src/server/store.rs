@@ -321,7 +321,7 @@ impl Drop for Store {
 
 impl Journal for Store {
     fn append(&self, records: Vec<Record>) -> Result<(), JournalError> {
-        self.submit(records).outcome()
+        self.submit(records).wait()
     }
 
     fn submit(&self, records: Vec<Record>) -> Durable {
@@ -333,7 +333,7 @@ impl Journal for Store {
 
     fn compact(&self, session: &str, summary: Record) -> Result<bool, JournalError> {
         self.write(vec![summary], Some(session.to_string()))
-            .outcome()?;
+            .wait()?;
         Ok(true)
     }
 
