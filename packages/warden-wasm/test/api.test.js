@@ -1,0 +1,73 @@
+// @warden/wasm under Node (`npm test`): the API docs/wasm.md states, and the decisions of a
+// trace equal `warden replay`'s when WARDEN_BIN names the binary (scripts/build-wasm.sh
+// sets it).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { Policy, Guardian, PolicyError, check, fmt, init } from "../node.js";
+
+const root = new URL("../../../", import.meta.url);
+const injection = readFileSync(new URL("examples/traces/injection.jsonl", root), "utf8");
+
+test("check: a clean policy has no diagnostics; an unknown name is an error with its place", () => {
+  assert.deepEqual(check("rule ok { when tool.name == \"x\" deny \"no\" }\n").filter((d) => d.severity === "error"), []);
+  const d = check("rule r {\n  when tool.nmae == \"x\"\n  deny \"no\"\n}\n");
+  const errors = d.filter((x) => x.severity === "error");
+  assert.ok(errors.length >= 1, JSON.stringify(d));
+  assert.equal(errors[0].line, 2);
+  assert.ok(errors[0].column > 1);
+  assert.match(errors[0].code, /::/);
+});
+
+test("Policy.fromSource throws a PolicyError carrying the diagnostics", () => {
+  assert.throws(
+    () => Policy.fromSource("rule {"),
+    (e) => e instanceof PolicyError && e.diagnostics.length > 0 && /error/.test(e.message),
+  );
+  const p = Policy.fromSource("rule ok { when tool.name == \"x\" deny \"no\" }\n");
+  assert.match(p.digest, /^[0-9a-f]{64}$/);
+});
+
+test("fmt formats, and refuses what does not parse", () => {
+  const out = fmt("rule   ok {when tool.name==\"x\" deny \"no\"}");
+  assert.equal(fmt(out), out);
+  assert.throws(() => fmt("rule {"), PolicyError);
+});
+
+test("init resolves to the same API", async () => {
+  const api = await init();
+  assert.equal(typeof api.check, "function");
+});
+
+test("Guardian.decide denies what the policy denies and allows the rest", () => {
+  const p = Policy.fromSource("rule no_rm { when tool.name == \"rm\" deny \"no deleting\" }\n", "p");
+  const g = new Guardian(p, { explain: true });
+  const denied = g.decide("toolCallRequest", { tool: { name: "rm", arguments: {} } });
+  assert.equal(denied.result.decision, "deny", JSON.stringify(denied));
+  const allowed = g.decide("toolCallRequest", { tool: { name: "ls", arguments: {} } });
+  assert.equal(allowed.result.decision, "allow", JSON.stringify(allowed));
+  const bad = g.handle("not json");
+  assert.equal(bad.error.code, -32700);
+});
+
+test("replay of a trace gives one response per request", () => {
+  const g = new Guardian(Policy.default(), { explain: true });
+  const out = g.replay(injection);
+  assert.equal(out.length, injection.split("\n").filter((l) => l.trim()).length);
+  assert.ok(out.some((r) => r.response.result && r.response.result.decision === "deny"));
+});
+
+test("the decisions equal `warden replay --explain` on the same trace", { skip: !process.env.WARDEN_BIN && "WARDEN_BIN not set" }, () => {
+  const cli = execFileSync(process.env.WARDEN_BIN, ["replay", "--explain", "-"], { input: injection, encoding: "utf8" })
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l));
+  const ours = new Guardian(Policy.default(), { explain: true }).replay(injection).map((r) => r.response);
+  assert.deepEqual(ours.map(comparable), cli.map(comparable));
+});
+
+// What may differ between two runs: the Guardian's own timings and times.
+export function comparable(r) {
+  return JSON.parse(JSON.stringify(r), (k, v) => (/^(timestamp|took_us|elapsed_us|latency_us|decided_at)$/.test(k) ? undefined : v));
+}
