@@ -8,14 +8,15 @@ import { execFileSync } from "node:child_process";
 import { Policy, Guardian, PolicyError, check, fmt, init } from "../node.js";
 
 const root = new URL("../../../", import.meta.url);
+const GOOD = "package p\n\nrule no_rm on toolCallRequest\n  when tool.name == \"rm\"\n  => deny \"no.rm\": \"no deleting\"\n\ndefault allow\n";
 const injection = readFileSync(new URL("examples/traces/injection.jsonl", root), "utf8");
 
 test("check: a clean policy has no diagnostics; an unknown name is an error with its place", () => {
-  assert.deepEqual(check("rule ok { when tool.name == \"x\" deny \"no\" }\n").filter((d) => d.severity === "error"), []);
-  const d = check("rule r {\n  when tool.nmae == \"x\"\n  deny \"no\"\n}\n");
+  assert.deepEqual(check(GOOD).filter((d) => d.severity === "error"), []);
+  const d = check(GOOD.replace("tool.name", "tool.nmae"));
   const errors = d.filter((x) => x.severity === "error");
   assert.ok(errors.length >= 1, JSON.stringify(d));
-  assert.equal(errors[0].line, 2);
+  assert.equal(errors[0].line, 4);
   assert.ok(errors[0].column > 1);
   assert.match(errors[0].code, /::/);
 });
@@ -23,14 +24,14 @@ test("check: a clean policy has no diagnostics; an unknown name is an error with
 test("Policy.fromSource throws a PolicyError carrying the diagnostics", () => {
   assert.throws(
     () => Policy.fromSource("rule {"),
-    (e) => e instanceof PolicyError && e.diagnostics.length > 0 && /error/.test(e.message),
+    (e) => e instanceof PolicyError && e.diagnostics.length > 0 && /policy:1:/.test(e.message),
   );
-  const p = Policy.fromSource("rule ok { when tool.name == \"x\" deny \"no\" }\n");
+  const p = Policy.fromSource(GOOD);
   assert.match(p.digest, /^[0-9a-f]{64}$/);
 });
 
 test("fmt formats, and refuses what does not parse", () => {
-  const out = fmt("rule   ok {when tool.name==\"x\" deny \"no\"}");
+  const out = fmt(GOOD.replace("when ", "when   "));
   assert.equal(fmt(out), out);
   assert.throws(() => fmt("rule {"), PolicyError);
 });
@@ -41,7 +42,7 @@ test("init resolves to the same API", async () => {
 });
 
 test("Guardian.decide denies what the policy denies and allows the rest", () => {
-  const p = Policy.fromSource("rule no_rm { when tool.name == \"rm\" deny \"no deleting\" }\n", "p");
+  const p = Policy.fromSource(GOOD, "p");
   const g = new Guardian(p, { explain: true });
   const denied = g.decide("toolCallRequest", { tool: { name: "rm", arguments: {} } });
   assert.equal(denied.result.decision, "deny", JSON.stringify(denied));
