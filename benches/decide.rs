@@ -354,6 +354,20 @@ fn effects(c: &mut Criterion) {
     group.finish();
 }
 
+/// Envelopes of one session (agent `a`, turn `t1`): request N gets id `counter(0, N)`.
+fn in_session(sid: &'static str) -> impl Fn(u64, &str, serde_json::Value) -> serde_json::Value {
+    move |n, method, payload| {
+        envelope::request(
+            n,
+            method,
+            &ids::counter(0, n),
+            "2026-01-01T00:00:00Z",
+            json!({"agent_id": "a", "session_id": sid, "turn_id": "t1"}),
+            payload,
+        )
+    }
+}
+
 /// A call whose destination argument has no declared lineage, decided by the embedded default
 /// policy (`taken_from` and `found_in` both infer its sources from the token index), after H
 /// tool outputs of distinct identifiers entered the session.
@@ -361,17 +375,7 @@ fn inference(c: &mut Criterion) {
     let policy = Policy::embedded_default();
     let program = policy.program().clone();
     let mut group = c.benchmark_group("inference");
-    let env = |n: u64, method: &str, payload: serde_json::Value| {
-        envelope::request(
-            n,
-            method,
-            &ids::counter(0, n),
-            "2026-01-01T00:00:00Z",
-            json!({"agent_id": "a", "session_id": "5e55e55e-0000-4000-8000-000000000001",
-                   "turn_id": "t1"}),
-            payload,
-        )
-    };
+    let env = in_session("5e55e55e-0000-4000-8000-000000000001");
     for &h in &[10u64, 1_000, 100_000] {
         let mut events = vec![env(
             0,
@@ -470,6 +474,82 @@ fn inference(c: &mut Criterion) {
     group.finish();
 }
 
+/// Audiences (issue 30, `read_at`): a message whose body has no lineage, decided by
+/// `examples/agentdojo` (its `moved_content` rule asks `moved_unasked(body, channel)`, so the
+/// body's places are inferred from the token index), after H channel reads of eight channels,
+/// each call answered by its result. The places of a session live in a fixed table and the
+/// latest 16 calls in a ring: the cost does not grow with H.
+fn audience(c: &mut Criterion) {
+    let policy = Policy::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/agentdojo/policy.ward"
+    ))
+    .expect("the example loads");
+    let program = policy.program().clone();
+    let mut group = c.benchmark_group("audience");
+    let env = in_session("5e55e55e-0000-4000-8000-000000000002");
+    for &h in &[10u64, 1_000, 100_000] {
+        let mut events = vec![env(
+            0,
+            "steps/userMessage",
+            json!({"content": [{"type": "text", "value": "summarise the general channel and post it to general",
+                "provenance": {"provenance_id": "u0", "origin": "user_input"}}]}),
+        )];
+        for i in 1..=h {
+            let channel = format!("c{}", i % 8);
+            let call = 2 * i - 1;
+            events.push(env(
+                call,
+                "steps/toolCallRequest",
+                json!({"tool": {"name": "read_channel_messages"},
+                       "arguments": {"channel": {"value": channel}}}),
+            ));
+            events.push(env(
+                call + 1,
+                "steps/toolCallResult",
+                json!({"tool": {"name": "read_channel_messages"}, "exit_status": "success",
+                       "request_id_ref": ids::counter(0, call),
+                       "outputs": [{"value": format!("note{i} from {channel}"),
+                                    "provenance": {"provenance_id": format!("o{i}"), "origin": "tool_output"}}]}),
+            ));
+        }
+        let read = env(
+            2 * h + 1,
+            "steps/toolCallRequest",
+            json!({"tool": {"name": "read_channel_messages"},
+                   "arguments": {"channel": {"value": "general"}}}),
+        );
+        let result = env(
+            2 * h + 2,
+            "steps/toolCallResult",
+            json!({"tool": {"name": "read_channel_messages"}, "exit_status": "success",
+                   "request_id_ref": ids::counter(0, 2 * h + 1),
+                   "outputs": [{"value": "the launch moves to Thursday",
+                                "provenance": {"provenance_id": "og", "origin": "tool_output"}}]}),
+        );
+        events.push(read);
+        events.push(result);
+        let mut state = state_after(&policy, &events);
+        let probe = env(
+            2 * h + 3,
+            "steps/toolCallRequest",
+            json!({"tool": {"name": "send_channel_message"}, "arguments": {
+                "channel": {"value": "general"},
+                "body": {"value": "summary: launch moves to Thursday"}}}),
+        );
+        let step = Step::new(&probe);
+        bench_allowed(
+            &mut group,
+            BenchmarkId::from_parameter(h),
+            &program,
+            &mut state,
+            &step,
+            "content goes back to the channel it was read in",
+        );
+    }
+    group.finish();
+}
+
 /// What the effect guard adds (issue 30): reading the classes a user message asks for (once,
 /// when the message comes in: O(its words)) and the class of a call (per call: O(the tool
 /// name's words)). Reading `requested(…)` afterwards is a bit test, whatever the history.
@@ -499,5 +579,5 @@ fn actions(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decide, handle, rego, effects, inference, actions);
+criterion_group!(benches, decide, handle, rego, effects, inference, audience, actions);
 criterion_main!(benches);

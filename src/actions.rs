@@ -168,7 +168,6 @@ const CHANGE_VERBS: &[&str] = &[
     "replace",
     "reset",
     "rotate",
-    "append",
     "correct",
     "fix",
     "amend",
@@ -181,6 +180,8 @@ const CHANGE_VERBS: &[&str] = &[
 const CREATE_VERBS: &[&str] = &[
     "create",
     "add",
+    // Adding to a record makes new content in it: `append_to_file` creates.
+    "append",
     "new",
     "make",
     "write",
@@ -543,6 +544,21 @@ const ASK_SHARE: &[&str] = &[
     "onboard",
     "join",
 ];
+// Places people are let into.
+const SHARED_PLACES: &[&str] = &[
+    "slack",
+    "workspace",
+    "team",
+    "channel",
+    "group",
+    "organization",
+    "organisation",
+    "org",
+    "project",
+    "repository",
+    "repo",
+    "folder",
+];
 const ASK_PUBLISH: &[&str] = &[
     "post", "publish", "tweet", "blog", "website", "online", "upload",
 ];
@@ -573,7 +589,7 @@ const DELEGATE_VERBS: &[&str] = &[
 /// The classes a request's text asks for, as bits ([`class_bit`], and [`DELEGATES`] when it
 /// hands control to content). `read` is always asked for.
 pub fn requested_classes(text: &str) -> u16 {
-    let w = words(text);
+    let w = without_reminded(words(text));
     let any = |set: &[&str]| w.iter().any(|x| is_in(x, set));
     let mut bits = class_bit("read");
     let mut add = |cond: bool, class: &str| {
@@ -591,7 +607,7 @@ pub fn requested_classes(text: &str) -> u16 {
         });
     add(
         any(ASK_MONEY)
-            || ((any(MONEY_NOUNS) || sum) && any(&["send", "give"]))
+            || ((any(MONEY_NOUNS) || sum) && any(&["send", "give", "return"]))
             || (any(MONEY_NOUNS) && any(&["schedule", "update", "change", "set", "increase"])),
         "money",
     );
@@ -599,13 +615,21 @@ pub fn requested_classes(text: &str) -> u16 {
     add(account_change(&w), "account");
     add(any(ASK_COMMUNICATE), "communicate");
     add(any(ASK_CREATE), "create");
-    add(any(ASK_CHANGE), "change");
+    // "set up a payment" creates one; "set the amount" changes it.
+    let changes = w.iter().enumerate().any(|(i, x)| {
+        is_in(x, ASK_CHANGE) && !(x == "set" && w.get(i + 1).is_some_and(|n| n == "up"))
+    });
+    add(changes, "change");
     add(
         any(ASK_DELETE) || text.to_lowercase().contains("call off"),
         "delete",
     );
     add(any(ASK_RESERVE), "reserve");
-    add(any(ASK_SHARE), "share");
+    // "get Dora into our Slack", "bring him into the team": someone let into a shared place.
+    add(
+        any(ASK_SHARE) || (any(&["into"]) && any(SHARED_PLACES)),
+        "share",
+    );
     add(any(ASK_PUBLISH), "publish");
     add(any(ASK_EXECUTE), "execute");
     // "the following tasks", "these two steps": the user listing their own tasks, not
@@ -623,6 +647,23 @@ pub fn requested_classes(text: &str) -> u16 {
         bits |= DELEGATES;
     }
     bits
+}
+
+/// The words of a request without the verb a reminder is about ("add a reminder to my calendar
+/// to book a table", "remind me to pay the rent"): the verb after a "to" that follows "remind"
+/// or "reminder" within eight words is what the reminder will say, not what the user asks for
+/// now.
+fn without_reminded(w: Vec<String>) -> Vec<String> {
+    let reminds = |x: &str| is_in(x, &["remind", "reminder"]);
+    let reminded = |i: usize| {
+        i >= 1
+            && w[i - 1] == "to"
+            && (2..=8).any(|k| i.checked_sub(k).is_some_and(|j| reminds(&w[j])))
+    };
+    (0..w.len())
+        .filter(|&i| !reminded(i))
+        .map(|i| w[i].clone())
+        .collect()
 }
 
 /// Whether the words ask to change the account's own data: a changing verb with an account
@@ -655,7 +696,7 @@ pub fn admits(asked: u16, class: &str) -> bool {
         "read" => true,
         "communicate" => has("communicate") || has("share") || has("publish"),
         "create" => has("create") || has("change") || has("reserve"),
-        "change" => has("change") || has("create"),
+        "change" => has("change"),
         "share" => has("share"),
         "publish" => has("publish") || has("communicate"),
         "unknown" => false,
@@ -983,7 +1024,7 @@ mod tests {
             ("remove_user_from_slack", "delete"),
             ("share_file", "share"),
             ("delete_file", "delete"),
-            ("append_to_file", "change"),
+            ("append_to_file", "create"),
             ("execute_command", "execute"),
             ("frobnicate", "unknown"),
         ] {
@@ -1027,6 +1068,35 @@ mod tests {
         assert!(asks("Email Bob the summary", "communicate"));
         assert!(!asks("How many unread e-mails do I have", "credentials"));
         assert!(asks("Move the team sync to 3pm", "change"));
+        // Returning a sum is paying it back; letting someone into a shared place is sharing.
+        assert!(asks(
+            "The bill came to 12.00; look up what they sent and return whatever is over",
+            "money"
+        ));
+        assert!(!asks("Return the book to the library", "money"));
+        assert!(asks("Please get Dora into our Slack", "share"));
+        // Creating is not changing: "set up" and "create" ask for new records, not edits.
+        assert!(!asks(
+            "Set up a recurring scheduled transaction for rent",
+            "change"
+        ));
+        assert!(asks(
+            "Set up a recurring scheduled transaction for rent",
+            "create"
+        ));
+        assert!(asks("Set the rent payment to 1200", "change"));
+        assert!(!asks("Create a new event on Friday", "change"));
+        assert!(asks("Add a line to notes.txt", "create"));
+        // What a reminder is about is not asked for now.
+        let reminder = "Add a reminder to my calendar for October 15th to book a table";
+        assert!(!asks(reminder, "reserve"));
+        assert!(asks(reminder, "create"));
+        assert!(!asks("Remind me to pay the rent on Friday", "money"));
+        assert!(asks(
+            "Book a table for two and remind me to bring the gift",
+            "reserve"
+        ));
+        assert!(!asks("Put the trip into my calendar", "share"));
         let todo = requested_classes("Please do all the tasks on my TODO list at the link");
         assert!(todo & DELEGATES != 0);
         assert!(requested_classes("what time is it") & DELEGATES == 0);

@@ -356,6 +356,13 @@ impl PartialEq<Code> for &str {
     }
 }
 
+/// A code compared with its text (tests and callers holding the JSON form).
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 impl PartialEq<Code> for str {
     fn eq(&self, other: &Code) -> bool {
         self == other.as_str()
@@ -372,8 +379,8 @@ pub struct Fix {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diagnostic {
     pub severity: Severity,
-    /// Stable machine name, e.g. `check::unknown_field`: a [`Code`]'s text.
-    pub code: &'static str,
+    /// Stable machine name, e.g. `check::unknown_field` ([`Code::as_str`] gives the text).
+    pub code: Code,
     pub message: String,
     pub file: FileId,
     pub span: Span,
@@ -387,7 +394,7 @@ impl Diagnostic {
     pub fn error(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Error,
-            code: code.as_str(),
+            code,
             message: message.into(),
             file,
             span,

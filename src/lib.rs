@@ -13,8 +13,18 @@
 //!
 //! ```toml
 //! [dependencies]
-//! warden = { version = "0.1", default-features = false }
+//! # The package is `warden-acs` ("warden" on crates.io is another project); the library is
+//! # `warden`. Until it is published, depend on the repository (`git = "…"`) or a path.
+//! warden = { package = "warden-acs", version = "0.1", default-features = false }
+//!
+//! # A debug build of the host builds its dependencies unoptimised too, and a Guardian
+//! # decides some 15 times slower; this builds just this one optimised:
+//! [profile.dev.package.warden-acs]
+//! opt-level = 3
 //! ```
+//!
+//! A host that has no ACS client of its own builds the requests with
+//! [`acs::build::Conversation`]: ids, time and provenance records filled in.
 //!
 //! Load a policy, build a Guardian, and hand it one request:
 //!

@@ -226,7 +226,7 @@ fn error_codes(src: &str) -> Vec<&'static str> {
         .items
         .iter()
         .filter(|d| d.is_error())
-        .map(|d| d.code)
+        .map(|d| d.code.as_str())
         .collect()
 }
 

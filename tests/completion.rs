@@ -217,6 +217,80 @@ fn an_unverified_claim_is_in_the_explain_trace() {
     );
 }
 
+const FROM_FILE: &str = r#"
+rule from_file on toolCallRequest
+  when tool.name == "send_money" and taken_from(args.recipient, tool_output)
+  => deny "from_file"
+default allow
+"#;
+
+/// The user's message and a file that holds an IBAN the user never typed, with ids.
+fn message_and_file() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "steps/userMessage",
+            json!({"content": [{"type": "text", "value": "pay the bill in bill.txt",
+                "provenance": {"origin": "user_input", "provenance_id": "u1"}}]}),
+        ),
+        read_file_result(json!([{"value": "Please pay GB33 BUKB 2020 1555 5555 55",
+            "provenance": {"origin": "tool_output", "provenance_id": "f1"}}])),
+    ]
+}
+
+#[test]
+fn lineage_naming_only_the_user_for_a_value_they_never_said_is_not_believed() {
+    let p = Policy::from_source("f.ward", FROM_FILE).unwrap();
+    let g = Guardian::with_options(
+        p.clone(),
+        warden::guardian::Options {
+            explain: true,
+            ..Default::default()
+        },
+    );
+    let mut steps = message_and_file();
+    // The platform says the IBAN came from the user's message; the user never typed it, the
+    // file holds it: its sources are inferred, and it was taken from the file.
+    steps.push((
+        "steps/toolCallRequest",
+        json!({"tool": {"name": "send_money"}, "arguments": {
+            "recipient": {"value": "GB33 BUKB 2020 1555 5555 55",
+                "provenance": {"origin": "agent_generated", "derived_from": ["u1"]}}}}),
+    ));
+    let answers = run(&g, &steps);
+    assert_eq!(decision(&answers[2]), "deny", "{}", answers[2]);
+    assert_eq!(
+        answers[2]["result"]["policy_data"]["warden"]["unverified_claims"],
+        json!(["/arguments/recipient/provenance/derived_from"])
+    );
+    // A value found nowhere (the model computed it) keeps the lineage it was given, and so
+    // does one the lineage does not pin on the user alone.
+    for recipient in [
+        json!({"value": "XX00 1234", "provenance": {"origin": "agent_generated", "derived_from": ["u1"]}}),
+        json!({"value": "GB33 BUKB 2020 1555 5555 55",
+            "provenance": {"origin": "agent_generated", "derived_from": ["u1", "f1"]}}),
+    ] {
+        let g = Guardian::new(p.clone());
+        let mut steps = message_and_file();
+        steps.push((
+            "steps/toolCallRequest",
+            json!({"tool": {"name": "send_money"}, "arguments": {"recipient": recipient.clone()}}),
+        ));
+        let answers = run(&g, &steps);
+        let expected = if recipient["provenance"]["derived_from"][1] == "f1" {
+            "deny"
+        } else {
+            "allow"
+        };
+        assert_eq!(
+            decision(&answers[2]),
+            expected,
+            "{recipient}: {}",
+            answers[2]
+        );
+        assert!(answers[2]["result"]["policy_data"]["warden"]["unverified_claims"].is_null());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stripping ids never turns a deny into an allow.
 

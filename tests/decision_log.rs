@@ -501,6 +501,8 @@ fn mcp_proxy_logs_each_decided_request_and_result() {
     let mut child = Command::new(bin())
         .args(["mcp-proxy", "--quiet", "--policy"])
         .arg(&policy)
+        .arg("--state")
+        .arg(dir.join("state"))
         .arg("--decision-log")
         .arg(&log)
         .args(["--", "cat"])
@@ -533,6 +535,23 @@ fn mcp_proxy_logs_each_decided_request_and_result() {
         .iter()
         .any(|r| r["method"] == "protocols/MCP/tools/list" && r["decision"] == "allow"));
     assert!(records.iter().all(|r| r["policy_digest"].is_string()));
+    // Each record names its step's audit-chain entry, as `warden audit export` writes it.
+    let shown_chain = Command::new(bin())
+        .args(["audit", "export"])
+        .arg(dir.join("state"))
+        .output()
+        .unwrap();
+    let chain = String::from_utf8_lossy(&shown_chain.stdout);
+    for r in &records {
+        let hash = r["audit_entry_hash"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{shown}"));
+        assert_eq!(hash.len(), 64, "{r}");
+        assert!(
+            chain.contains(&format!("\"entry_hash\":\"{hash}\"")),
+            "{hash} is not in the chain:\n{chain}"
+        );
+    }
 }
 
 /// A collector that accepts connections and never reads from them or answers: every POST

@@ -110,7 +110,7 @@ fn every_ward_block_checks_as_documented() {
                     "{name}: block should fail with {code}, but it checks"
                 ));
             }
-            Some(code) if errors.iter().any(|d| d.code != code) => {
+            Some(code) if errors.iter().any(|d| d.code.as_str() != code.as_str()) => {
                 problems.push(format!(
                     "{name}: block should fail with {code} only, but:\n{}",
                     listing()

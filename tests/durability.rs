@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use warden::acs::{envelope, time};
-use warden::guardian::journal::Settle;
+use warden::guardian::journal::{JournalError, Settle};
 use warden::guardian::{Durable, Guardian, Journal, Options, Policy, Record};
 
 const SESSION: &str = "6f0e1d2c-3b4a-4596-8877-a6b5c4d3e2f1";
@@ -19,8 +19,8 @@ struct HeldJournal {
 }
 
 impl Journal for HeldJournal {
-    fn append(&self, records: Vec<Record>) -> Result<(), String> {
-        self.submit(records).wait()
+    fn append(&self, records: Vec<Record>) -> Result<(), JournalError> {
+        self.submit(records).outcome()
     }
 
     fn submit(&self, records: Vec<Record>) -> Durable {
@@ -170,4 +170,29 @@ fn a_pending_answer_can_be_awaited() {
     let out = answer(block_on(pending.settled()));
     assert_eq!(out["result"]["decision"], "deny", "{out}");
     assert_eq!(settler.join().unwrap(), 1);
+}
+
+/// A journal whose direct appends (an operator's action, a reload) find the lease lost, and
+/// whose steps commit.
+struct LostLease;
+
+impl Journal for LostLease {
+    fn append(&self, _: Vec<Record>) -> Result<(), JournalError> {
+        Err(JournalError::LeaseLost("session s: taken over".into()))
+    }
+
+    fn submit(&self, _: Vec<Record>) -> Durable {
+        Durable::settled(Ok(()))
+    }
+}
+
+#[test]
+fn a_lost_lease_refuses_the_one_action_and_the_guardian_keeps_deciding() {
+    let policy = || Policy::from_source("p.ward", "default allow").unwrap();
+    let g = Guardian::with_journal(policy(), Options::default(), Arc::new(LostLease));
+    let refused = g.reload_policy(policy()).unwrap_err();
+    assert!(refused.contains("lease lost"), "{refused}");
+    assert!(!g.has_failed());
+    let out = answer(g.handle_pending(&request(1, "read")).wait());
+    assert_eq!(out["result"]["decision"], "allow", "{out}");
 }

@@ -692,6 +692,49 @@ fn the_proxy_refuses_what_the_policy_denies_and_forwards_the_rest() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// A server that ends without answering (here one that reads the client's first line and
+/// exits, as `npx` does when it asks whether to install a package on a terminal it does not
+/// have) leaves no request unanswered: the client gets a JSON-RPC error saying so.
+#[test]
+fn a_server_that_ends_before_answering_fails_the_request_with_the_reason() {
+    use std::io::{BufRead, Write};
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args([
+            "mcp-proxy",
+            "--quiet",
+            "--",
+            "sh",
+            "-c",
+            "read line; exit 1",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = proxy.stdin.take().unwrap();
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    let mut out = std::io::BufReader::new(proxy.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    drop(input);
+    let status = proxy.wait().unwrap();
+    let answer: Value = serde_json::from_str(&line).expect(&line);
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ended before answering"),
+        "{answer}"
+    );
+    assert_eq!(status.code(), Some(1), "the server's exit code");
+}
+
 /// A restored session is tainted by the MCP results it had taken in, as it was before (the
 /// journal keeps a wrapped step under its own method).
 #[test]
@@ -742,6 +785,10 @@ fn an_mcp_result_taints_a_restored_session_too() {
         methods,
         [
             "steps/sessionStart",
+            "steps/turnStart",
+            // The request opens a turn of its own (`Turns::PerRequest`, the default).
+            "steps/turnEnd",
+            "steps/turnStart",
             "protocols/MCP/tools/call",
             "protocols/MCP/result"
         ]
@@ -753,4 +800,127 @@ fn an_mcp_result_taints_a_restored_session_too() {
     );
     let r = send(&restored, 900, &sid, "protocols/MCP/tools/call", write);
     assert_eq!(r["result"]["reason_codes"], json!(["taint.write"]), "{r}");
+}
+
+/// Turns inside the proxy (docs/mcp.md, "Turns"): with one turn per request, a read's taint
+/// holds the policy's window of three turns (three requests) and then lets a write through;
+/// with one turn per connection, or requests in one burst, it holds for good; after an idle
+/// gap a new turn starts.
+#[test]
+fn the_proxy_cuts_turns_from_the_clients_requests() {
+    use mcp_proxy::Turns;
+    let write = mcp(
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "/w", "content": "x"}}),
+    );
+    // A read whose result taints the session, then writes: each write's decision.
+    let writes = |turns: Turns, n: usize, pause: std::time::Duration| -> Vec<bool> {
+        let config = Config {
+            quiet: true,
+            turns,
+            ..Config::default()
+        };
+        let gate = Gate::open(guardian(), &config).unwrap();
+        let read = mcp(
+            "tools/call",
+            json!({"name": "read_text_file", "arguments": {"path": "/n"}}),
+        );
+        let asked = gate.decide_request(&read).unwrap();
+        let output = json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"content": [{"type": "text", "text": "notes"}]}});
+        assert!(gate
+            .decide_result(
+                &output,
+                "tools/call",
+                read.get("params"),
+                Some(&asked.request_id)
+            )
+            .allowed());
+        (0..n)
+            .map(|_| {
+                std::thread::sleep(pause);
+                gate.decide_request(&write).unwrap().allowed()
+            })
+            .collect()
+    };
+    let none = std::time::Duration::ZERO;
+    assert_eq!(
+        writes(Turns::PerRequest, 4, none),
+        [false, false, false, true],
+        "three turns of window, one request each"
+    );
+    assert_eq!(writes(Turns::PerInitialize, 4, none), [false; 4]);
+    assert_eq!(
+        writes(Turns::IdleGap(std::time::Duration::from_secs(60)), 4, none),
+        [false; 4],
+        "one burst, one turn"
+    );
+    let gap = std::time::Duration::from_millis(30);
+    assert_eq!(
+        writes(Turns::IdleGap(std::time::Duration::from_millis(20)), 4, gap),
+        [false, false, false, true],
+        "each request after an idle gap opens a turn"
+    );
+    // The flag's spellings.
+    assert_eq!("request".parse::<Turns>(), Ok(Turns::PerRequest));
+    assert_eq!("initialize".parse::<Turns>(), Ok(Turns::PerInitialize));
+    assert_eq!(
+        "idle=2.5".parse::<Turns>(),
+        Ok(Turns::IdleGap(std::time::Duration::from_millis(2500)))
+    );
+    assert!("idle=-1"
+        .parse::<Turns>()
+        .unwrap_err()
+        .contains("idle=SECONDS"));
+    assert!("sometimes".parse::<Turns>().is_err());
+}
+
+/// docs/mcp.md, "Results a policy trusts": the policy there, run through the proxy's gate.
+#[test]
+fn a_policy_can_trust_some_tools_results() {
+    let doc =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/mcp.md"))
+            .unwrap();
+    let section = &doc[doc
+        .find("### Results a policy trusts")
+        .expect("the section")..];
+    let start = section.find("```ward\n").expect("a ward block") + "```ward\n".len();
+    let source = &section[start..start + section[start..].find("```").unwrap()];
+    let policy = Policy::from_source("docs/mcp.md", source).expect("the documented policy loads");
+    let write_after = |tool: &str| {
+        let g = Arc::new(Guardian::with_options(
+            policy.clone(),
+            Options {
+                protocol: Protocol::strict(),
+                ..Options::default()
+            },
+        ));
+        let gate = Gate::open(
+            g,
+            &Config {
+                quiet: true,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        let call = mcp("tools/call", json!({"name": tool, "arguments": {}}));
+        let asked = gate.decide_request(&call).unwrap();
+        let output = json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"content": [{"type": "text", "text": "/srv/shared"}]}});
+        assert!(gate
+            .decide_result(
+                &output,
+                "tools/call",
+                call.get("params"),
+                Some(&asked.request_id)
+            )
+            .allowed());
+        let write = mcp(
+            "tools/call",
+            json!({"name": "write_file", "arguments": {"path": "/srv/shared/w", "content": "x"}}),
+        );
+        gate.decide_request(&write).unwrap().allowed()
+    };
+    assert!(write_after("list_allowed_directories"));
+    assert!(!write_after("read_text_file"));
 }

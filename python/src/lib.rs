@@ -4,9 +4,10 @@
 //! the JSON answer into a dict. Every decision runs with the GIL released.
 
 use std::collections::HashSet;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -15,7 +16,8 @@ use pyo3::types::{PyByteArray, PyBytes, PyString};
 use serde_json::{json, Map, Value};
 
 use warden::acs::{envelope, ids, time};
-use warden::guardian::{self, OnDecisionFailure, Options, Protocol};
+use warden::guardian::log::DecisionLog;
+use warden::guardian::{self, ApproveError, OnDecisionFailure, Options, Protocol};
 
 create_exception!(
     warden,
@@ -23,6 +25,56 @@ create_exception!(
     PyException,
     "A policy that does not load: its diagnostics, rendered, are the message."
 );
+create_exception!(
+    warden,
+    ApprovalError,
+    PyException,
+    "An approval that was not granted: unknown ask, wrong approver, expired or already granted."
+);
+
+/// Where a Python Guardian's decision records go: a file (JSON lines, appended) or a callable
+/// given each record as JSON text (the Python half turns it into a dict).
+enum PyLog {
+    File(Mutex<std::fs::File>),
+    Call(Py<PyAny>),
+}
+
+impl DecisionLog for PyLog {
+    fn record(&self, record: &Value) {
+        let line = record.to_string();
+        match self {
+            PyLog::File(f) => {
+                let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = f
+                    .write_all(line.as_bytes())
+                    .and_then(|_| f.write_all(b"\n"));
+            }
+            // Called with the GIL taken again (the decision runs without it); an exception in
+            // the callable is printed and never fails the decision.
+            PyLog::Call(c) => Python::attach(|py| {
+                if let Err(e) = c.call1(py, (line,)) {
+                    e.print(py);
+                }
+            }),
+        }
+    }
+}
+
+/// The decision log a constructor was given: a path (`str` or `os.PathLike`) or a callable.
+fn decision_log(log: &Bound<'_, PyAny>) -> PyResult<PyLog> {
+    if log.is_callable() {
+        return Ok(PyLog::Call(log.clone().unbind()));
+    }
+    let path: PathBuf = log.extract().map_err(|_| {
+        PyTypeError::new_err("decision_log must be a path (str or os.PathLike) or a callable")
+    })?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| PyValueError::new_err(format!("decision_log {}: {e}", path.display())))?;
+    Ok(PyLog::File(Mutex::new(file)))
+}
 
 /// Methods a `decide` session announces in its ClientHello (strict mode).
 const METHODS: &[&str] = &[
@@ -190,7 +242,8 @@ impl Guardian {
     /// `warden replay`. `explain`: attach the rules that fired and their checks to every
     /// result (`policy_data.warden`). `on_decision_failure`: "deny" or "error".
     #[new]
-    #[pyo3(signature = (policy, *, strict = false, explain = false, on_decision_failure = "deny", agent_id = "python", session_id = None))]
+    #[pyo3(signature = (policy, *, strict = false, explain = false, on_decision_failure = "deny", agent_id = "python", session_id = None, idle_timeout = Some(3600.0), decision_log = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         policy: &Policy,
         strict: bool,
@@ -198,6 +251,8 @@ impl Guardian {
         on_decision_failure: &str,
         agent_id: &str,
         session_id: Option<String>,
+        idle_timeout: Option<f64>,
+        decision_log: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Guardian> {
         let on_decision_failure = match on_decision_failure {
             "deny" => OnDecisionFailure::Deny,
@@ -208,17 +263,31 @@ impl Guardian {
                 )))
             }
         };
+        let mut protocol = if strict {
+            Protocol::strict()
+        } else {
+            Protocol::default()
+        };
+        protocol.caps.idle_session_ms = match idle_timeout {
+            Some(t) if t.is_finite() && t > 0.0 => Some((t * 1000.0) as u64),
+            Some(t) => {
+                return Err(PyValueError::new_err(format!(
+                    "idle_timeout must be a positive number of seconds or None, not {t}"
+                )))
+            }
+            None => None,
+        };
         let options = Options {
             on_decision_failure,
             explain,
-            protocol: if strict {
-                Protocol::strict()
-            } else {
-                Protocol::default()
-            },
+            protocol,
         };
+        let inner = guardian::Guardian::with_options(policy.inner.clone(), options);
+        if let Some(log) = decision_log {
+            inner.set_decision_log(Arc::new(self::decision_log(log)?));
+        }
         Ok(Guardian {
-            inner: guardian::Guardian::with_options(policy.inner.clone(), options),
+            inner,
             strict,
             agent_id: agent_id.to_string(),
             session_id: session_id.unwrap_or_else(|| ids::random_v4(0)),
@@ -279,6 +348,33 @@ impl Guardian {
         String::from_utf8(out).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
+    /// Every approval the Guardian's sessions asked for and where it stands, as JSON text
+    /// (`list_approvals` in Python gives the list of dicts).
+    fn _approvals(&self, py: Python<'_>) -> String {
+        let list = py.detach(|| self.inner.approvals(None));
+        Value::Array(list.iter().map(|a| a.to_json()).collect()).to_string()
+    }
+
+    /// Grants the ask `request_id` as `approver`; the grant as JSON text, or ApprovalError.
+    fn _approve(&self, py: Python<'_>, request_id: &str, approver: &str) -> PyResult<String> {
+        match py.detach(|| self.inner.approve(request_id, approver, None)) {
+            Ok(granted) => Ok(granted.to_json(request_id).to_string()),
+            Err(e @ ApproveError::Grant(_)) => Err(ApprovalError::new_err(e.to_string())),
+            Err(e @ ApproveError::Journal(_)) => Err(PyValueError::new_err(e.to_string())),
+        }
+    }
+
+    /// The ids of the sessions the Guardian holds.
+    fn session_ids(&self, py: Python<'_>) -> Vec<String> {
+        py.detach(|| self.inner.session_ids())
+    }
+
+    /// Drops ended and idle sessions (idle: no request for `idle_timeout` seconds) from
+    /// memory now; returns how many left. Admissions drop a few as they go anyway.
+    fn evict_idle(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.inner.sweep_sessions())
+    }
+
     /// Replaces the policy; sessions keep their state.
     fn set_policy(&self, py: Python<'_>, policy: &Policy) {
         let p = policy.inner.clone();
@@ -315,6 +411,7 @@ fn _warden(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Policy>()?;
     m.add_class::<Guardian>()?;
     m.add("PolicyError", m.py().get_type::<PolicyError>())?;
+    m.add("ApprovalError", m.py().get_type::<ApprovalError>())?;
     m.add("ACS_VERSION", envelope::ACS_VERSION)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -223,5 +223,105 @@ class Policies(unittest.TestCase):
         self.assertEqual(g.decide(tool="rm")["decision"], "deny")
 
 
+ASKING = """
+rule big on toolCallRequest
+  when tool.name == "send_money" and args.amount > 1000
+  => ask "pay.big": "a large payment" approver human "alice"
+
+default allow
+"""
+
+
+class Embedding(unittest.TestCase):
+    """What a platform team used to write by hand (issue 38): approvals, decision logs,
+    sessions, typed results, paths."""
+
+    def test_an_ask_is_listed_and_approved_and_the_exact_call_then_goes_ahead(self):
+        g = warden.Guardian(warden.Policy.from_source(ASKING))
+        asked = g.decide(tool="send_money", args={"to": "bob", "amount": 5000})
+        self.assertEqual(asked["decision"], "ask")
+        [approval] = g.list_approvals()
+        self.assertEqual(approval["status"], "pending")
+        self.assertEqual(approval["approver"], {"type": "human", "id": "alice"})
+        with self.assertRaises(warden.ApprovalError):
+            g.approve(approval["request_id"], "mallory")
+        grant = g.approve(approval["request_id"], "alice")
+        self.assertEqual(grant["request_id"], approval["request_id"])
+        self.assertEqual(g.list_approvals()[0]["status"], "granted")
+        self.assertEqual(g.decide(tool="send_money", args={"to": "bob", "amount": 5000})["decision"], "allow")
+        with self.assertRaises(warden.ApprovalError):
+            g.approve("no-such-ask", "alice")
+
+    def test_decision_logs_to_a_file_and_to_a_callable(self):
+        import pathlib
+        import tempfile
+
+        seen = []
+        g = warden.Guardian(warden.Policy.from_source(POLICY), decision_log=seen.append)
+        g.decide(tool="rm")
+        self.assertEqual(seen[-1]["decision"], "deny")
+        self.assertEqual(seen[-1]["rules"], ["policy.no_rm"])
+        with tempfile.TemporaryDirectory() as d:
+            path = pathlib.Path(d) / "decisions.jsonl"
+            g = warden.Guardian(warden.Policy.from_source(POLICY), decision_log=path)
+            g.decide(tool="ls")
+            g.decide(tool="rm")
+            records = [json.loads(line) for line in path.read_text().splitlines()]
+            self.assertEqual([r["decision"] for r in records], ["allow", "deny"])
+        with self.assertRaises(TypeError):
+            warden.Guardian(warden.Policy.from_source(POLICY), decision_log=42)
+
+    def test_sessions_are_listed_ended_and_evicted(self):
+        g = warden.Guardian(warden.Policy.from_source(POLICY), idle_timeout=0.05)
+        s1, s2 = str(uuid.uuid4()), str(uuid.uuid4())
+        g.decide(tool="ls", session_id=s1)
+        g.decide(tool="ls", session_id=s2)
+        self.assertEqual(sorted(g.session_ids()), sorted([s1, s2]))
+        self.assertEqual(g.end_session(s1)["decision"], "allow")
+        with self.assertRaises(warden.ProtocolError):
+            g.decide(tool="ls", session_id=s1)
+        import time
+
+        time.sleep(0.1)
+        self.assertGreaterEqual(g.evict_idle(), 1)
+        self.assertNotIn(s2, g.session_ids())
+        with self.assertRaises(ValueError):
+            warden.Guardian(warden.Policy.from_source(POLICY), idle_timeout=-1)
+
+    def test_results_always_carry_the_documented_keys(self):
+        g = warden.Guardian(warden.Policy.from_source(POLICY))
+        for tool in ("ls", "rm"):
+            result = g.decide(tool=tool)
+            for key in ("decision", "reason_codes", "reasoning", "policy_references", "policy_data"):
+                self.assertIn(key, result, tool)
+        self.assertEqual(g.decide(tool="ls")["reason_codes"], [])
+
+    def test_paths_are_accepted_wherever_a_file_is(self):
+        import pathlib
+
+        path = pathlib.Path(REPO) / "examples" / "rate_limits.ward"
+        self.assertEqual(warden.check(path), "")
+        self.assertEqual(len(warden.Policy.from_file(path).digest), 64)
+
+
+class Readme(unittest.TestCase):
+    def test_the_readme_example_runs(self):
+        import re
+        import tempfile
+
+        with open(os.path.join(REPO, "python", "README.md")) as f:
+            [example] = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+        here = os.getcwd()
+        with tempfile.TemporaryDirectory() as d:
+            os.chdir(d)
+            try:
+                exec(compile(example, "python/README.md", "exec"), {})
+                with open("decisions.jsonl") as f:
+                    decisions = [json.loads(line)["decision"] for line in f]
+            finally:
+                os.chdir(here)
+        self.assertEqual(decisions, ["allow", "allow", "allow"])
+
+
 if __name__ == "__main__":
     unittest.main()

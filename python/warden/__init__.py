@@ -17,20 +17,70 @@ envelope (bytes), for callers that already speak ACS. See docs/python.md.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional, Sequence
+import os
+from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, TypedDict, Union
 
 from . import _warden
-from ._warden import ACS_VERSION, Policy, PolicyError
+from ._warden import ACS_VERSION, ApprovalError, Policy, PolicyError
 
 __all__ = [
     "ACS_VERSION",
+    "Approval",
+    "ApprovalError",
+    "Grant",
     "Guardian",
     "Policy",
     "PolicyError",
     "ProtocolError",
+    "Result",
     "check",
     "__version__",
 ]
+
+Decision = Literal["allow", "deny", "ask", "defer", "modify"]
+
+
+class _ResultKeys(TypedDict):
+    decision: Decision
+    reason_codes: List[str]
+    reasoning: Optional[str]
+    policy_references: List[Dict[str, Any]]
+    policy_data: Dict[str, Any]
+
+
+class Result(_ResultKeys, total=False):
+    """An ACS result as ``Guardian.decide`` returns it: ``decision``, ``reason_codes``,
+    ``reasoning``, ``policy_references`` and ``policy_data`` are always there (empty when the
+    Guardian said nothing of the kind); ``modifications``, ``ask_details``, ``defer_details``
+    and ``chain_hash`` when the decision has them."""
+
+    modifications: Dict[str, Any]
+    ask_details: Dict[str, Any]
+    defer_details: Dict[str, Any]
+    chain_hash: str
+
+
+class Approval(TypedDict):
+    """One ask and where it stands (``Guardian.list_approvals``)."""
+
+    session: str
+    request_id: str
+    status: Literal["pending", "granted", "expired"]
+    approver: Dict[str, str]
+    question: Optional[str]
+    action_hash: str
+    action: Any
+
+
+class Grant(TypedDict):
+    """What ``Guardian.approve`` granted: the next call of exactly the asked action, within
+    ``expires_seconds``, goes ahead once."""
+
+    session: str
+    request_id: str
+    action_hash: str
+    expires_seconds: int
+    intent: Literal["extended", "refused_strict", "unchanged"]
 
 __version__: str = _warden.__version__
 
@@ -55,9 +105,56 @@ class Guardian(_warden.Guardian):
     """Decides ACS requests against a policy, keeping per-session state between steps.
 
     ``Guardian(policy, *, strict=False, explain=False, on_decision_failure="deny",
-    agent_id="python", session_id=None)``. Safe to share between threads: decisions release
-    the GIL.
+    agent_id="python", session_id=None, idle_timeout=3600.0, decision_log=None)``.
+    ``idle_timeout``: seconds without a request after which a session leaves memory (None:
+    never). ``decision_log``: a path (one JSON line per decision, appended) or a callable given
+    each record as a dict (docs/serve.md, "Decision logs", for the record). Safe to share
+    between threads: decisions release the GIL, and sessions decide in parallel (one session's
+    steps are decided one at a time).
     """
+
+    def __new__(
+        cls,
+        policy: Policy,
+        *,
+        strict: bool = False,
+        explain: bool = False,
+        on_decision_failure: Literal["deny", "error"] = "deny",
+        agent_id: str = "python",
+        session_id: Optional[str] = None,
+        idle_timeout: Optional[float] = 3600.0,
+        decision_log: Union[str, "os.PathLike[str]", Callable[[Dict[str, Any]], Any], None] = None,
+    ) -> "Guardian":
+        log: Any = decision_log
+        if decision_log is not None and callable(decision_log):
+            sink = decision_log
+            log = lambda text: sink(json.loads(text))  # noqa: E731
+        return super().__new__(
+            cls,
+            policy,
+            strict=strict,
+            explain=explain,
+            on_decision_failure=on_decision_failure,
+            agent_id=agent_id,
+            session_id=session_id,
+            idle_timeout=idle_timeout,
+            decision_log=log,
+        )
+
+    def list_approvals(self) -> List[Approval]:
+        """Every ask the Guardian's sessions made, pending, granted or expired."""
+        return json.loads(self._approvals())
+
+    def approve(self, request_id: str, approver: str) -> Grant:
+        """Grants the ask whose ``request_id`` the ask's result carried, as ``approver`` (the
+        ask's approver id). Raises ApprovalError for an unknown ask, another approver, an ask
+        that timed out or was granted already."""
+        return json.loads(self._approve(request_id, approver))
+
+    def end_session(self, session_id: Optional[str] = None) -> Result:
+        """Ends a session (``steps/sessionEnd``; the Guardian's own when none is given): it
+        takes no more steps and leaves memory at the next eviction."""
+        return self.decide("sessionEnd", session_id=session_id, payload={"reason": "completed"})
 
     def decide(
         self,
@@ -71,7 +168,7 @@ class Guardian(_warden.Guardian):
         payload: Optional[Mapping[str, Any]] = None,
         session_id: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
-    ) -> Dict[str, Any]:
+    ) -> Result:
         """Builds the request for ``hook`` and returns the ACS result as a dict.
 
         ``tool`` sets ``payload.tool.name``; each of ``args`` becomes an argument
@@ -116,10 +213,14 @@ class Guardian(_warden.Guardian):
         if "error" in response:
             error = response["error"]
             raise ProtocolError(error.get("code", 0), error.get("message", ""), error.get("data"), response)
-        return response["result"]
+        result = response["result"]
+        for key, empty in (("reason_codes", []), ("reasoning", None), ("policy_references", []), ("policy_data", {})):
+            result.setdefault(key, empty)
+        return result
 
 
-def check(path: str) -> str:
-    """Loads the policy at ``path``; returns its warnings (rendered, "" for none) or raises
-    PolicyError with the rendered errors."""
-    return Policy.from_file(path).warnings
+def check(path: Union[str, "os.PathLike[str]"]) -> str:
+    """Loads the policy at ``path`` (a ``str`` or an ``os.PathLike``, such as a ``Path``);
+    returns its warnings (rendered, "" for none) or raises PolicyError with the rendered
+    errors."""
+    return Policy.from_file(os.fspath(path)).warnings

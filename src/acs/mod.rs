@@ -5,6 +5,7 @@
 //! audit-chain hashing rules and the SHA-256/hex helpers (`crypto`), RFC 3339 timestamps
 //! (`time`), UUIDs (`ids`), and the one decision type every layer uses (`decision`).
 
+pub mod build;
 pub mod crypto;
 pub mod decision;
 pub mod envelope;

@@ -79,6 +79,8 @@ pub struct Config {
     /// Set (by a signal handler, say) to stop the proxy as if the client had gone: the server
     /// is stopped and the ACS session ended.
     pub stop: Option<&'static AtomicBool>,
+    /// When a new ACS turn starts (docs/mcp.md, "Turns").
+    pub turns: Turns,
 }
 
 impl Default for Config {
@@ -88,8 +90,50 @@ impl Default for Config {
             session_id: None,
             quiet: false,
             stop: None,
+            turns: Turns::PerRequest,
         }
     }
+}
+
+/// When the proxy starts a new ACS turn. MCP has no turns of its own: a client's requests are
+/// all the proxy sees, so a turn is cut from them, and `turns_since(…)` counts what is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turns {
+    /// Each client request the policy decides (`tools/call`, `resources/read`…) opens a turn:
+    /// `turns_since(untrusted) <= 3` then means "within the next three requests".
+    PerRequest,
+    /// A request after this long without one opens a turn: the requests of one burst (an
+    /// agent working on one user message) share it.
+    IdleGap(std::time::Duration),
+    /// Only the client's `initialize` opens a turn: one turn per MCP connection.
+    PerInitialize,
+}
+
+impl std::str::FromStr for Turns {
+    type Err = String;
+
+    /// `request`, `idle=SECONDS` or `initialize`.
+    fn from_str(s: &str) -> Result<Turns, String> {
+        match s {
+            "request" => Ok(Turns::PerRequest),
+            "initialize" => Ok(Turns::PerInitialize),
+            _ => match s.strip_prefix("idle=").map(str::parse::<f64>) {
+                Some(Ok(secs)) if secs.is_finite() && secs > 0.0 => {
+                    Ok(Turns::IdleGap(std::time::Duration::from_secs_f64(secs)))
+                }
+                _ => Err(format!(
+                    "{s:?}: expected `request`, `idle=SECONDS` (a positive number) or `initialize`"
+                )),
+            },
+        }
+    }
+}
+
+/// The turn a [`Gate`] is in: its id and when the last client request came.
+struct Turn {
+    id: String,
+    number: u64,
+    last: std::time::Instant,
 }
 
 /// A client request forwarded to the server, waiting for its response.
@@ -123,6 +167,8 @@ pub struct Gate {
     session_id: String,
     agent_id: String,
     seq: AtomicU64,
+    turns: Turns,
+    turn: Mutex<Turn>,
 }
 
 impl Gate {
@@ -134,13 +180,21 @@ impl Gate {
             .unwrap_or_else(|| ids::random_v4(std::process::id() as u64));
         let gate = Gate {
             guardian,
+            turn: Mutex::new(Turn {
+                id: ids::random_v4(0x7u64),
+                number: 1,
+                last: std::time::Instant::now(),
+            }),
             session_id,
             agent_id: config.agent_id.clone(),
             seq: AtomicU64::new(0),
+            turns: config.turns,
         };
         let mut methods: Vec<String> = [
             "steps/sessionStart",
             "steps/sessionEnd",
+            "steps/turnStart",
+            "steps/turnEnd",
             "system/ping",
             RESULT_METHOD,
         ]
@@ -169,7 +223,52 @@ impl Gate {
         if !start.allowed() {
             return Err(format!("the session was not started: {}", start.why));
         }
+        gate.start_turn();
         Ok(gate)
+    }
+
+    /// `steps/turnStart` of the current turn.
+    fn start_turn(&self) {
+        let id = self.turn_id();
+        let _ = self.send(
+            "steps/turnStart",
+            json!({"turn_id": id, "triggered_by": "user_message"}),
+        );
+    }
+
+    fn turn_id(&self) -> String {
+        self.turn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .id
+            .clone()
+    }
+
+    /// Opens a new turn before a client's request `method` when [`Turns`] says so: the open
+    /// turn's `steps/turnEnd`, then the next one's `steps/turnStart`.
+    fn advance(&self, method: &str) {
+        let ended = {
+            let mut t = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+            let now = std::time::Instant::now();
+            let new = match self.turns {
+                Turns::PerRequest => true,
+                Turns::IdleGap(gap) => now.duration_since(t.last) >= gap,
+                Turns::PerInitialize => method == "initialize",
+            };
+            t.last = now;
+            if !new {
+                return;
+            }
+            let ended = t.id.clone();
+            t.number += 1;
+            t.id = ids::random_v4(0x7u64 + t.number);
+            ended
+        };
+        let _ = self.send(
+            "steps/turnEnd",
+            json!({"turn_id": ended, "outcome": "completed"}),
+        );
+        self.start_turn();
     }
 
     pub fn session_id(&self) -> &str {
@@ -186,6 +285,7 @@ impl Gate {
         let metadata = json!({
             "agent_id": self.agent_id,
             "session_id": self.session_id,
+            "turn_id": self.turn_id(),
             "platform": "mcp-proxy",
         });
         let mut request = envelope::request(
@@ -251,6 +351,7 @@ impl Gate {
         if !WRAPPED.contains(&method) {
             return None;
         }
+        self.advance(method);
         Some(self.decide(&format!("protocols/MCP/{method}"), message.clone()))
     }
 
@@ -438,6 +539,10 @@ impl Proxy {
                         from_server(&shared, &line);
                     }
                 }
+                answer_unanswered(
+                    &shared,
+                    "the MCP server ended before answering (its standard error says why)",
+                );
             })
         };
         Ok(Proxy {
@@ -624,10 +729,7 @@ fn post(shared: &Arc<Shared>, line: &[u8], request: Option<&Value>) {
                 .clone()
                 .unwrap_or_else(|| "the MCP server ended the exchange without answering".into());
             shared.say(&why);
-            to_client(
-                &*shared.sink,
-                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}}),
-            );
+            to_client(&*shared.sink, &unanswered_error(id, &why));
         }
     } else if let Some(why) = failure {
         shared.say(&why);
@@ -715,7 +817,12 @@ fn from_client(shared: &Arc<Shared>, line: &[u8]) -> std::io::Result<()> {
                 },
             );
     }
-    to_server(shared, line, Some(id))
+    let sent = to_server(shared, line, Some(id));
+    if sent.is_err() {
+        // The server's input is gone: it has ended, and will never answer.
+        answer_unanswered(shared, "the MCP server is not running (it has ended)");
+    }
+    sent
 }
 
 fn from_server(shared: &Shared, line: &[u8]) {
@@ -754,6 +861,31 @@ fn from_server(shared: &Shared, line: &[u8]) {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         to_client(&*shared.sink, &refusal(&id, &p.method, &v, "result"));
     }
+}
+
+/// Answers every request the server still owes with a JSON-RPC error saying why, so that a
+/// client is never left waiting on a server that has ended (one that failed to start, such as
+/// `npx` asking on a terminal it does not have whether to install a package, included).
+fn answer_unanswered(shared: &Shared, why: &str) {
+    let owed: Vec<String> = shared
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .map(|(key, _)| key)
+        .collect();
+    if !owed.is_empty() {
+        shared.say(why);
+    }
+    for key in owed {
+        let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
+        to_client(&*shared.sink, &unanswered_error(&id, why));
+    }
+}
+
+/// The error the proxy answers, for the server, a request the server will not answer.
+fn unanswered_error(id: &Value, why: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": why}})
 }
 
 /// The key of a JSON-RPC id in the proxy's tables (its JSON text: `1` and `"1"` differ).

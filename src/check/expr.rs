@@ -730,7 +730,7 @@ impl Checker<'_> {
                         .with_help(format!("did you mean `{}`?", join(prefix, s)))
                         .with_fix(span, s.to_string());
                 } else if let (Table::Payload(here), Some(other)) = (table, hook_with_field(&path)) {
-                    d.code = Code::FieldNotOnHook.as_str();
+                    d.code = Code::FieldNotOnHook;
                     d = d.with_help(format!(
                         "`{path}` is a field of {other}, not of {}",
                         here.name

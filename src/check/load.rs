@@ -430,7 +430,7 @@ mod tests {
         loaded
             .diagnostics
             .iter()
-            .map(|d| (d.code, d.message.clone()))
+            .map(|d| (d.code.as_str(), d.message.clone()))
             .collect()
     }
 

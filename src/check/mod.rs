@@ -263,8 +263,7 @@ pub fn check_files(
             .map(|u| u.file)
             .collect();
         c.diagnostics.items.retain(|d| {
-            !(libraries.contains(&d.file)
-                && matches!(Code::parse(d.code), Some(Code::Unused | Code::NoDefault)))
+            !(libraries.contains(&d.file) && matches!(d.code, Code::Unused | Code::NoDefault))
         });
     }
     Ok(out)

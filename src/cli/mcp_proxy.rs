@@ -17,9 +17,19 @@ pub struct McpProxyArgs {
     /// The policy (default: the embedded default policy)
     #[arg(long)]
     policy: Option<PathBuf>,
-    /// Keep the session and its audit chain in this folder (`warden audit verify --state DIR`)
+    /// Keep the session and its audit chain in this folder (check it with `warden audit verify DIR`)
     #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
+    /// When a new ACS turn starts (MCP has none): `request` (each request the policy decides;
+    /// `turns_since(untrusted) <= 3` then means "within the next three requests"),
+    /// `idle=SECONDS` (a request after that long without one), or `initialize` (one turn per
+    /// MCP connection)
+    #[arg(
+        long,
+        value_name = "request|idle=SECONDS|initialize",
+        default_value = "request"
+    )]
+    turns: mcp_proxy::Turns,
     /// `metadata.agent_id` of the ACS steps
     #[arg(long, default_value = "mcp-proxy")]
     agent_id: String,
@@ -109,6 +119,7 @@ pub fn run(a: McpProxyArgs) -> i32 {
         session_id: a.session,
         quiet: a.quiet,
         stop: Some(stop_on_signal()),
+        turns: a.turns,
     };
     let ran = match a.listen {
         Some(addr) => crate::server::mcp_http::run(guardian, &upstream, &config, addr, |at| {

@@ -284,7 +284,8 @@ fn logged_arguments(
 /// that were not found (`SessionState::unverified_claims`): every content item completed with
 /// the provenance the platform left out (`acs::payload::complete`), and a claim that the user
 /// wrote an item whose text the user never said read as no claim (its origin
-/// `agent_generated`, so its sources are inferred like any other value's). Every mode runs
+/// `agent_generated`; lineage naming only the user's messages dropped), so its sources are
+/// inferred like any other value's. Every mode runs
 /// this, so a replay and a restore take in exactly what the decision did.
 fn entering_payload(
     hook: &'static fields::HookSpec,
@@ -299,8 +300,19 @@ fn entering_payload(
     }
     let mut p = completed.unwrap_or_else(|| ev.payload.clone());
     for ptr in &claims {
-        if let Some(Value::Object(prov)) = p.pointer_mut(ptr) {
-            prov.insert("origin".into(), Value::String("agent_generated".into()));
+        match ptr.strip_suffix("/derived_from") {
+            // Lineage naming only the user's words, for a value they never held: dropped, so
+            // the value's sources are inferred.
+            Some(record) => {
+                if let Some(Value::Object(prov)) = p.pointer_mut(record) {
+                    prov.remove("derived_from");
+                }
+            }
+            None => {
+                if let Some(Value::Object(prov)) = p.pointer_mut(ptr) {
+                    prov.insert("origin".into(), Value::String("agent_generated".into()));
+                }
+            }
         }
     }
     Some((p, claims))

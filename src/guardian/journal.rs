@@ -171,12 +171,12 @@ impl Record {
 /// never durable while an earlier one is not.
 pub trait Journal: Send + Sync {
     /// Makes `records` durable, in order, and returns once they are (or cannot be).
-    fn append(&self, records: Vec<Record>) -> Result<(), String>;
+    fn append(&self, records: Vec<Record>) -> Result<(), JournalError>;
 
     /// Hands `records` over without waiting for them to be durable. The default appends and
     /// returns a settled [`Durable`].
     fn submit(&self, records: Vec<Record>) -> Durable {
-        Durable::settled(self.append(records))
+        Durable::settled_as(self.append(records))
     }
 
     /// Like [`Journal::submit`], for records of one session decided under the lease token
@@ -189,13 +189,13 @@ pub trait Journal: Send + Sync {
     /// One session's records in the order they were written, for restoring a session that
     /// left memory; `None` when this journal cannot look them up (such sessions are then
     /// gone once they leave memory).
-    fn session_records(&self, _session: &str) -> Option<Result<Vec<Record>, String>> {
+    fn session_records(&self, _session: &str) -> Option<Result<Vec<Record>, JournalError>> {
         None
     }
 
     /// Replaces every record of `session` with `summary` (a [`Record::Sealed`]), durably;
     /// `Ok(false)` when this journal does not compact.
-    fn compact(&self, _session: &str, _summary: Record) -> Result<bool, String> {
+    fn compact(&self, _session: &str, _summary: Record) -> Result<bool, JournalError> {
         Ok(false)
     }
 
@@ -203,7 +203,7 @@ pub trait Journal: Send + Sync {
     /// has replaced the records, so many compactions can share one commit. The default
     /// compacts at once.
     fn compact_submit(&self, session: &str, summary: Record) -> Durable {
-        Durable::settled(self.compact(session, summary).map(|_| ()))
+        Durable::settled_as(self.compact(session, summary).map(|_| ()))
     }
 
     /// Whether this Guardian may decide `session` now. A journal shared by several Guardians
@@ -472,7 +472,7 @@ pub struct MemoryJournal {
 }
 
 impl Journal for MemoryJournal {
-    fn append(&self, records: Vec<Record>) -> Result<(), String> {
+    fn append(&self, records: Vec<Record>) -> Result<(), JournalError> {
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -480,14 +480,14 @@ impl Journal for MemoryJournal {
         Ok(())
     }
 
-    fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
+    fn compact(&self, session: &str, summary: Record) -> Result<bool, JournalError> {
         let mut all = self.records.lock().unwrap_or_else(|e| e.into_inner());
         all.retain(|r| r.session() != Some(session));
         all.push(summary);
         Ok(true)
     }
 
-    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
+    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, JournalError>> {
         let all = self.records.lock().unwrap_or_else(|e| e.into_inner());
         Some(Ok(all
             .iter()

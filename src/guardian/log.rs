@@ -16,7 +16,8 @@
 //! | `decision` | `allow`, `deny`, `ask`, `defer`, `modify`, or `error` (the answer was a JSON-RPC error) |
 //! | `reason_codes`, `reasoning` | the result's |
 //! | `rules` | every rule that fired, `module.rule` |
-//! | `unverified_claims` | only when there are any: the JSON pointers of the provenance records that claimed the user wrote content the user never said (read as no claim) |
+//! | `unverified_claims` | only when there are any: the JSON pointers of the provenance records (or their `derived_from`) that claimed the user wrote content the user never said (read as no claim) |
+//! | `audit_entry_hash` | only when the Guardian keeps an audit chain: the `entry_hash` of the step's entry (`warden audit show` prints it), which links the record to the chain |
 //! | `policy_digest` | the digest of the policy that decided |
 //! | `duration_us` | the time taken to decide, in microseconds (not counting the wait for the journal) |
 //! | `error` | for `error`: the JSON-RPC error object |
@@ -88,6 +89,10 @@ pub(crate) fn record(
         );
         if let Some(why) = r.get("reasoning") {
             e.insert("reasoning".into(), why.clone());
+        }
+        // The step's audit-chain entry: its `entry_hash` is the chain head the answer carries.
+        if let Some(hash) = r.get("chain_hash") {
+            e.insert("audit_entry_hash".into(), hash.clone());
         }
     } else {
         e.insert("decision".into(), json!("error"));

@@ -52,6 +52,7 @@ pub mod log;
 pub mod protocol;
 mod session;
 mod sessions;
+pub mod stats;
 mod step_code;
 
 use std::path::{Path, PathBuf};
@@ -261,6 +262,8 @@ pub struct Guardian {
     decision_log: std::sync::OnceLock<Arc<dyn log::DecisionLog>>,
     /// The journal failed: nothing more can be acknowledged, every request is refused.
     failed: Arc<AtomicBool>,
+    /// What it has decided, counted ([`Guardian::stats`]).
+    stats: stats::Stats,
 }
 
 /// What a subagent's session hands back to its parent at `subagentStop`.
@@ -306,6 +309,43 @@ pub struct ApprovalInfo {
     pub approval: Arc<Approval>,
     /// Where it stands.
     pub status: ApprovalStatus,
+}
+
+impl ApprovalInfo {
+    /// As `warden approvals --format json`, the operator's `GET /approvals` and the Python
+    /// package's `list_approvals` give it: `{session, request_id, status, approver: {type,
+    /// id}, question, action_hash, action}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "session": self.session,
+            "request_id": self.request_id,
+            "status": self.status.as_str(),
+            "approver": {"type": self.approval.approver_type, "id": self.approval.approver_id},
+            "question": self.approval.question,
+            "action_hash": self.approval.action_hash,
+            "action": serde_json::from_str::<Value>(&self.approval.action).unwrap_or(Value::Null),
+        })
+    }
+}
+
+impl Granted {
+    /// As the operator's `POST /approvals/approve` and the Python package's `approve` answer:
+    /// `{session, request_id, action_hash, expires_seconds, intent}`, `intent` being
+    /// `extended`, `refused_strict` or `unchanged`.
+    pub fn to_json(&self, request_id: &str) -> Value {
+        let intent = match self.extension {
+            Extension::Extended(_) => "extended",
+            Extension::RefusedStrict => "refused_strict",
+            Extension::None | Extension::Unrestricted => "unchanged",
+        };
+        serde_json::json!({
+            "session": self.session,
+            "request_id": request_id,
+            "action_hash": self.approval.action_hash,
+            "expires_seconds": self.approval.expires_ms.div_ceil(1000),
+            "intent": intent,
+        })
+    }
 }
 
 /// What a decided step leaves for the caller: the answer, the rule traces, and the promise
@@ -400,6 +440,7 @@ impl Guardian {
             journal: None,
             decision_log: std::sync::OnceLock::new(),
             failed: Arc::new(AtomicBool::new(false)),
+            stats: stats::Stats::default(),
         }
     }
 
@@ -416,6 +457,15 @@ impl Guardian {
     /// and changes nothing.
     pub fn set_decision_log(&self, sink: Arc<dyn log::DecisionLog>) -> bool {
         self.decision_log.set(sink).is_ok()
+    }
+
+    /// The decision log's counters and gauges ([`log::DecisionLog::metrics`]); none without
+    /// a decision log.
+    pub fn decision_log_metrics(&self) -> Vec<(&'static str, u64)> {
+        self.decision_log
+            .get()
+            .map(|l| l.metrics())
+            .unwrap_or_default()
     }
 
     /// The options the Guardian runs with.
@@ -452,7 +502,20 @@ impl Guardian {
             digest: policy.digest,
             sources: policy.sources,
         };
+        self.stats.reloaded();
         Ok((old, new))
+    }
+
+    /// What this Guardian has decided, counted: decisions by kind and by rule, errors,
+    /// decision times and policy reloads ([`stats::Snapshot`]).
+    pub fn stats(&self) -> stats::Snapshot {
+        self.stats.snapshot()
+    }
+
+    /// Whether the journal has failed: the Guardian then refuses every request (a readiness
+    /// probe answers "not ready").
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn active(&self) -> Active {
@@ -508,10 +571,13 @@ impl Guardian {
                 ..Default::default()
             },
         };
-        match envelope::decode_request_with(bytes, &opts) {
+        let started = std::time::Instant::now();
+        let (pending, traces) = match envelope::decode_request_with(bytes, &opts) {
             Ok((req, raw)) => self.process(&req, Some(raw)),
             Err(resp) => (self.ready(*resp), Vec::new()),
-        }
+        };
+        self.stats.record(&pending.response, started.elapsed());
+        (pending, traces)
     }
 
     /// An answer that waits for nothing.
@@ -792,12 +858,17 @@ impl Guardian {
         }
     }
 
+    /// Makes an operator's or a reload's records durable before they take effect. A lost
+    /// lease refuses only this action (another Guardian decides the session now); any other
+    /// journal failure marks the Guardian failed, like a step's.
     fn journal(&self, records: Vec<Record>) -> Result<(), String> {
         let Some(j) = &self.journal else {
             return Ok(());
         };
         j.append(records).map_err(|e| {
-            self.failed.store(true, Ordering::SeqCst);
+            if !matches!(e, JournalError::LeaseLost(_)) {
+                self.failed.store(true, Ordering::SeqCst);
+            }
             format!("the decision could not be made durable: {e}")
         })
     }

@@ -107,6 +107,18 @@ impl Index {
             .collect()
     }
 
+    /// Whether some token of `value` appeared in content the user did not write (of an origin
+    /// the wire knows).
+    pub fn seen_elsewhere(&self, value: &Value) -> bool {
+        let mut toks = Vec::new();
+        crate::text::value_tokens(value, &mut toks, 0);
+        toks.iter().any(|t| {
+            self.entries.iter().any(|(k, own, ..)| {
+                k == t && own != "user_input" && crate::acs::fields::ORIGINS.contains(&own.as_str())
+            })
+        })
+    }
+
     /// Whether every string and number of `value`, compacted, occurs in one piece of what the
     /// user said.
     pub fn said_by_user(&self, value: &Value) -> bool {

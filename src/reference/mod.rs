@@ -984,14 +984,36 @@ impl<'c> Reference<'c> {
     }
 
     /// A tool call's arguments (and list elements) that claim the user wrote them but are not
-    /// found in what the user said read as no claim: their origin becomes `agent_generated`.
+    /// found in what the user said read as no claim: an `origin: user_input` becomes
+    /// `agent_generated`; a `derived_from` naming only the user's messages, for a value the user
+    /// never said some of which other content holds, is dropped (its sources are then inferred).
     fn without_unfound_claims(&self, mut payload: Value) -> Value {
         let index = self.index(None);
-        let found = |v: &Value| {
-            index
-                .sources(v)
-                .is_some_and(|f| f.origins.contains("user_input"))
-                && index.said_by_user(v)
+        let user_node = |id: &Value| {
+            id.as_str().is_some_and(|id| {
+                self.nodes
+                    .iter()
+                    .any(|n| n.id == id && n.view.own == "user_input")
+            })
+        };
+        let fix = |prov: &mut serde_json::Map<String, Value>, v: &Value| {
+            if prov.get("origin").and_then(Value::as_str) == Some("user_input") {
+                let found = index
+                    .sources(v)
+                    .is_some_and(|f| f.origins.contains("user_input"))
+                    && index.said_by_user(v);
+                if !found {
+                    prov.insert("origin".into(), Value::String("agent_generated".into()));
+                }
+                return;
+            }
+            let only_user = prov
+                .get("derived_from")
+                .and_then(Value::as_array)
+                .is_some_and(|ps| !ps.is_empty() && ps.iter().all(user_node));
+            if only_user && !index.said_by_user(v) && index.seen_elsewhere(v) {
+                prov.remove("derived_from");
+            }
         };
         let Some(Value::Object(args)) = payload.get_mut("arguments") else {
             return payload;
@@ -1001,19 +1023,17 @@ impl<'c> Reference<'c> {
             let Some(Value::Object(prov)) = arg.get_mut("provenance") else {
                 continue;
             };
-            if prov.get("origin").and_then(Value::as_str) == Some("user_input") && !found(&value) {
-                prov.insert("origin".into(), Value::String("agent_generated".into()));
-            }
+            // The elements are read as the platform sent them, before the argument's own fix.
             if let (Some(Value::Array(elements)), Value::Array(values)) =
                 (prov.get_mut("elements"), &value)
             {
                 for (e, v) in elements.iter_mut().zip(values) {
-                    let claims = e.get("origin").and_then(Value::as_str) == Some("user_input");
-                    if let (true, Value::Object(e)) = (claims && !found(v), e) {
-                        e.insert("origin".into(), Value::String("agent_generated".into()));
+                    if let Value::Object(e) = e {
+                        fix(e, v);
                     }
                 }
             }
+            fix(prov, &value);
         }
         payload
     }
@@ -1174,8 +1194,8 @@ impl<'c> Reference<'c> {
     }
 
     // -----------------------------------------------------------------------------------------
-    // Places (`read_at`), modelled plainly: every call that went ahead names the places its
-    // destination arguments give; a result's content was read at its call's places.
+    // Places (`read_at`), modelled plainly: every reading call that went ahead names the places
+    // its destination arguments give; a result's content was read at its call's places.
 
     /// The places a call names, lower-cased and trimmed, in argument order, with its request
     /// id as 128 bits; `None` for a call the session does not note (no UUID request id, or
@@ -1184,7 +1204,18 @@ impl<'c> Reference<'c> {
         let id = ids::uuid_bits(request_id)?;
         let tool = fields::tool_name(payload);
         let args = payload.get("arguments")?.as_object()?;
-        let mut out = Vec::new();
+        let mut out: Vec<&str> = Vec::new();
+        // Only a call that reads (or one whose effect is unknown) reads content at a place; an
+        // action's result is its status.
+        let class = match tool {
+            None => "unknown".to_string(),
+            Some(t) => self.policy.tool_classes.get(t).cloned().unwrap_or_else(|| {
+                crate::actions::catalogue_class(t, args.keys().map(String::as_str)).to_string()
+            }),
+        };
+        if !matches!(class.as_str(), "read" | "unknown") {
+            return Some((id, Vec::new()));
+        }
         for (name, arg) in args {
             let declared =
                 tool.and_then(|t| self.policy.tool_roles.get(&(t.to_string(), name.clone())));

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::store::Store;
-use crate::guardian::journal::{Claim, Durable, Journal, Record};
+use crate::guardian::journal::{Claim, Durable, Journal, JournalError, Record};
 
 /// An open journal: a state folder, or a PostgreSQL database.
 pub enum Backend {
@@ -120,7 +120,7 @@ impl Backend {
 }
 
 impl Journal for Backend {
-    fn append(&self, records: Vec<Record>) -> Result<(), String> {
+    fn append(&self, records: Vec<Record>) -> Result<(), JournalError> {
         self.journal().append(records)
     }
 
@@ -132,11 +132,11 @@ impl Journal for Backend {
         self.journal().submit_as(records, lease)
     }
 
-    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
+    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, JournalError>> {
         self.journal().session_records(session)
     }
 
-    fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
+    fn compact(&self, session: &str, summary: Record) -> Result<bool, JournalError> {
         self.journal().compact(session, summary)
     }
 

@@ -19,6 +19,7 @@
 pub mod backend;
 pub mod decision_log;
 pub mod mcp_http;
+pub mod metrics;
 pub mod operator;
 #[cfg(feature = "postgres")]
 pub mod pg;

@@ -27,7 +27,7 @@ use super::serve::{BodyError, ErrorStyle};
 use crate::acs::crypto;
 use crate::guardian::log::DecisionLog;
 use crate::guardian::{ApprovalInfo, ApproveError, Guardian};
-use crate::state::{EffectStatus, Extension, GrantError};
+use crate::state::{EffectStatus, GrantError};
 
 /// The operator's bearer token, kept as its SHA-256: comparing two digests in constant time
 /// reveals neither the token's bytes nor its length.
@@ -194,24 +194,10 @@ pub async fn handle(
     }))
 }
 
-/// `GET /metrics`: one `warden_NAME VALUE` line per gauge and counter (Prometheus text
-/// format): the sessions held, those that have only said hello and those of them dropped for
-/// newer hellos, and each of the decision log's (docs/serve.md).
+/// `GET /metrics`: the Guardian's counters in Prometheus text format ([`super::metrics`]),
+/// the same as the agent-facing listener's.
 fn metrics(op: &Operator) -> Answer {
-    let (bare, dropped) = op.guardian.hello_counts();
-    let mut text = format!(
-        "warden_sessions {}\nwarden_hello_sessions {bare}\nwarden_hello_sessions_dropped_total {dropped}\n",
-        op.guardian.session_count()
-    );
-    for (name, value) in op.decision_log.iter().flat_map(|l| l.metrics()) {
-        text.push_str(&format!("warden_decision_log_{name} {value}\n"));
-    }
-    let mut r = hyper::Response::new(Full::new(Bytes::from(text)));
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
-    );
-    r
+    super::serve::metrics_response(&op.guardian)
 }
 
 /// The body as a JSON object (strict: duplicate members are refused), within `max` bytes and
@@ -413,25 +399,11 @@ fn approve(g: &Guardian, body: &Map<String, Value>) -> Result<Answer, Answer> {
     let [request_id, approver] = fields(body, ["request_id", "approver"])?;
     match g.approve(request_id, approver, None) {
         Ok(granted) => {
-            let intent = match granted.extension {
-                Extension::Extended(_) => "extended",
-                Extension::RefusedStrict => "refused_strict",
-                Extension::None | Extension::Unrestricted => "unchanged",
-            };
             eprintln!(
                 "warden: operator endpoint: {approver} approved {request_id} in session {} (action_hash {})",
                 granted.session, granted.approval.action_hash
             );
-            Ok(answer(
-                StatusCode::OK,
-                &json!({
-                    "session": granted.session,
-                    "request_id": request_id,
-                    "action_hash": granted.approval.action_hash,
-                    "expires_seconds": granted.approval.expires_ms.div_ceil(1000),
-                    "intent": intent,
-                }),
-            ))
+            Ok(answer(StatusCode::OK, &granted.to_json(request_id)))
         }
         Err(e) => {
             let status = match &e {
@@ -449,15 +421,7 @@ fn approve(g: &Guardian, body: &Map<String, Value>) -> Result<Answer, Answer> {
 
 /// One approval as `warden approvals --format json` and `GET /approvals` print it.
 pub fn approval_json(i: &ApprovalInfo) -> Value {
-    json!({
-        "session": i.session,
-        "request_id": i.request_id,
-        "status": i.status.as_str(),
-        "approver": {"type": i.approval.approver_type, "id": i.approval.approver_id},
-        "question": i.approval.question,
-        "action_hash": i.approval.action_hash,
-        "action": serde_json::from_str::<Value>(&i.approval.action).unwrap_or(Value::Null),
-    })
+    i.to_json()
 }
 
 /// Binds the operator listener (so a bad address fails before anything is served) and

@@ -463,8 +463,8 @@ impl Drop for PgStore {
 }
 
 impl Journal for PgStore {
-    fn append(&self, records: Vec<Record>) -> Result<(), String> {
-        self.submit(records).wait()
+    fn append(&self, records: Vec<Record>) -> Result<(), JournalError> {
+        self.submit(records).outcome()
     }
 
     fn submit(&self, records: Vec<Record>) -> Durable {
@@ -481,9 +481,9 @@ impl Journal for PgStore {
         self.write(records, None, lease)
     }
 
-    fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
+    fn compact(&self, session: &str, summary: Record) -> Result<bool, JournalError> {
         self.write(vec![summary], Some(session.to_string()), None)
-            .wait()?;
+            .outcome()?;
         // Its row went with the compaction: nothing to renew or let go.
         self.leases
             .lock()
@@ -492,8 +492,8 @@ impl Journal for PgStore {
         Ok(true)
     }
 
-    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
-        Some(self.records_of(session))
+    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, JournalError>> {
+        Some(self.records_of(session).map_err(JournalError::Failed))
     }
 
     fn claim(&self, session: &str) -> Claim {

@@ -461,10 +461,14 @@ async fn handle_http(
     req: hyper::Request<Incoming>,
 ) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
     let max = g.options().protocol.caps.max_envelope_bytes;
+    if let Some(probe) = probe(&g, &req) {
+        return Ok(probe);
+    }
     if req.uri().path() != "/acs" && req.uri().path() != "/" {
         return Ok(json_response(
             StatusCode::NOT_FOUND,
-            br#"{"error":"not found: POST ACS envelopes to /acs"}"#.to_vec(),
+            br#"{"error":"not found: POST ACS envelopes to /acs (GET /healthz, /readyz, /metrics)"}"#
+                .to_vec(),
         ));
     }
     if req.method() != Method::POST {
@@ -522,6 +526,56 @@ async fn handle_http(
             .to_vec(),
         ),
     })
+}
+
+/// The operations endpoints of the listener (docs/serve.md, "Health, readiness and metrics"):
+/// `GET /healthz` (the process answers), `GET /readyz` (it can decide: 503 once the journal
+/// has failed) and `GET /metrics`. `None` for any other request.
+fn probe(g: &Guardian, req: &hyper::Request<Incoming>) -> Option<hyper::Response<Full<Bytes>>> {
+    let path = req.uri().path();
+    if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
+        return None;
+    }
+    if req.method() != Method::GET {
+        let mut r = json_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            br#"{"error":"only GET"}"#.to_vec(),
+        );
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("GET"),
+        );
+        return Some(r);
+    }
+    Some(match path {
+        "/healthz" => text_response(StatusCode::OK, "ok\n".into()),
+        "/readyz" if g.has_failed() => text_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the journal failed; every request is refused\n".into(),
+        ),
+        "/readyz" => text_response(StatusCode::OK, "ready\n".into()),
+        _ => metrics_response(g),
+    })
+}
+
+/// `GET /metrics`: Prometheus's text format.
+pub(crate) fn metrics_response(g: &Guardian) -> hyper::Response<Full<Bytes>> {
+    let mut r = text_response(StatusCode::OK, super::metrics::render(g));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+fn text_response(status: StatusCode, body: String) -> hyper::Response<Full<Bytes>> {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain"),
+    );
+    r
 }
 
 /// The HTTP answer to a decided request: `200` with the JSON-RPC response, except a request
@@ -1041,8 +1095,11 @@ mod tests {
     }
 
     impl crate::guardian::Journal for ReverseJournal {
-        fn append(&self, records: Vec<crate::guardian::Record>) -> Result<(), String> {
-            self.submit(records).wait()
+        fn append(
+            &self,
+            records: Vec<crate::guardian::Record>,
+        ) -> Result<(), crate::guardian::journal::JournalError> {
+            self.submit(records).outcome()
         }
 
         fn submit(&self, _: Vec<crate::guardian::Record>) -> crate::guardian::Durable {

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use redb::{Database, Durability, MultimapTableDefinition, ReadableTable, TableDefinition};
 
 use crate::acs::crypto;
-use crate::guardian::journal::{self, Durable, Journal, Record};
+use crate::guardian::journal::{self, Durable, Journal, JournalError, Record};
 
 /// Sequence number → a row: the sequence number of the previous row of the same session
 /// ([`NO_PREVIOUS`] for a session's first row and for rows of no session), 8 bytes little
@@ -320,8 +320,8 @@ impl Drop for Store {
 }
 
 impl Journal for Store {
-    fn append(&self, records: Vec<Record>) -> Result<(), String> {
-        self.submit(records).wait()
+    fn append(&self, records: Vec<Record>) -> Result<(), JournalError> {
+        self.submit(records).outcome()
     }
 
     fn submit(&self, records: Vec<Record>) -> Durable {
@@ -331,9 +331,9 @@ impl Journal for Store {
         self.write(records, None)
     }
 
-    fn compact(&self, session: &str, summary: Record) -> Result<bool, String> {
+    fn compact(&self, session: &str, summary: Record) -> Result<bool, JournalError> {
         self.write(vec![summary], Some(session.to_string()))
-            .wait()?;
+            .outcome()?;
         Ok(true)
     }
 
@@ -341,8 +341,8 @@ impl Journal for Store {
         self.write(vec![summary], Some(session.to_string()))
     }
 
-    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, String>> {
-        Some(self.records_of(session))
+    fn session_records(&self, session: &str) -> Option<Result<Vec<Record>, JournalError>> {
+        Some(self.records_of(session).map_err(JournalError::Failed))
     }
 }
 

@@ -664,19 +664,24 @@ impl SessionState {
         self.view().turns_since(bit)
     }
 
-    /// The tool arguments of a call whose provenance claims the user wrote them
-    /// (`origin: user_input`, on the argument or on an element of a list argument) and whose
-    /// value is not found in what the user said (every token of it, as lineage inference
-    /// matches). Each as the JSON pointer of its provenance record. A claim is a platform's
-    /// word; the text is the evidence: an unfound claim reads as content with no lineage
-    /// (docs/state.md, "Declared claims").
+    /// The tool arguments of a call whose provenance claims the user wrote them and whose value
+    /// is not found in what the user said, each as the JSON pointer of what is not believed
+    /// (docs/state.md, "Declared claims"). A claim is a platform's word; the text is the
+    /// evidence. Two kinds of claim:
+    /// - `origin: user_input` (on the argument or on an element of a list argument) for a value
+    ///   not found as inference matches it: the pointer names the provenance record, whose
+    ///   origin then reads as `agent_generated`;
+    /// - lineage naming only the user's own messages (`derived_from` whose every parent is
+    ///   `user_input` content) for a value the user never said, some of which other content
+    ///   holds:
+    ///   the pointer names the `derived_from`, which is then dropped, so the value's sources are
+    ///   inferred like those of any value sent without lineage. (A value none of whose tokens
+    ///   other content holds, such as an amount the model computed, keeps its lineage.)
     pub fn unverified_claims(&self, method: &str, payload: &Value) -> Vec<String> {
         if method != "steps/toolCallRequest" {
             return Vec::new();
         }
         let mut claims = Vec::new();
-        let claims_user =
-            |p: &Value| fields::member(p, "origin").and_then(Value::as_str) == Some("user_input");
         for (ptr, item, origin) in crate::acs::payload::carriers(method, payload) {
             if origin == "user_input" {
                 continue;
@@ -684,33 +689,19 @@ impl SessionState {
             let (Some(prov), Some(value)) = (item.get("provenance"), item.get("value")) else {
                 continue;
             };
-            if claims_user(prov) {
-                claims.push((format!("{ptr}/provenance"), value));
-            }
+            claims.push((format!("{ptr}/provenance"), prov, value));
             if let (Some(Value::Array(elements)), Value::Array(values)) =
                 (prov.get("elements"), value)
             {
                 for (i, (e, v)) in elements.iter().zip(values).enumerate() {
-                    if claims_user(e) {
-                        claims.push((format!("{ptr}/provenance/elements/{i}"), v));
-                    }
+                    claims.push((format!("{ptr}/provenance/elements/{i}"), e, v));
                 }
             }
         }
-        if claims.is_empty() {
-            return Vec::new();
-        }
         let view = self.view();
-        let user = origin_bit("user_input");
         claims
             .into_iter()
-            .filter(|(_, v)| {
-                view.infer_sources(v)
-                    .0
-                    .is_none_or(|s| s.origins & user == 0)
-                    || !view.said_by_user(v)
-            })
-            .map(|(ptr, _)| ptr)
+            .filter_map(|(ptr, prov, value)| view.unbelieved(prov, value).map(|k| ptr + k))
             .collect()
     }
 
@@ -1221,6 +1212,48 @@ impl<'a> Draft<'a> {
                 .all(|p| !p.is_empty() && text.contains(p.as_str()))
     }
 
+    /// What of a provenance record's claim about the user the text does not bear out
+    /// (`SessionState::unverified_claims`): `Some("")` for its origin, `Some("/derived_from")`
+    /// for lineage naming only the user's messages; `None` when nothing is claimed or the claim
+    /// holds.
+    fn unbelieved(&self, prov: &Value, value: &Value) -> Option<&'static str> {
+        let user = origin_bit("user_input");
+        if fields::member(prov, "origin").and_then(Value::as_str) == Some("user_input") {
+            let found = self
+                .infer_sources(value)
+                .0
+                .is_some_and(|s| s.origins & user != 0);
+            return (!found || !self.said_by_user(value)).then_some("");
+        }
+        let parents = fields::member(prov, "derived_from").and_then(Value::as_array)?;
+        let only_user = !parents.is_empty()
+            && parents.iter().all(|p| {
+                p.as_str()
+                    .and_then(|id| self.node(id))
+                    .is_some_and(|n| n.own_origin == user)
+            });
+        (only_user && !self.said_by_user(value) && self.seen_elsewhere(value))
+            .then_some("/derived_from")
+    }
+
+    /// Whether some token of `value` entered the session in content the user did not write
+    /// (or the index is full, and nothing can be ruled out).
+    fn seen_elsewhere(&self, value: &Value) -> bool {
+        let user = origin_bit("user_input");
+        let mut toks = Vec::new();
+        infer::value_tokens(value, &mut toks, 0);
+        self.base.tokens_full
+            || toks.iter().any(|t| {
+                let key = infer::token_key(t);
+                self.new_tokens
+                    .iter()
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, s)| *s)
+                    .chain(self.base.tokens.get(&key).copied())
+                    .any(|s| s.origins & !user != 0)
+            })
+    }
+
     /// Whether the user's words asked for an action of this class (`actions::admits`).
     pub fn asked_for(&self, class: &str) -> bool {
         crate::actions::admits(self.scalars.asked, class)
@@ -1273,8 +1306,9 @@ impl<'a> Draft<'a> {
         }
     }
 
-    /// Remembers the places a call reads at (its destination arguments' string values: the
-    /// channel read, the inbox's owner, the page's address), for its result's content.
+    /// Remembers the places a reading call reads at (its destination arguments' string
+    /// values: the channel read, the inbox's owner, the page's address), for its result's
+    /// content. A call that acts (any class but `read` and `unknown`) names none.
     fn note_places(&mut self, program: &Program, ev: &Event<'_>) {
         let Some(id) = ids::uuid_bits(ev.request_id) else {
             return;
@@ -1284,6 +1318,12 @@ impl<'a> Draft<'a> {
             return;
         };
         let mut names = Vec::new();
+        // Only a call that reads (or one whose effect is unknown) reads content at a place:
+        // an action's result is its status, and it names no place.
+        let class = program.effect_class(tool, ev.payload.get("arguments"));
+        if !matches!(class, "read" | "unknown") {
+            return;
+        }
         for (name, arg) in args {
             if program.argument_role(tool, name) != "destination" {
                 continue;

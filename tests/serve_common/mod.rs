@@ -532,24 +532,30 @@ pub fn announced(
     (acs, operator)
 }
 
-/// `GET /metrics` on an operator endpoint at `operator` (`HOST:PORT`) with `token`:
-/// `name → value`.
-#[allow(dead_code)]
-pub fn operator_metrics(operator: &str, token: &str) -> HashMap<String, u64> {
-    let mut s = TcpStream::connect(operator).unwrap();
+/// One request (`METHOD path`, with `headers` — each ending in `\r\n` — and no body) on a
+/// connection of its own to `addr`: the status and the body as text.
+pub fn http(addr: &str, method: &str, path: &str, headers: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(WAIT)).unwrap();
     write!(
         s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     let (status, body) = warden::adapters::core_agent::parse_http_response(&out).unwrap();
+    (status, String::from_utf8(body).unwrap())
+}
+
+/// `GET /metrics` on an operator endpoint at `operator` (`HOST:PORT`) with `token`:
+/// `name → value`.
+#[allow(dead_code)]
+pub fn operator_metrics(operator: &str, token: &str) -> HashMap<String, u64> {
+    let auth = format!("Authorization: Bearer {token}\r\n");
+    let (status, body) = http(operator, "GET", "/metrics", &auth);
     assert_eq!(status, 200);
-    String::from_utf8(body)
-        .unwrap()
-        .lines()
+    body.lines()
         .filter_map(|l| {
             let (k, v) = l.split_once(' ')?;
             Some((k.to_string(), v.parse().ok()?))

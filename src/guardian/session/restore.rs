@@ -69,7 +69,7 @@ impl Guardian {
         let records = match self.journal.as_ref()?.session_records(sid)? {
             Ok(r) if r.is_empty() => return None,
             Ok(r) => r,
-            Err(e) => return Some(Err(Refusal::RecordsUnreadable(e))),
+            Err(e) => return Some(Err(Refusal::RecordsUnreadable(e.to_string()))),
         };
         let s = self.rebuild(records);
         let agent = s.agent.clone();
