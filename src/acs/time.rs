@@ -49,14 +49,20 @@ impl Stopwatch {
         }
     }
 
+    /// The time since [`Stopwatch::start`]; on WebAssembly, whole milliseconds of the
+    /// installed clock (zero if none was installed or it went backwards).
+    pub fn elapsed(&self) -> std::time::Duration {
+        match self.instant {
+            Some(i) => i.elapsed(),
+            None => std::time::Duration::from_millis(
+                u64::try_from(now_ms() - self.wall_ms).unwrap_or(0),
+            ),
+        }
+    }
+
     /// Microseconds since [`Stopwatch::start`].
     pub fn elapsed_us(&self) -> u64 {
-        match self.instant {
-            Some(i) => u64::try_from(i.elapsed().as_micros()).unwrap_or(u64::MAX),
-            None => u64::try_from(now_ms() - self.wall_ms)
-                .unwrap_or(0)
-                .saturating_mul(1000),
-        }
+        u64::try_from(self.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 }
 

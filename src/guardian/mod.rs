@@ -571,7 +571,7 @@ impl Guardian {
                 ..Default::default()
             },
         };
-        let started = std::time::Instant::now();
+        let started = time::Stopwatch::start();
         let (pending, traces) = match envelope::decode_request_with(bytes, &opts) {
             Ok((req, raw)) => self.process(&req, Some(raw)),
             Err(resp) => (self.ready(*resp), Vec::new()),
