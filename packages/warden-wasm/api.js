@@ -68,6 +68,13 @@ export function bind(raw) {
     Guardian,
     PolicyError,
     check: (text, name = "policy") => JSON.parse(raw.checkJson(text, name)),
+    runTests: (text, name = "policy") => {
+      try {
+        return JSON.parse(raw.runTestsJson(text, name));
+      } catch (e) {
+        throw rethrow(e);
+      }
+    },
     fmt: (text) => {
       try {
         return raw.fmt(text);

@@ -53,6 +53,38 @@ export interface GuardianStatic {
   new (policy: Policy, options?: GuardianOptions): Guardian;
 }
 
+/** One failed step of a scenario test (or a test that could not run). */
+export interface TestFailure {
+  step: string;
+  file: string;
+  line: number;
+  column: number;
+  method: string | null;
+  request_id: string | null;
+  expected: string | null;
+  actual: string | null;
+  message: string;
+  fired: string[];
+  /** The explain trace of the step's decision, as `warden replay --explain` gives it. */
+  trace: any[];
+}
+
+/** `warden test --format json`'s document for one policy (docs/testing.md). */
+export interface TestReport {
+  version: 1;
+  summary: { passed: number; failed: number; skipped: number; load_errors: number; line: string };
+  tests: {
+    file: string;
+    name: string;
+    status: "passed" | "failed" | "skipped";
+    steps: number;
+    duration_ms: number;
+    failures: TestFailure[];
+  }[];
+  load_errors: { file: string; diagnostics: string }[];
+  coverage: { rules_total: number; rules_fired: number; percent: number; rules: any[] };
+}
+
 export interface Warden {
   Policy: PolicyStatic;
   Guardian: GuardianStatic;
@@ -61,6 +93,8 @@ export interface Warden {
   check(text: string, name?: string): Diagnostic[];
   /** The source formatted as `warden fmt` does; throws PolicyError if it does not parse. */
   fmt(text: string): string;
+  /** Runs the policy's `test` blocks; throws PolicyError if the policy does not load. */
+  runTests(text: string, name?: string): TestReport;
 }
 
 /** Instantiates the module (once) and returns the API. */

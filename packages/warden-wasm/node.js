@@ -10,5 +10,5 @@ const api = bind(raw);
 export async function init() {
   return api;
 }
-export const { Policy, Guardian, check, fmt } = api;
+export const { Policy, Guardian, check, fmt, runTests } = api;
 export { PolicyError } from "./api.js";

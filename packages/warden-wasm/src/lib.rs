@@ -11,6 +11,7 @@ use wasm_bindgen::prelude::*;
 use warden::acs::{envelope, ids, time};
 use warden::diagnostics::{Diagnostics, FileId, SourceFile, SourceMap};
 use warden::guardian::{self, OnDecisionFailure, Options};
+use warden::testing::{self, report, Report, RunOptions, Suite};
 
 #[wasm_bindgen]
 extern "C" {
@@ -93,6 +94,24 @@ pub fn fmt(text: &str) -> Result<String, JsError> {
         sources.add(SourceFile::new("policy", text));
         policy_error(&Diagnostics { sources, items })
     })
+}
+
+/// Runs the `test` blocks of a policy's source (one after another: WebAssembly has no
+/// threads) and returns `warden test --format json`'s document as text: a summary, each test's
+/// status and failures (line, column, message, expected and actual decisions, the explain
+/// trace), and coverage. A policy that does not load throws, with its diagnostics. Fixture
+/// traces and `use` of other files do not resolve here (there are no files).
+#[wasm_bindgen(js_name = runTestsJson)]
+pub fn run_tests_json(text: &str, name: Option<String>) -> Result<String, JsError> {
+    let name = name.unwrap_or_else(|| "policy".into());
+    let suite = Suite::from_source(&name, text).map_err(|e| policy_error(&e.diagnostics))?;
+    let mut out = Report::default();
+    testing::run_suites(
+        std::slice::from_ref(&suite),
+        &RunOptions::default(),
+        &mut out,
+    );
+    Ok(report::json(&out).to_string())
 }
 
 /// Decides ACS requests against a policy, keeping per-session state between steps (the

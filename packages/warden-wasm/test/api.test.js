@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
-import { Policy, Guardian, PolicyError, check, fmt, init } from "../node.js";
+import { Policy, Guardian, PolicyError, check, fmt, init, runTests } from "../node.js";
 
 const root = new URL("../../../", import.meta.url);
 const GOOD = "package p\n\nrule no_rm on toolCallRequest\n  when tool.name == \"rm\"\n  => deny \"no.rm\": \"no deleting\"\n\ndefault allow\n";
@@ -39,6 +39,32 @@ test("fmt formats, and refuses what does not parse", () => {
 test("init resolves to the same API", async () => {
   const api = await init();
   assert.equal(typeof api.check, "function");
+});
+
+test("runTests runs a policy's test blocks: all pass, and a wrong expectation fails at its line", () => {
+  const source = readFileSync(new URL("examples/argument_provenance.ward", root), "utf8");
+  const ok = runTests(source, "argument_provenance.ward");
+  assert.equal(ok.tests.length, 5, JSON.stringify(ok.summary));
+  assert.deepEqual(ok.tests.map((t) => t.status), Array(5).fill("passed"));
+  assert.equal(ok.summary.line, "5 passed, 0 failed");
+
+  // The second test expects a deny; make it expect an allow.
+  const wrong = source.replace('amount: 20) => deny "provenance.recipient"', "amount: 20) => allow");
+  const lineOf = wrong.split("\n").findIndex((l) => l.includes('from tool_output "read_file", amount: 20) => allow')) + 1;
+  const bad = runTests(wrong, "argument_provenance.ward");
+  assert.equal(bad.summary.failed, 1);
+  const failed = bad.tests.find((t) => t.status === "failed");
+  assert.equal(failed.name, "recipient read from a file is denied");
+  assert.equal(failed.failures[0].line, lineOf);
+  assert.match(failed.failures[0].actual, /deny/);
+  assert.match(failed.failures[0].expected, /allow/);
+});
+
+test("runTests throws a PolicyError when the policy does not load", () => {
+  assert.throws(
+    () => runTests("rule {\ntest \"t\" {}\n"),
+    (e) => e instanceof PolicyError && e.diagnostics.length > 0,
+  );
 });
 
 test("Guardian.decide denies what the policy denies and allows the rest", () => {
