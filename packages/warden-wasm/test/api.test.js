@@ -96,5 +96,5 @@ test("the decisions equal `warden replay --explain` on the same trace", { skip: 
 
 // What may differ between two runs: the Guardian's own timings and times.
 export function comparable(r) {
-  return JSON.parse(JSON.stringify(r), (k, v) => (/^(timestamp|took_us|elapsed_us|latency_us|decided_at)$/.test(k) ? undefined : v));
+  return JSON.parse(JSON.stringify(r), (k, v) => (/^(timestamp|server_timestamp|took_us|elapsed_us|latency_us|decided_at)$/.test(k) ? undefined : v));
 }
