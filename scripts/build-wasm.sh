@@ -14,10 +14,12 @@ if [ ! -x "$bindgen_root/bin/wasm-bindgen" ]; then
   # Not --locked: the CLI's lock file names crate versions some mirrors lack.
   cargo install --quiet wasm-bindgen-cli --version "$version" --root "$bindgen_root"
 fi
+# The package is a workspace of its own: without this its build would go to its own target/.
 target="${CARGO_TARGET_DIR:-$root/target}"
-(cd "$pkg" && cargo build --release --locked --target wasm32-unknown-unknown)
+(cd "$pkg" && CARGO_TARGET_DIR="$target" cargo build --release --locked --target wasm32-unknown-unknown)
 rm -rf "$pkg/pkg"
-"$bindgen_root/bin/wasm-bindgen" --target web --out-dir "$pkg/pkg" \
+"$bindgen_root/bin/wasm-bindgen" --target web --remove-name-section --remove-producers-section \
+  --out-dir "$pkg/pkg" \
   "$target/wasm32-unknown-unknown/release/warden_wasm.wasm"
 size=$(wc -c < "$pkg/pkg/warden_wasm_bg.wasm")
 gz=$(gzip -9 -c "$pkg/pkg/warden_wasm_bg.wasm" | wc -c)

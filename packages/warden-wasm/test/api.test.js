@@ -5,6 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
+import { gzipSync } from "node:zlib";
 import { Policy, Guardian, PolicyError, check, fmt, init, runTests } from "../node.js";
 
 const root = new URL("../../../", import.meta.url);
@@ -65,6 +66,14 @@ test("runTests throws a PolicyError when the policy does not load", () => {
     () => runTests("rule {\ntest \"t\" {}\n"),
     (e) => e instanceof PolicyError && e.diagnostics.length > 0,
   );
+});
+
+// A budget, so growth is a decision (docs/wasm.md gives today's size): what a browser
+// downloads is the gzipped module.
+test("the module stays under 1.4 MB gzipped", () => {
+  const wasm = readFileSync(new URL("../pkg/warden_wasm_bg.wasm", import.meta.url));
+  const gz = gzipSync(wasm, { level: 9 }).length;
+  assert.ok(gz < 1.4 * 1024 * 1024, `${gz} bytes gzipped`);
 });
 
 test("Guardian.decide denies what the policy denies and allows the rest", () => {
