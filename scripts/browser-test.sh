@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The playground in headless Chromium (packages/warden-wasm/browser-test/playground.mjs,
-# docs/wasm.md): types a policy with an error, pastes a trace, compares the decisions with
+# docs/wasm.md): types a policy with an error, types in a trace, compares the decisions with
 # `warden replay`, writes target/playground-screenshot.png.
 #
 # Needs Debian's chromium and chromium-driver. Without them it skips (one line, exit 0), unless

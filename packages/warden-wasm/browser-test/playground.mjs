@@ -2,9 +2,9 @@
 // headless Chromium through chromedriver with the WebDriver protocol (plain HTTP, Node's fetch;
 // no npm packages), and checks what a person would see:
 //   1. a policy typed with an error shows the diagnostic (line:column, message) and underlines it;
-//   2. the fixed policy and a pasted trace show one decision per request, and those decisions
-//      (the rendered words, codes and rules, and the response JSON the page shows) equal
-//      `warden replay --explain` on the same policy and trace;
+//   2. the fixed policy and a trace typed into the trace box show one decision per request,
+//      and those decisions (the rendered words, codes and rules, and the response JSON the
+//      page shows) equal `warden replay --explain` on the same policy and trace;
 //   3. the link the page keeps in its address bar reopens the same policy and trace;
 //   4. the example's test blocks run in the page and pass.
 // A screenshot of the decisions goes to target/playground-screenshot.png.
@@ -182,7 +182,7 @@ async function main() {
     assert.match(await run("return document.querySelector('#decisions').textContent"), /has errors/);
     console.log(`ok - the typed error shows as: ${diag.text}`);
 
-    // 2. The fixed policy and a pasted trace: the decisions equal `warden replay`'s.
+    // 2. The fixed policy and a trace, typed in as a person would paste it: the decisions equal `warden replay`'s.
     await type("#source", POLICY);
     await until("the diagnostics to clear", () => run("return !document.querySelector('#diagnostics li.error')"));
     await type("#trace", TRACE);
