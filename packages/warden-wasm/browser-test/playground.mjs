@@ -1,12 +1,14 @@
 // The playground in a real browser (docs/wasm.md, "Tests"): starts `warden playground`, drives
 // headless Chromium through chromedriver with the WebDriver protocol (plain HTTP, Node's fetch;
 // no npm packages), and checks what a person would see:
-//   1. a policy typed with an error shows the diagnostic (line:column, message) and underlines it;
+//   1. a policy typed with an error shows the diagnostic (line:column, message) and underlines
+//      it, and clicking the diagnostic puts the cursor there;
 //   2. the fixed policy and a trace typed into the trace box show one decision per request,
 //      and those decisions (the rendered words, codes and rules, and the response JSON the
 //      page shows) equal `warden replay --explain` on the same policy and trace;
 //   3. the link the page keeps in its address bar reopens the same policy and trace;
-//   4. the example's test blocks run in the page and pass.
+//   4. the example's test blocks run in the page and pass; with one expectation wrong (opened
+//      from a link), that test fails at its line.
 // A screenshot of the decisions goes to target/playground-screenshot.png.
 //
 // Run by scripts/browser-test.sh, which finds the binaries; environment:
@@ -180,6 +182,12 @@ async function main() {
     assert.match(diag.text, /nmae/);
     assert.ok(diag.underlined > 0, "the error is underlined in the editor");
     assert.match(await run("return document.querySelector('#decisions').textContent"), /has errors/);
+    // Clicking the diagnostic puts the cursor at its line and column: on the misspelt field.
+    await wd(driver, "POST", `${s}/element/${await find("#diagnostics li.error")}/click`, {});
+    const caret = await run("return document.querySelector('#source').selectionStart");
+    const at = BROKEN.split("\n").slice(0, Number(diag.line) - 1).reduce((n, l) => n + l.length + 1, 0) + Number(diag.column) - 1;
+    assert.equal(caret, at);
+    assert.equal(BROKEN.slice(at, at + 4), "nmae");
     console.log(`ok - the typed error shows as: ${diag.text}`);
 
     // 2. The fixed policy and a trace, typed in as a person would paste it: the decisions equal `warden replay`'s.
@@ -245,6 +253,26 @@ async function main() {
     const statuses = await run("return [...document.querySelectorAll('#tests article.test')].map((t) => t.dataset.status)");
     assert.deepEqual(statuses, Array(5).fill("passed"));
     console.log(`ok - the example's tests run in the page: ${summary}`);
+
+    // A link to the example with one expectation wrong opens on the tests, one failing at its line.
+    const example = readFileSync(new URL("examples/argument_provenance.ward", root), "utf8");
+    const wrong = example.replace('amount: 20) => deny "provenance.recipient"', "amount: 20) => allow");
+    assert.notEqual(wrong, example);
+    const wrongLine = wrong.split("\n").findIndex((l) => l.includes('"read_file", amount: 20) => allow')) + 1;
+    const b64 = (t) => Buffer.from(t, "utf8").toString("base64url");
+    await wd(driver, "POST", `${s}/url`, { url: "about:blank" });
+    await wd(driver, "POST", `${s}/url`, { url: `${page}#policy=${b64(wrong)}&trace=&panel=tests` });
+    await ready();
+    const failing = await until("the failing test", () =>
+      run(`const f = document.querySelector('#tests article[data-status="failed"]');
+           return f && {summary: document.querySelector('#test-summary').textContent,
+             name: f.querySelector('.name').textContent, failure: f.querySelector('.failure').textContent};`));
+    assert.equal(failing.summary, "4 passed, 1 failed");
+    assert.equal(failing.name, "recipient read from a file is denied");
+    assert.match(failing.failure, new RegExp(`^policy\\.ward:${wrongLine}:\\d+ `));
+    assert.match(failing.failure, /expected: allow/);
+    assert.match(failing.failure, /actual: +deny/);
+    console.log(`ok - a failing test shows at its line: ${failing.failure.split("\n")[0]}`);
   } finally {
     await wd(driver, "DELETE", s).catch(() => {});
   }
