@@ -51,7 +51,7 @@ function reveal(line, column = 1) {
 }
 
 // `file:line[:col]` of this policy → a link that reveals it; of another file → plain text.
-function location(file, line, column) {
+function sourceLink(file, line, column) {
   const text = column ? `${file}:${line}:${column}` : `${file}:${line}`;
   if (file !== FILE || !line) return h("code", {}, text);
   return h("a", { class: "loc", href: `#L${line}`, onclick: (e) => { e.preventDefault(); reveal(line, column || 1); } }, text);
@@ -105,7 +105,7 @@ function renderCheck(c) {
 }
 
 function renderArgument(a) {
-  const value = typeof a.value === "string" ? JSON.stringify(a.value) : JSON.stringify(a.value);
+  const value = a.value === undefined ? "(none)" : JSON.stringify(a.value);
   const origin = a.origin ? [a.origin, a.source ? ` (${a.source})` : ""].join("") : "no provenance sent";
   const chain = a.derivedFrom.map((d) =>
     d.unknown
@@ -134,14 +134,14 @@ function renderDecision(s, response) {
   else if (s.reasoning) card.append(h("div", { class: "reasoning" }, s.reasoning));
   if (s.fired.length) {
     card.append(h("h4", {}, "Rules that fired"),
-      h("ul", { class: "fired" }, s.fired.map((f) => h("li", { "data-rule": f.rule }, h("code", {}, f.rule), " ", f.file ? location(f.file, f.line) : null))));
+      h("ul", { class: "fired" }, s.fired.map((f) => h("li", { "data-rule": f.rule }, h("code", {}, f.rule), " ", f.file ? sourceLink(f.file, f.line) : null))));
   }
   const ran = s.rules.filter((r) => r.checks.length);
   if (ran.length) {
     card.append(h("h4", {}, "Checks"));
     for (const r of ran) {
       const body = h("ul", {}, r.checks.map(renderCheck));
-      const title = h("summary", {}, h("code", {}, r.rule), r.fired ? " fired " : " did not fire ", location(r.file, r.line, r.column));
+      const title = h("summary", {}, h("code", {}, r.rule), r.fired ? " fired " : " did not fire ", sourceLink(r.file, r.line, r.column));
       card.append(h("details", { class: "rule", open: r.fired }, title, body));
     }
   }
@@ -205,7 +205,7 @@ function runTests() {
         h("span", { class: "muted" }, `${t.steps} decisions checked`)));
     for (const f of t.failures) {
       card.append(h("div", { class: "failure" },
-        location(f.file, f.line, f.column), " ", f.message,
+        sourceLink(f.file, f.line, f.column), " ", f.message,
         f.expected ? `\n  expected: ${f.expected}` : "", f.actual ? `\n  actual:   ${f.actual}` : "",
         f.fired && f.fired.length ? `\n  fired:    ${f.fired.join(", ")}` : ""));
     }
@@ -251,7 +251,7 @@ async function loadSample() {
 }
 
 async function main() {
-  const state = decodeFragment(location_hash());
+  const state = decodeFragment(currentFragment());
   if (state.policy !== undefined || state.trace !== undefined) {
     source.value = state.policy || "";
     trace.value = state.trace || "";
@@ -311,7 +311,7 @@ async function main() {
     }
   });
   window.addEventListener("hashchange", () => {
-    const s = decodeFragment(location_hash());
+    const s = decodeFragment(currentFragment());
     if (s.policy !== undefined && s.policy !== source.value) source.value = s.policy;
     if (s.trace !== undefined && s.trace !== trace.value) trace.value = s.trace;
     update();
@@ -320,7 +320,7 @@ async function main() {
   document.body.dataset.ready = "true";
 }
 
-function location_hash() {
+function currentFragment() {
   return window.location.hash || "";
 }
 
