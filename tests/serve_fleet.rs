@@ -1058,3 +1058,37 @@ fn the_operator_commands_beside_a_live_fleet_leave_a_held_session_to_its_guardia
     drop(b);
     assert_audit_verifies(&db.url);
 }
+
+#[test]
+fn a_hello_writes_no_lease_and_a_hello_for_a_held_session_names_its_holder() {
+    let Some(server) = server_url() else { return };
+    let Scratch { db, policy, .. } = Scratch::new(&server, "fleet_hello", POLICY);
+    let a = guardian(&policy, &db.url, "A");
+    let b = guardian(&policy, &db.url, "B");
+    let ts = time::now_rfc3339_ms();
+    // A flood of hellos under fresh session ids: answered, and nothing written.
+    for s in 0..300 {
+        let r = post(&a.addr, s, 0, &ts);
+        assert!(r["result"]["payload"].is_object(), "hello {s}: {r}");
+    }
+    let rows = |db: &Db| db.sql("SELECT count(*) FROM warden_lease")[0].get::<_, i64>(0);
+    assert_eq!(rows(&db), 0, "no hello takes a lease");
+    // The first step of a session that said hello takes its lease, and the hello holds.
+    let r = post(&a.addr, 7, 1, &ts);
+    assert_eq!(r["result"]["decision"], "allow", "{r}");
+    assert_eq!(rows(&db), 1);
+    // A hello to B for the session A holds is told who holds it (and still writes nothing).
+    let r = post(&b.addr, 7, 0, &ts);
+    assert!(lease_held(&r), "{r}");
+    assert_eq!(r["error"]["data"]["holder"], "A", "{r}");
+    assert_eq!(rows(&db), 1);
+    // Two Guardians greeted under one id: the first to take a step holds the session; the
+    // other's bare copy is stale and its step is told who holds it.
+    assert!(post(&a.addr, 1000, 0, &ts)["result"].is_object());
+    assert!(post(&b.addr, 1000, 0, &ts)["result"].is_object());
+    assert_eq!(post(&a.addr, 1000, 1, &ts)["result"]["decision"], "allow");
+    assert!(lease_held(&post(&b.addr, 1000, 1, &ts)));
+    drop(a);
+    drop(b);
+    assert_audit_verifies(&db.url);
+}

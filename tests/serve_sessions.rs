@@ -628,11 +628,12 @@ fn a_flood_of_bare_hellos_locks_no_new_session_out() {
     let (_, operator) = serve_common::announced(child.stderr.take().unwrap(), false, true);
     let answers = flood(&mut child, "a", 100_000);
     assert!(answers.iter().all(|r| r["result"]["decision"] == "allow"));
-    // What the flood holds: the pool of bare sessions (10 000 by default), nothing more.
+    // What the flood holds: its agent's share of the pool of bare sessions (1 000 of 10 000
+    // by default), nothing more.
     let m = serve_common::operator_metrics(&operator.unwrap(), "flood-metrics-token");
-    assert_eq!(m["warden_hello_sessions"], 10_000, "{m:?}");
-    assert_eq!(m["warden_sessions"], 10_000, "{m:?}");
-    assert_eq!(m["warden_hello_sessions_dropped_total"], 90_000, "{m:?}");
+    assert_eq!(m["warden_hello_sessions"], 1_000, "{m:?}");
+    assert_eq!(m["warden_sessions"], 1_000, "{m:?}");
+    assert_eq!(m["warden_hello_sessions_dropped_total"], 99_000, "{m:?}");
     let sid = ids::counter(61, 0);
     let r = over_stdio(
         &mut child,
@@ -687,6 +688,66 @@ fn bare_hellos_are_held_in_a_pool_that_drops_the_oldest() {
             &ids::counter(62, 0),
             json!({}),
         ),
+    );
+    assert_eq!(error_code(&r), Some(-32003), "{r}");
+}
+
+#[test]
+fn a_flood_under_one_agent_id_drops_only_that_agents_hellos() {
+    let caps = Caps {
+        max_hello_sessions: 100,
+        max_hellos_per_agent: 10,
+        hello_timeout_ms: Some(60_000),
+        ..Caps::default()
+    };
+    let g = guardian(caps, Some(Arc::new(MemoryJournal::default())));
+    // Two clients say hello; then another agent id sends 1 000 hellos that never step.
+    let honest: Vec<String> = (0..2).map(|i| ids::counter(63, i)).collect();
+    for (i, sid) in honest.iter().enumerate() {
+        let r = send(
+            &g,
+            &req(i as u64 + 1, "handshake/hello", "platform", sid, hello()),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+    }
+    for i in 0..1_000 {
+        let sid = ids::counter(64, i);
+        let r = send(&g, &req(i + 10, "handshake/hello", "flood", &sid, hello()));
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+    }
+    // The flood holds its share (10), the pool is far from full, and both clients' sessions
+    // are still there: their first steps go through.
+    assert_eq!(g.hello_counts(), (12, 990));
+    for (i, sid) in honest.iter().enumerate() {
+        let r = send(
+            &g,
+            &req(
+                5_000 + i as u64,
+                "steps/sessionStart",
+                "platform",
+                sid,
+                json!({}),
+            ),
+        );
+        assert_eq!(r["result"]["decision"], "allow", "{r}");
+    }
+    // Without --key-file the agent id is the client's word: a flood under the honest
+    // clients' own id competes with them for that id's share (documented in docs/serve.md).
+    let late = ids::counter(63, 9);
+    send(
+        &g,
+        &req(6_000, "handshake/hello", "platform", &late, hello()),
+    );
+    for i in 0..10 {
+        let sid = ids::counter(65, i);
+        send(
+            &g,
+            &req(7_000 + i, "handshake/hello", "platform", &sid, hello()),
+        );
+    }
+    let r = send(
+        &g,
+        &req(8_000, "steps/sessionStart", "platform", &late, json!({})),
     );
     assert_eq!(error_code(&r), Some(-32003), "{r}");
 }

@@ -1,6 +1,8 @@
-//! The builtin functions: one table ([`BUILTINS`]) of each builtin's name, arity, where it may be
-//! used, how it is lowered and what it means. The checker reads it for arity, placement and the
-//! help of its diagnostics; the compiler for the VM function of a plain builtin ([`Builtin`]);
+//! The builtin functions: one table ([`BUILTINS`]) of each builtin's name, arity, argument and
+//! result types, where it may be used, how it is lowered and what it means. The checker reads
+//! it for arity, each argument's type, the result's type, placement and the help of its
+//! diagnostics; the reference evaluator for the arity and the kind of value each call must
+//! give; the compiler for the VM function of a plain builtin ([`Builtin`]);
 //! the VM for a builtin's name in its errors; the language server for completion and hover; and
 //! `tests/docs.rs` checks that docs/language.md §6.5 documents every entry.
 //!
@@ -10,6 +12,7 @@
 //! To add a builtin: see "How to add a builtin" in ARCHITECTURE.md.
 
 use super::expr::Scope;
+use super::types::Type;
 
 /// The builtin functions the VM implements itself (`Op::Call`): the plain builtins, which take
 /// their arguments' values and nothing else. The others compile to their own instructions.
@@ -95,6 +98,94 @@ impl Allowed {
     }
 }
 
+/// What a builtin's argument must be; the checker holds each argument to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// Any value.
+    Any,
+    /// A payload field whose presence is asked: any value, warned about in a constant.
+    Field,
+    /// A string.
+    Text,
+    /// A string, or a list of strings.
+    TextOrList,
+    /// A string or a collection (list, set, object).
+    Sized,
+    /// A value that carries provenance: a tool argument, a payload field with provenance.
+    Provenance,
+    /// An origin, written as its name (`user_input`).
+    Origin,
+    /// A label, written as its name.
+    Label,
+    /// An origin or a label, written as its name.
+    OriginOrLabel,
+    /// An effect class: a string, checked against the classes when written out.
+    EffectClass,
+    /// A declared effect's name.
+    Effect,
+}
+
+impl Param {
+    /// How diagnostics name what the argument must be.
+    pub fn wanted(self) -> &'static str {
+        match self {
+            Param::Any | Param::Field => "value",
+            Param::Text | Param::TextOrList | Param::EffectClass => "string",
+            Param::Sized => "string or collection",
+            Param::Provenance => "value with provenance",
+            Param::Origin => "origin",
+            Param::Label => "label",
+            Param::OriginOrLabel => "origin or label",
+            Param::Effect => "effect",
+        }
+    }
+}
+
+/// What a builtin gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returns {
+    Bool,
+    Number,
+    Text,
+    /// A list of strings.
+    Texts,
+    /// A list of arguments, each with provenance of its own (`links`).
+    Args,
+    /// One of the argument roles.
+    Role,
+    /// One of the effect classes.
+    Class,
+    /// A set of origins.
+    Origins,
+}
+
+impl Returns {
+    /// The checker's type for it.
+    pub fn ty(self) -> Type {
+        match self {
+            Returns::Bool => Type::Bool,
+            Returns::Number => Type::Number,
+            Returns::Text => Type::String,
+            Returns::Texts => Type::List(Box::new(Type::String)),
+            Returns::Args => Type::List(Box::new(Type::Arg)),
+            Returns::Role => Type::Enum(crate::roles::ROLES),
+            Returns::Class => Type::Enum(crate::actions::CLASSES),
+            Returns::Origins => Type::Set(Box::new(Type::Enum(crate::acs::fields::ORIGINS))),
+        }
+    }
+
+    /// Whether a value of JSON kind `kind` (`"bool"`, `"number"`, `"string"`, `"list"`,
+    /// `"object"`) is one this builtin may give.
+    pub fn admits_kind(self, kind: &str) -> bool {
+        match self {
+            Returns::Bool => kind == "bool",
+            Returns::Number => kind == "number",
+            Returns::Text | Returns::Role | Returns::Class => kind == "string",
+            Returns::Texts | Returns::Args | Returns::Origins => kind == "list",
+        }
+    }
+}
+
 /// How a call is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
@@ -121,6 +212,9 @@ pub struct BuiltinSpec {
     pub name: &'static str,
     pub form: Form,
     pub arity: Arity,
+    /// Its parameters, in order (`arity.max` of them).
+    pub params: &'static [Param],
+    pub returns: Returns,
     pub allowed: Allowed,
     pub lowering: Lowering,
     /// One line: what the call gives. The help of an arity error, and the hover text.
@@ -147,14 +241,17 @@ impl BuiltinSpec {
 
 const fn special(
     name: &'static str,
-    arity: u8,
+    params: &'static [Param],
+    returns: Returns,
     allowed: Allowed,
     doc: &'static str,
 ) -> BuiltinSpec {
     BuiltinSpec {
         name,
         form: Form::Function,
-        arity: Arity::exactly(arity),
+        arity: Arity::exactly(params.len() as u8),
+        params,
+        returns,
         allowed,
         lowering: Lowering::Special,
         doc,
@@ -162,11 +259,19 @@ const fn special(
     }
 }
 
-const fn plain(name: &'static str, arity: u8, b: Builtin, doc: &'static str) -> BuiltinSpec {
+const fn plain(
+    name: &'static str,
+    params: &'static [Param],
+    returns: Returns,
+    b: Builtin,
+    doc: &'static str,
+) -> BuiltinSpec {
     BuiltinSpec {
         name,
         form: Form::Function,
-        arity: Arity::exactly(arity),
+        arity: Arity::exactly(params.len() as u8),
+        params,
+        returns,
         allowed: Allowed::Anywhere,
         lowering: Lowering::Vm(b),
         doc,
@@ -174,147 +279,149 @@ const fn plain(name: &'static str, arity: u8, b: Builtin, doc: &'static str) -> 
     }
 }
 
+use Param::*;
+
 /// Every builtin, in the order completion offers them.
 pub const BUILTINS: &[BuiltinSpec] = &[
     special(
         "turns_since",
-        1,
+        &[Label], Returns::Number,
         Allowed::Rules,
         "turns since content with this label last entered the context (a large number if never)",
     ),
     special(
         "derived_from",
-        2,
+        &[Provenance, Origin], Returns::Bool,
         Allowed::Anywhere,
         "whether a value's lineage includes content of this origin",
     ),
     special(
         "lineage_depth",
-        1,
+        &[Provenance], Returns::Number,
         Allowed::Anywhere,
         "the length of the longest derived_from chain behind a value",
     ),
-    plain("len", 1, Builtin::Len, "the length of a string, list, set or object"),
-    plain("lower", 1, Builtin::Lower, "the string in lower case"),
-    plain("upper", 1, Builtin::Upper, "the string in upper case"),
+    plain("len", &[Sized], Returns::Number, Builtin::Len, "the length of a string, list, set or object"),
+    plain("lower", &[Text], Returns::Text, Builtin::Lower, "the string in lower case"),
+    plain("upper", &[Text], Returns::Text, Builtin::Upper, "the string in upper case"),
     plain(
         "starts_with",
-        2,
+        &[Text, Text], Returns::Bool,
         Builtin::StartsWith,
         "whether the string starts with the prefix",
     ),
     plain(
         "ends_with",
-        2,
+        &[Text, Text], Returns::Bool,
         Builtin::EndsWith,
         "whether the string ends with the suffix",
     ),
     plain(
         "contains",
-        2,
+        &[Sized, Any], Returns::Bool,
         Builtin::Contains,
         "whether the string contains the text, or the collection the element",
     ),
     special(
         "present",
-        1,
+        &[Field], Returns::Bool,
         Allowed::Anywhere,
         "whether the field is present in this payload",
     ),
     plain(
         "domain",
-        1,
+        &[Text], Returns::Text,
         Builtin::Domain,
         "the host part of a URL (`https://a.example/x` → `a.example`)",
     ),
-    plain("string", 1, Builtin::ToString, "the value as a string"),
+    plain("string", &[Any], Returns::Text, Builtin::ToString, "the value as a string"),
     special(
         "sources",
-        1,
+        &[Provenance], Returns::Origins,
         Allowed::Rules,
         "the origins of the places a value was taken from (its direct sources), e.g. {\"user_input\"}",
     ),
     special(
         "links",
-        1,
+        &[TextOrList], Returns::Args,
         Allowed::Rules,
         "the web and e-mail addresses written in a text value, each an argument whose sources are inferred from its own text",
     ),
     special(
         "requested_by_user",
-        0,
+        &[], Returns::Bool,
         Allowed::Events,
         "whether this content is the output of a call whose every destination and identifier argument was found in the user's request (the page at the URL the user typed, the file the user named)",
     ),
     special(
         "role",
-        1,
+        &[Text], Returns::Role,
         Allowed::Rules,
         "the role of the named argument in this call's tool: destination, secret, amount, identifier, text or none (its `tool` declaration's, else the standard catalogue's)",
     ),
     special(
         "effect_class",
-        0,
+        &[], Returns::Class,
         Allowed::ToolCallRules,
         "what this call does: read, communicate, money, credentials, account, create, change, delete, reserve, share, publish, execute or unknown (its `tool` declaration's `as CLASS`, else the standard catalogue's, from the tool's name)",
     ),
     special(
         "requested",
-        1,
+        &[EffectClass], Returns::Bool,
         Allowed::Rules,
         "whether the user's own words (the Intent's raw text, the user's messages) ask for an action of this effect class",
     ),
     special(
         "requested_object",
-        0,
+        &[], Returns::Bool,
         Allowed::ToolCallRules,
         "whether the user's own words name every kind of thing this call's tool acts on (a hotel, a car, a restaurant, a flight, an event, a file, a channel, a member, a standing payment), read from the tool's name; true for a tool whose name names none",
     ),
     special(
         "delegated",
-        0,
+        &[], Returns::Bool,
         Allowed::Rules,
         "whether the user's words hand the choice of actions to content (\"do the tasks on my list\", \"follow the e-mail's instructions\")",
     ),
     special(
         "read_at",
-        1,
+        &[Provenance], Returns::Texts,
         Allowed::Rules,
         "the places a value's direct sources were read at: the destination arguments (a channel, an inbox's owner, a page's address) of the calls whose results it was taken from, lower-cased; a rule fails (decision failure) when one is a place Warden cannot name",
     ),
     special(
         "lineage_inferred",
-        1,
+        &[Provenance], Returns::Bool,
         Allowed::Rules,
         "whether a value's sources were inferred from the session's content (no declared lineage)",
     ),
     special(
         "found_in",
-        2,
+        &[Any, Origin], Returns::Bool,
         Allowed::Rules,
         "whether every token of a value appeared in content of this origin (lineage inference)",
     ),
     special(
         "taken_from",
-        2,
+        &[Provenance, OriginOrLabel], Returns::Bool,
         Allowed::Rules,
         "whether some direct source of a value has this origin or carries this label",
     ),
     special(
         "taken_only_from",
-        2,
+        &[Provenance, OriginOrLabel], Returns::Bool,
         Allowed::Rules,
         "whether every direct source of a value has this origin or carries this label",
     ),
     plain(
         "glob",
-        2,
+        &[Text, Text], Returns::Bool,
         Builtin::Glob,
         "whether the whole text matches the glob pattern (`*` any run, `?` one character)",
     ),
     plain(
         "type_of",
-        1,
+        &[Any], Returns::Text,
         Builtin::TypeOf,
         "the kind of a value: \"string\", \"number\", \"bool\", \"list\" or \"object\"",
     ),
@@ -322,6 +429,8 @@ pub const BUILTINS: &[BuiltinSpec] = &[
         name: "effect_state",
         form: Form::Function,
         arity: Arity { min: 0, max: 1 },
+        params: &[Effect],
+        returns: Returns::Text,
         allowed: Allowed::ToolCallRules,
         lowering: Lowering::Special,
         doc: "the state of this call's effect key: \"none\", \"reserved\", \"committed\", \"failed\" or \"ambiguous\" (docs/effects.md)",
@@ -334,6 +443,8 @@ pub const BUILTINS: &[BuiltinSpec] = &[
         name: "intent.permits",
         form: Form::IntentMember,
         arity: Arity { min: 1, max: 3 },
+        params: &[Any, Any, Any],
+        returns: Returns::Bool,
         allowed: Allowed::Rules,
         lowering: Lowering::Special,
         doc: "whether the session's declared intent permits this tool (and resource or operation)",
@@ -392,6 +503,13 @@ mod tests {
                 .filter(|s| s.lowering == Lowering::Vm(b))
                 .count();
             assert_eq!(n, 1, "{b:?}");
+        }
+    }
+
+    #[test]
+    fn every_entry_types_each_argument_its_arity_admits() {
+        for b in BUILTINS {
+            assert_eq!(b.params.len(), b.arity.max as usize, "{}", b.name);
         }
     }
 

@@ -1,7 +1,7 @@
 //! Typing expressions: resolve every name, type every payload path against the hook's field
 //! table, and check that history filters can be kept as O(1) state.
 
-use super::builtins::{builtin, functions, spec};
+use super::builtins::{builtin, functions, spec, Allowed, Param};
 use super::scope::{Lookup, Named};
 use super::types::{join, Table, Type};
 use super::{Alias, Checker, Resolution};
@@ -833,18 +833,7 @@ impl Checker<'_> {
             if root == "intent" && m.name == "permits" && !self.is_local(cx, root) {
                 let b = spec("intent.permits").expect("intent.permits is a builtin");
                 if !b.allowed.admits(cx.scope) {
-                    return Some(
-                        self.error(
-                            Diagnostic::error(
-                                Code::Misplaced,
-                                cx.file,
-                                span,
-                                "`intent.permits` is only available in rule conditions",
-                            )
-                            .with_label("no intent here")
-                            .with_help("move the check into a rule"),
-                        ),
-                    );
+                    return Some(self.error(misplaced(cx.file, span, b)));
                 }
                 if !b.arity.admits(args.len()) {
                     return Some(self.error(arity(cx.file, span, b.name, &b.arity.describe())));
@@ -956,8 +945,8 @@ impl Checker<'_> {
         self.error(d)
     }
 
-    /// A call of a builtin of the registry, its arity checked: its arguments' types and
-    /// where it may be called, by its name.
+    /// A call of a builtin of the registry, its arity checked: each argument held to its
+    /// parameter's type, then where it may be called; the result's type is the entry's.
     fn builtin_call(
         &mut self,
         cx: &mut Ctx,
@@ -965,142 +954,66 @@ impl Checker<'_> {
         args: &[crate::syntax::ast::Arg],
         span: Span,
     ) -> Type {
-        let bname = b.name;
-        let in_event = !matches!(cx.scope, Scope::Const);
-        match bname {
-            "turns_since" => {
-                self.label_arg(cx, &args[0].value);
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(
-                        Diagnostic::error(
-                            Code::Misplaced,
-                            cx.file,
-                            span,
-                            "`turns_since` is only available in rule conditions",
-                        )
-                        .with_label("not here")
-                        .with_help("history is read by rules; move this into a rule's `when`"),
-                    );
-                }
-                Type::Number
+        for (a, param) in args.iter().zip(b.params) {
+            self.builtin_arg(cx, b.name, *param, &a.value);
+        }
+        if !b.allowed.admits(cx.scope) {
+            return self.error(misplaced(cx.file, span, b));
+        }
+        b.returns.ty()
+    }
+
+    /// One argument of builtin `name`, held to its parameter.
+    fn builtin_arg(&mut self, cx: &mut Ctx, name: &str, param: Param, arg: &Expr) {
+        let wanted = param.wanted();
+        let check = |this: &mut Self, cx: &mut Ctx, ok: fn(&Type) -> bool| {
+            let t = this.expr(cx, arg);
+            if !ok(&t) {
+                this.diagnostics
+                    .push(mismatch(cx.file, arg.span, name, wanted, &t));
             }
-            "derived_from" => {
-                self.provenance_arg(cx, &args[0].value);
-                self.origin_arg(cx, &args[1].value);
-                Type::Bool
+        };
+        match param {
+            Param::Any => {
+                self.expr(cx, arg);
             }
-            "read_at" => {
-                let t = self.expr(cx, &args[0].value);
-                if !t.carries_provenance() {
-                    self.diagnostics
-                        .push(no_provenance(cx.file, args[0].value.span, &t));
-                }
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(rules_only(cx.file, span, bname));
-                }
-                Type::List(Box::new(Type::String))
-            }
-            "lineage_inferred" => {
-                self.provenance_arg(cx, &args[0].value);
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(rules_only(cx.file, span, bname));
-                }
-                Type::Bool
-            }
-            // A text (`links`: also a list of texts), or an argument's name (`role`).
-            "links" | "role" => {
-                let t = self.expr(cx, &args[0].value);
-                let text = t.is_stringish()
-                    || (bname == "links" && (t.is_dynamic() || matches!(t, Type::List(_))));
-                if !text {
-                    self.diagnostics.push(mismatch(
-                        cx.file,
-                        args[0].value.span,
-                        bname,
-                        "string",
-                        &t,
-                    ));
-                }
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(rules_only(cx.file, span, bname));
-                }
-                if bname == "links" {
-                    Type::List(Box::new(Type::Arg))
-                } else {
-                    Type::Enum(crate::roles::ROLES)
-                }
-            }
-            "requested_by_user" | "delegated" => {
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(rules_only(cx.file, span, bname));
-                }
-                Type::Bool
-            }
-            "effect_class" => {
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(tool_call_only(cx.file, span, bname));
-                }
-                Type::Enum(crate::actions::CLASSES)
-            }
-            "requested_object" => {
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(tool_call_only(cx.file, span, bname));
-                }
-                Type::Bool
-            }
-            "requested" => {
-                self.effect_class_arg(cx, &args[0].value);
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(rules_only(cx.file, span, bname));
-                }
-                Type::Bool
-            }
-            "found_in" => {
-                self.expr(cx, &args[0].value);
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(rules_only(cx.file, span, bname));
-                }
-                self.origin_arg(cx, &args[1].value);
-                Type::Bool
-            }
-            "sources" | "taken_from" | "taken_only_from" => {
-                self.provenance_arg(cx, &args[0].value);
-                if !b.allowed.admits(cx.scope) {
-                    return self.error(rules_only(cx.file, span, bname));
-                }
-                if bname == "sources" {
-                    return Type::Set(Box::new(Type::Enum(fields::ORIGINS)));
-                }
-                // An origin (`user_input`) or a label (`untrusted`).
-                let what = &args[1].value;
-                match &what.kind {
-                    ExprKind::Name(n) if self.label_visible(cx.unit, n) => self.label_arg(cx, what),
-                    ExprKind::Member(..) => self.label_arg(cx, what),
-                    _ => self.origin_arg(cx, what),
-                }
-                Type::Bool
-            }
-            "lineage_depth" => {
-                self.provenance_arg(cx, &args[0].value);
-                Type::Number
-            }
-            "present" => {
-                if !in_event {
+            Param::Field => {
+                if matches!(cx.scope, Scope::Const) {
                     self.diagnostics.push(
                         Diagnostic::warning(
                             Code::ConstantTest,
                             cx.file,
-                            span,
-                            "`present` of a constant is always true",
+                            arg.span,
+                            format!("`{name}` of a constant is always true"),
                         )
                         .with_label("constant")
-                        .with_help("`present(x)` tests a payload field"),
+                        .with_help(format!("`{name}(x)` tests a payload field")),
                     );
                 }
-                self.expr(cx, &args[0].value);
-                Type::Bool
+                self.expr(cx, arg);
             }
-            _ => self.plain_builtin_call(cx, bname, args),
+            Param::Text => check(self, cx, Type::is_stringish),
+            Param::TextOrList => {
+                check(self, cx, |t| t.is_stringish() || matches!(t, Type::List(_)))
+            }
+            Param::Sized => check(self, cx, |t| {
+                t.is_stringish() || matches!(t, Type::List(_) | Type::Set(_) | Type::Object(..))
+            }),
+            Param::Provenance => {
+                self.provenance_arg(cx, arg);
+            }
+            Param::Origin => self.origin_arg(cx, arg),
+            Param::Label => self.label_arg(cx, arg),
+            // A label when one of that name is in view, else an origin.
+            Param::OriginOrLabel => match &arg.kind {
+                ExprKind::Name(n) if self.label_visible(cx.unit, n) => self.label_arg(cx, arg),
+                ExprKind::Member(..) => self.label_arg(cx, arg),
+                _ => self.origin_arg(cx, arg),
+            },
+            Param::EffectClass => self.effect_class_arg(cx, arg),
+            Param::Effect => {
+                self.expr(cx, arg);
+            }
         }
     }
 
@@ -1129,71 +1042,6 @@ impl Checker<'_> {
         t
     }
 
-    /// A builtin that is a function of its arguments' values (`len`, `contains`, the string
-    /// functions): every argument is checked, then their types.
-    fn plain_builtin_call(
-        &mut self,
-        cx: &mut Ctx,
-        bname: &str,
-        args: &[crate::syntax::ast::Arg],
-    ) -> Type {
-        let types: Vec<Type> = args.iter().map(|a| self.expr(cx, &a.value)).collect();
-        match bname {
-            "len" => {
-                if !matches!(
-                    types[0],
-                    Type::String | Type::List(_) | Type::Set(_) | Type::Object(..)
-                ) && !types[0].is_dynamic()
-                {
-                    self.diagnostics.push(mismatch(
-                        cx.file,
-                        args[0].value.span,
-                        "len",
-                        "string or collection",
-                        &types[0],
-                    ));
-                }
-                Type::Number
-            }
-            "contains" => {
-                let ok = types[0].is_stringish()
-                    || matches!(types[0], Type::List(_) | Type::Set(_) | Type::Object(..));
-                if !ok {
-                    self.diagnostics.push(mismatch(
-                        cx.file,
-                        args[0].value.span,
-                        "contains",
-                        "string or collection",
-                        &types[0],
-                    ));
-                }
-                Type::Bool
-            }
-            "type_of" => Type::String,
-            "starts_with" | "ends_with" | "glob" => {
-                for (a, t) in args.iter().zip(&types) {
-                    if !t.is_stringish() {
-                        self.diagnostics
-                            .push(mismatch(cx.file, a.value.span, bname, "string", t));
-                    }
-                }
-                Type::Bool
-            }
-            _ => {
-                if bname != "string" && !types[0].is_stringish() {
-                    self.diagnostics.push(mismatch(
-                        cx.file,
-                        args[0].value.span,
-                        bname,
-                        "string",
-                        &types[0],
-                    ));
-                }
-                Type::String
-            }
-        }
-    }
-
     /// An argument that must name a label.
     /// `effect_state(NAME)` or `effect_state()`: only in rules on toolCallRequest, naming a
     /// declared effect.
@@ -1208,18 +1056,7 @@ impl Checker<'_> {
             return self.error(arity(cx.file, span, b.name, &b.arity.describe()));
         }
         if !b.allowed.admits(cx.scope) {
-            return self.error(
-                Diagnostic::error(
-                    Code::Misplaced,
-                    cx.file,
-                    span,
-                    "`effect_state` is only available in rules on toolCallRequest",
-                )
-                .with_label("not here")
-                .with_help(
-                    "effects are keyed by tool calls; use it in a `rule … on toolCallRequest`",
-                ),
-            );
+            return self.error(misplaced(cx.file, span, b));
         }
         let Some(arg) = args.first() else {
             return Type::String;
@@ -1733,27 +1570,29 @@ fn sorted(mut v: Vec<&str>) -> Vec<&str> {
 }
 
 /// A provenance builtin outside a rule condition: the session's graph is read by rules.
-fn rules_only(file: FileId, span: Span, name: &str) -> Diagnostic {
+fn misplaced(file: FileId, span: Span, b: &super::builtins::BuiltinSpec) -> Diagnostic {
+    let (place, help) = match b.allowed {
+        Allowed::Rules => (
+            "in rule conditions",
+            "it reads the session (its provenance graph, history or intent): move it into a rule's `when`",
+        ),
+        Allowed::ToolCallRules => (
+            "in rules on toolCallRequest",
+            "it reads the tool call being decided: write it in a rule `on toolCallRequest`",
+        ),
+        Allowed::Events | Allowed::Anywhere => (
+            "where an event is in view",
+            "a constant has no event: use it in a label condition, a rule or a history filter",
+        ),
+    };
     Diagnostic::error(
         Code::Misplaced,
         file,
         span,
-        format!("`{name}` is only available in rule conditions"),
+        format!("`{}` is only available {place}", b.name),
     )
     .with_label("not here")
-    .with_help("where a value was taken from is read from the session's provenance graph, by rules")
-}
-
-/// A builtin of the call being decided outside a `toolCallRequest` rule.
-fn tool_call_only(file: FileId, span: Span, name: &str) -> Diagnostic {
-    Diagnostic::error(
-        Code::Misplaced,
-        file,
-        span,
-        format!("`{name}` is only available in rules on toolCallRequest"),
-    )
-    .with_label("not here")
-    .with_help("it reads the tool call being decided: write it in a rule `on toolCallRequest`")
+    .with_help(help)
 }
 
 fn mismatch(file: FileId, span: Span, what: &str, wanted: &str, got: &Type) -> Diagnostic {

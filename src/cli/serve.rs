@@ -88,6 +88,10 @@ pub struct ServeArgs {
     /// of --max-sessions-per-agent); a new hello beyond it drops the oldest
     #[arg(long, value_name = "N", default_value_t = guardian::Caps::default().max_hello_sessions)]
     max_hello_sessions: usize,
+    /// Of those, the most one agent (`metadata.agent_id`) holds; beyond it, a hello of that
+    /// agent drops that agent's own oldest one
+    #[arg(long, value_name = "N", default_value_t = guardian::Caps::default().max_hellos_per_agent)]
+    max_hellos_per_agent: usize,
     /// Attach explain traces to results
     #[arg(long)]
     explain: bool,
@@ -616,6 +620,7 @@ fn serve_protocol(a: &ServeArgs) -> Result<Protocol, String> {
     protocol.caps.hello_timeout_ms =
         (a.hello_timeout > 0).then(|| a.hello_timeout.saturating_mul(1000));
     protocol.caps.max_hello_sessions = a.max_hello_sessions;
+    protocol.caps.max_hellos_per_agent = a.max_hellos_per_agent;
     if let Some(k) = &a.key_file {
         protocol.key = Some(read_key(k)?);
     }

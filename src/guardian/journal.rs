@@ -212,6 +212,14 @@ pub trait Journal: Send + Sync {
     fn claim(&self, _session: &str) -> Claim {
         Claim::Held { token: None }
     }
+
+    /// Like [`Journal::claim`], but only reads: whether another Guardian holds `session`'s
+    /// lease now ([`Claim::Busy`]), or this one or nobody does ([`Claim::Held`] with no
+    /// token). A hello is answered on this, so a flood of hellos writes nothing; the lease is
+    /// taken by the session's first step. The default (no leases): [`Claim::Held`].
+    fn peek(&self, _session: &str) -> Claim {
+        Claim::Held { token: None }
+    }
 }
 
 /// What [`Journal::claim`] found.

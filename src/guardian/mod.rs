@@ -681,6 +681,7 @@ impl Guardian {
             idle_ms: proto.caps.idle_session_ms,
             hello_ms: proto.caps.hello_timeout_ms,
             max_hellos: proto.caps.max_hello_sessions,
+            max_hellos_per_agent: proto.caps.max_hellos_per_agent,
         }
     }
 
@@ -973,7 +974,12 @@ impl Guardian {
         match j.claim(sid) {
             Claim::Held { token } => Ok(token),
             Claim::Taken { token } => {
-                self.sessions.remove(sid);
+                // A session that has only said hello here, and that no Guardian has written,
+                // is current: its hello took no lease (`Guardian::peek`).
+                let unwritten = || matches!(j.session_records(sid), Some(Ok(r)) if r.is_empty());
+                if !(self.sessions.is_bare(sid) && unwritten()) {
+                    self.sessions.remove(sid);
+                }
                 Ok(Some(token))
             }
             Claim::Busy {
@@ -987,6 +993,25 @@ impl Guardian {
                     expires_in_ms,
                 })
             }
+            Claim::Failed(e) => Err(Refusal::LeaseUnreadable(e)),
+        }
+    }
+
+    /// Refuses a hello for a session another Guardian holds (with the holder named), without
+    /// writing a lease: only the session's first step takes one ([`Guardian::hold`]).
+    fn peek(&self, sid: &str) -> Result<(), Refusal> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        match j.peek(sid) {
+            Claim::Held { .. } | Claim::Taken { .. } => Ok(()),
+            Claim::Busy {
+                holder,
+                expires_in_ms,
+            } => Err(Refusal::LeaseHeld {
+                holder,
+                expires_in_ms,
+            }),
             Claim::Failed(e) => Err(Refusal::LeaseUnreadable(e)),
         }
     }

@@ -70,6 +70,9 @@ pub struct Caps {
     /// Sessions that have only said hello held at once (at most half of `max_sessions` and of
     /// `max_sessions_per_agent`); a new hello beyond it drops the oldest.
     pub max_hello_sessions: usize,
+    /// Of those, the most one agent holds; beyond it, a hello of that agent drops that
+    /// agent's own oldest hello-only session (so one agent's flood churns only its own).
+    pub max_hellos_per_agent: usize,
 }
 
 impl Default for Caps {
@@ -84,6 +87,7 @@ impl Default for Caps {
             idle_session_ms: Some(3_600_000),
             hello_timeout_ms: Some(30_000),
             max_hello_sessions: 10_000,
+            max_hellos_per_agent: 1_000,
         }
     }
 }
@@ -101,6 +105,7 @@ impl Caps {
             idle_session_ms: None,
             hello_timeout_ms: None,
             max_hello_sessions: usize::MAX,
+            max_hellos_per_agent: usize::MAX,
             ..Caps::default()
         }
     }

@@ -9,7 +9,10 @@
 //! [`Table::established`] by a first step) is cheap to let go: bare sessions sit in a pool of
 //! their own ([`Limits::hello_pool`]) from which the oldest is dropped when a new hello needs
 //! the room, and each leaves after [`Limits::hello_ms`] without a first step. So a flood of
-//! hellos holds at most the pool, for at most that long, and never refuses a new hello.
+//! hellos holds at most the pool, for at most that long, and never refuses a new hello. One
+//! agent's bare sessions are held up to its share of the pool ([`Limits::hello_share`]):
+//! beyond it, a hello of that agent drops that agent's own oldest bare session, so a flood
+//! under one agent id churns only its own hellos.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
@@ -60,6 +63,13 @@ pub enum Verdict {
 
 type Shard<V> = Mutex<HashMap<Arc<str>, V>>;
 
+/// A bare session in the hello queue.
+struct Hello {
+    at: i64,
+    id: Arc<str>,
+    agent: Arc<str>,
+}
+
 struct Entry<T> {
     session: Arc<Mutex<T>>,
     agent: Arc<str>,
@@ -80,9 +90,11 @@ pub struct Table<T> {
     idle: Mutex<VecDeque<(i64, Arc<str>)>>,
     /// Removed sessions listed by their verdict, until someone takes them.
     listed: Mutex<Vec<Arc<str>>>,
-    /// Bare sessions, in the order they said hello: (hello at, id). Entries of sessions since
-    /// established or removed are dropped when they reach the front.
-    hellos: Mutex<VecDeque<(i64, Arc<str>)>>,
+    /// Bare sessions, in the order they said hello. Entries of sessions since established or
+    /// removed are dropped when they reach the front (or when their agent's are looked at).
+    hellos: Mutex<VecDeque<Hello>>,
+    /// Bare sessions per agent, sharded like `agents`.
+    bare_agents: Box<[Shard<usize>]>,
     /// Bare sessions held.
     bare: AtomicUsize,
     /// Bare sessions dropped to make room for a newer hello.
@@ -100,6 +112,7 @@ impl<T> Default for Table<T> {
             idle: Mutex::default(),
             listed: Mutex::default(),
             hellos: Mutex::default(),
+            bare_agents: (0..SHARDS).map(|_| Mutex::default()).collect(),
             bare: AtomicUsize::new(0),
             hellos_evicted: AtomicUsize::new(0),
         }
@@ -122,6 +135,8 @@ pub struct Limits {
     pub hello_ms: Option<u64>,
     /// The most bare sessions held (see [`Limits::hello_pool`]).
     pub max_hellos: usize,
+    /// The most bare sessions one agent holds (see [`Limits::hello_share`]).
+    pub max_hellos_per_agent: usize,
 }
 
 impl Limits {
@@ -132,6 +147,12 @@ impl Limits {
             .min(self.max_sessions / 2)
             .min(self.max_per_agent / 2)
             .max(1)
+    }
+
+    /// The bare sessions one agent holds at most: `max_hellos_per_agent`, and never more
+    /// than the pool.
+    pub fn hello_share(&self) -> usize {
+        self.max_hellos_per_agent.min(self.hello_pool()).max(1)
     }
 }
 
@@ -207,13 +228,20 @@ impl<T: Retire> Table<T> {
         if let Some(s) = self.get(id) {
             return Ok(s);
         }
+        if self.bare_of(agent) >= limits.hello_share() {
+            self.evict_oldest_hello_of(agent);
+        }
         while self.bare.load(Ordering::SeqCst) >= limits.hello_pool() {
             if !self.evict_oldest_hello() {
                 break;
             }
         }
         let s = self.admit_as(id, agent, now_ms, limits, true, true, make)?;
-        lock(&self.hellos).push_back((now_ms, Arc::from(id)));
+        lock(&self.hellos).push_back(Hello {
+            at: now_ms,
+            id: Arc::from(id),
+            agent: Arc::from(agent),
+        });
         Ok(s)
     }
 
@@ -222,16 +250,26 @@ impl<T: Retire> Table<T> {
     pub fn established(&self, id: &str, now_ms: i64, limits: &Limits) {
         let key = {
             let mut shard = lock(&self.shards[self.shard_of(id)]);
-            match shard.get_mut(id) {
-                Some(e) if e.bare => e.bare = false,
+            let agent = match shard.get_mut(id) {
+                Some(e) if e.bare => {
+                    e.bare = false;
+                    e.agent.clone()
+                }
                 _ => return,
-            }
+            };
+            self.bare_gone(&agent);
             shard.get_key_value(id).map(|(k, _)| k.clone())
         };
-        self.bare.fetch_sub(1, Ordering::SeqCst);
         if let (Some(idle), Some(_), Some(key)) = (limits.idle_ms, limits.hello_ms, key) {
             lock(&self.idle).push_back((now_ms.saturating_add(idle as i64), key));
         }
+    }
+
+    /// Whether session `id` is held and bare (it has only said hello).
+    pub fn is_bare(&self, id: &str) -> bool {
+        lock(&self.shards[self.shard_of(id)])
+            .get(id)
+            .is_some_and(|e| e.bare)
     }
 
     /// Bare sessions held now, and dropped so far to make room for newer hellos.
@@ -242,6 +280,50 @@ impl<T: Retire> Table<T> {
         )
     }
 
+    /// Bare sessions `agent` holds.
+    fn bare_of(&self, agent: &str) -> usize {
+        let shard = lock(&self.bare_agents[self.shard_of(agent)]);
+        shard.get(agent).copied().unwrap_or(0)
+    }
+
+    /// One bare session (of `agent`) is held no longer, or is no longer bare.
+    fn bare_gone(&self, agent: &Arc<str>) {
+        self.bare.fetch_sub(1, Ordering::SeqCst);
+        let mut shard = lock(&self.bare_agents[self.shard_of(agent)]);
+        if let Some(n) = shard.get_mut(agent) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                shard.remove(agent);
+            }
+        }
+    }
+
+    /// Drops `agent`'s oldest bare session that nobody is deciding right now (the agent is
+    /// at its share of the pool); `false` when it has none that can go. Entries of `agent`
+    /// no longer bare leave the queue on the way.
+    fn evict_oldest_hello_of(&self, agent: &str) -> bool {
+        let mut q = lock(&self.hellos);
+        let mut i = 0;
+        while i < q.len() {
+            if &*q[i].agent != agent {
+                i += 1;
+                continue;
+            }
+            match self.remove_if_bare(&q[i].id) {
+                Bare::Removed => {
+                    q.remove(i);
+                    self.hellos_evicted.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
+                Bare::Busy => i += 1,
+                Bare::Gone => {
+                    q.remove(i);
+                }
+            }
+        }
+        false
+    }
+
     /// Drops the oldest bare session that nobody is deciding right now; `false` when the
     /// hello queue holds none that can go. A bare session being decided right now goes back
     /// to the queue's end (its first step may yet be refused, leaving it bare).
@@ -249,15 +331,15 @@ impl<T: Retire> Table<T> {
         let mut budget = lock(&self.hellos).len();
         while budget > 0 {
             budget -= 1;
-            let Some((at, id)) = lock(&self.hellos).pop_front() else {
+            let Some(h) = lock(&self.hellos).pop_front() else {
                 return false;
             };
-            match self.remove_if_bare(&id) {
+            match self.remove_if_bare(&h.id) {
                 Bare::Removed => {
                     self.hellos_evicted.fetch_add(1, Ordering::SeqCst);
                     return true;
                 }
-                Bare::Busy => lock(&self.hellos).push_back((at, id)),
+                Bare::Busy => lock(&self.hellos).push_back(h),
                 Bare::Gone => {}
             }
         }
@@ -286,7 +368,7 @@ impl<T: Retire> Table<T> {
     fn forget(&self, e: &Entry<T>) {
         self.count.fetch_sub(1, Ordering::SeqCst);
         if e.bare {
-            self.bare.fetch_sub(1, Ordering::SeqCst);
+            self.bare_gone(&e.agent);
         }
         self.release_agent(&e.agent);
     }
@@ -330,6 +412,12 @@ impl<T: Retire> Table<T> {
             return Ok(s);
         }
         let session = Arc::new(Mutex::new(make()));
+        if bare {
+            self.bare.fetch_add(1, Ordering::SeqCst);
+            *lock(&self.bare_agents[self.shard_of(&agent)])
+                .entry(agent.clone())
+                .or_insert(0) += 1;
+        }
         shard.insert(
             key.clone(),
             Entry {
@@ -340,9 +428,6 @@ impl<T: Retire> Table<T> {
         );
         drop(shard);
         self.count.fetch_add(1, Ordering::SeqCst);
-        if bare {
-            self.bare.fetch_add(1, Ordering::SeqCst);
-        }
         // A bare session waits in the hello queue only (a flood of hellos must not grow the idle
         // queue, whose entries last the idle time); it joins the idle queue when established.
         let in_hello_queue = bare && limits.hello_ms.is_some();
@@ -453,16 +538,19 @@ impl<T: Retire> Table<T> {
             let next = {
                 let mut q = lock(&self.hellos);
                 match q.front() {
-                    Some((at, _)) if at.saturating_add(wait) <= now_ms => q.pop_front(),
+                    Some(h) if h.at.saturating_add(wait) <= now_ms => q.pop_front(),
                     _ => None,
                 }
             };
-            let Some((_, id)) = next else { break };
+            let Some(mut h) = next else { break };
             *looked += 1;
-            match self.remove_if_bare(&id) {
+            match self.remove_if_bare(&h.id) {
                 Bare::Removed => removed += 1,
                 // Looked at again a hello timeout from now.
-                Bare::Busy => lock(&self.hellos).push_back((now_ms, id)),
+                Bare::Busy => {
+                    h.at = now_ms;
+                    lock(&self.hellos).push_back(h)
+                }
                 Bare::Gone => {}
             }
         }
@@ -512,6 +600,7 @@ mod tests {
             idle_ms: Some(1_000),
             hello_ms: Some(50),
             max_hellos: 4,
+            max_hellos_per_agent: 4,
         }
     }
 
@@ -617,6 +706,33 @@ mod tests {
         assert_eq!(t.len(), 5, "the established session and the pool");
         assert!(t.get("kept").is_some());
         assert!(t.get("h999").is_some() && t.get("h995").is_none());
+    }
+
+    #[test]
+    fn an_agent_at_its_hello_share_drops_its_own_oldest_bare_session() {
+        let t: Table<S> = Table::default();
+        let l = Limits {
+            max_hellos: 6,
+            max_hellos_per_agent: 2,
+            ..limits(100, 100)
+        };
+        assert_eq!((l.hello_pool(), l.hello_share()), (6, 2));
+        t.admit_hello("honest", "a", 0, &l, S::default).unwrap();
+        for i in 0..1_000 {
+            t.admit_hello(&format!("flood{i}"), "x", 0, &l, S::default)
+                .unwrap();
+        }
+        // The flood holds its share and no more; the other agent's hello is untouched.
+        assert_eq!(t.hello_counts(), (3, 998));
+        assert!(t.get("honest").is_some());
+        assert!(t.get("flood999").is_some() && t.get("flood998").is_some());
+        assert!(t.get("flood997").is_none());
+        // A bare session that took its step is no longer counted in its agent's share.
+        t.established("flood999", 0, &l);
+        t.admit_hello("x-next", "x", 0, &l, S::default).unwrap();
+        assert!(t.get("flood998").is_some() && t.get("flood999").is_some());
+        assert_eq!(t.bare_of("x"), 2);
+        assert_eq!(t.bare_of("a"), 1);
     }
 
     #[test]

@@ -634,11 +634,37 @@ fn arithmetic(op: BinaryOp, x: V, y: V) -> R<V> {
     }
 }
 
+/// A builtin's call, held to its registry entry: the arity going in, the kind of value
+/// coming out (an entry and a meaning that disagree fail here, not silently).
 fn call(cx: &mut Cx<'_>, callee: &Expr, args: &[Arg]) -> R<V> {
     let builtin = match cx.resolution(callee.span) {
         Some((Resolution::Builtin(b), _)) => *b,
         _ => return Err(Fail::Unsupported("a call that is not a builtin".into())),
     };
+    let Some(entry) = crate::check::builtins::spec(builtin) else {
+        return Err(Fail::Unsupported(format!(
+            "`{builtin}` is not in the registry"
+        )));
+    };
+    if !entry.arity.admits(args.len()) {
+        return Err(Fail::Unsupported(format!(
+            "`{builtin}` with {} argument(s)",
+            args.len()
+        )));
+    }
+    let v = meaning(cx, builtin, args)?;
+    if !v.is_undef() && !entry.returns.admits_kind(v.kind()) {
+        return Err(Fail::Unsupported(format!(
+            "`{builtin}` gave a {}, its registry entry says {:?}",
+            v.kind(),
+            entry.returns
+        )));
+    }
+    Ok(v)
+}
+
+/// What builtin `builtin` means, on the arguments `args` (their number checked).
+fn meaning(cx: &mut Cx<'_>, builtin: &str, args: &[Arg]) -> R<V> {
     let arg = |i: usize| &args[i].value;
     match builtin {
         "effect_class" => Ok(V::Str(cx.view.effect_class(cx.root))),

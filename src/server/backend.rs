@@ -147,6 +147,10 @@ impl Journal for Backend {
     fn claim(&self, session: &str) -> Claim {
         self.journal().claim(session)
     }
+
+    fn peek(&self, session: &str) -> Claim {
+        self.journal().peek(session)
+    }
 }
 
 /// Every record `spec` holds (for `warden audit`). A folder is opened (filing what a crash

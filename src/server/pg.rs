@@ -508,6 +508,40 @@ impl Journal for PgStore {
         }
         self.acquire(session)
     }
+
+    fn peek(&self, session: &str) -> Claim {
+        let mine = self
+            .leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session)
+            .is_some_and(|l| !l.lost);
+        if mine {
+            return Claim::Held { token: None };
+        }
+        let (me, s) = (self.fleet.guardian.clone(), session.to_string());
+        let got = self.on_reader(move |c| {
+            let row = c
+                .query_opt(
+                    &format!(
+                        "SELECT guardian, \
+                           (extract(epoch FROM expires - now()) * 1000)::bigint \
+                         FROM {LEASE} WHERE session = $1 AND expires > now() AND guardian <> $2"
+                    ),
+                    &[&s, &me],
+                )
+                .map_err(err)?;
+            Ok(row.map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))))
+        });
+        match got {
+            Ok(None) => Claim::Held { token: None },
+            Ok(Some((holder, expires_in_ms))) => Claim::Busy {
+                holder,
+                expires_in_ms,
+            },
+            Err(e) => Claim::Failed(e),
+        }
+    }
 }
 
 /// Creates the tables, the sequence and the index if they are missing (one Guardian at a

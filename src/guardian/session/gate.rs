@@ -100,7 +100,14 @@ impl Guardian {
         };
         // A request refused for want of a handshake allocates nothing: only a hello (or, in
         // the lenient mode, any hook) opens a session.
-        let lease = self.hold(sid)?;
+        // A hello for a session not in memory only reads the lease (a flood of hellos writes
+        // nothing): the session's first step takes it.
+        let lease = if hook.is_none() && self.sessions.get(sid).is_none() {
+            self.peek(sid)?;
+            None
+        } else {
+            self.hold(sid)?
+        };
         // One table lookup on the common path; the journal is asked only for an unknown id.
         let (session, fresh) = match self.sessions.get(sid) {
             Some(s) => (s, false),
