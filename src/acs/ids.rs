@@ -45,11 +45,20 @@ pub fn random_v4(salt: u64) -> String {
         .and_then(|mut f| f.read_exact(&mut b))
         .is_ok();
     if !ok {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let h = crypto::sha256(format!("{t}:{}:{salt}", std::process::id()).as_bytes());
+        // WebAssembly has neither a process id nor (without an installed clock) a time: a
+        // counter keeps its ids distinct.
+        static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = DRAWN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (t, pid) = if cfg!(target_arch = "wasm32") {
+            (super::time::now_ms() as u128, 0)
+        } else {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            (t, std::process::id())
+        };
+        let h = crypto::sha256(format!("{t}:{pid}:{salt}:{n}").as_bytes());
         b.copy_from_slice(&h[..16]);
     }
     format_v4(b)

@@ -3,12 +3,67 @@
 //! syntax ACS requires ([`rfc3339_unix_ms`], [`is_rfc3339`]). Dates are proleptic Gregorian,
 //! converted with Howard Hinnant's civil/days algorithms; times are UTC.
 
-/// Unix milliseconds now (0 if the clock is before 1970).
+/// The clock an embedder installs where the standard library has none
+/// (`wasm32-unknown-unknown`: the WebAssembly build installs `Date.now`).
+static CLOCK: std::sync::OnceLock<fn() -> f64> = std::sync::OnceLock::new();
+
+/// Installs the clock [`now_ms`] reads (Unix milliseconds); false if one already was.
+pub fn set_clock(now_ms: fn() -> f64) -> bool {
+    CLOCK.set(now_ms).is_ok()
+}
+
+/// Unix milliseconds now (0 if the clock is before 1970, or on a platform without a clock
+/// where none was installed with [`set_clock`]).
 pub fn now_ms() -> i64 {
+    if let Some(clock) = CLOCK.get() {
+        return clock() as i64;
+    }
+    if cfg!(target_arch = "wasm32") {
+        return 0;
+    }
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// A point to measure elapsed time from: the monotonic clock, or [`now_ms`] where the
+/// platform has none (WebAssembly).
+#[derive(Debug, Clone, Copy)]
+pub struct Stopwatch {
+    instant: Option<std::time::Instant>,
+    wall_ms: i64,
+}
+
+impl Stopwatch {
+    pub fn start() -> Stopwatch {
+        if cfg!(target_arch = "wasm32") {
+            return Stopwatch {
+                instant: None,
+                wall_ms: now_ms(),
+            };
+        }
+        Stopwatch {
+            instant: Some(std::time::Instant::now()),
+            wall_ms: 0,
+        }
+    }
+
+    /// The time since [`Stopwatch::start`]; on WebAssembly, whole milliseconds of the
+    /// installed clock (zero if none was installed or it went backwards).
+    pub fn elapsed(&self) -> std::time::Duration {
+        match self.instant {
+            Some(i) => i.elapsed(),
+            None => std::time::Duration::from_millis(
+                u64::try_from(now_ms() - self.wall_ms).unwrap_or(0),
+            ),
+        }
+    }
+
+    /// Microseconds since [`Stopwatch::start`].
+    pub fn elapsed_us(&self) -> u64 {
+        u64::try_from(self.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
 }
 
 /// RFC 3339 (UTC, whole seconds) of now.

@@ -15,6 +15,7 @@ mod efficacy;
 mod eval;
 mod explain_text;
 mod mcp_proxy;
+mod playground;
 mod serve;
 
 #[derive(Parser, Debug)]
@@ -116,6 +117,9 @@ enum Command {
     /// Decide one request and show why: the decision, each rule that ran and what its checks
     /// saw (exit 0 allow/modify, 1 deny/ask/defer, 2 an error)
     Eval(eval::EvalArgs),
+    /// Serve the playground (built by scripts/build-playground.sh) on a local port: a page
+    /// that checks, tests and replays policies in the browser, in WebAssembly (docs/wasm.md)
+    Playground(playground::PlaygroundArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout
     Completions { shell: clap_complete::Shell },
     /// Print the manual page (roff) on stdout: `warden manpage > warden.1`
@@ -199,7 +203,11 @@ pub fn main() -> i32 {
     // themselves.
     if !matches!(
         cli.command,
-        Command::Serve(_) | Command::Hook(_) | Command::McpProxy(_) | Command::Lsp { .. }
+        Command::Serve(_)
+            | Command::Hook(_)
+            | Command::McpProxy(_)
+            | Command::Lsp { .. }
+            | Command::Playground(_)
     ) {
         end_quietly_on_broken_pipe();
     }
@@ -237,6 +245,7 @@ pub fn main() -> i32 {
         Command::Efficacy(args) => efficacy::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::Playground(args) => playground::run(args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "warden", &mut std::io::stdout());

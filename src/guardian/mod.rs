@@ -571,7 +571,7 @@ impl Guardian {
                 ..Default::default()
             },
         };
-        let started = std::time::Instant::now();
+        let started = time::Stopwatch::start();
         let (pending, traces) = match envelope::decode_request_with(bytes, &opts) {
             Ok((req, raw)) => self.process(&req, Some(raw)),
             Err(resp) => (self.ready(*resp), Vec::new()),
@@ -602,7 +602,7 @@ impl Guardian {
     }
 
     fn process(&self, req: &Request, raw: Option<Value>) -> (Pending, Vec<RuleTrace>) {
-        let started = std::time::Instant::now();
+        let started = time::Stopwatch::start();
         let id = req.id.clone();
         let p = &req.params;
         if req.method == "system/ping" {
@@ -659,7 +659,7 @@ impl Guardian {
                 fired: logged.fired,
                 unverified_claims: logged.unverified_claims,
             };
-            let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let took = started.elapsed_us();
             sink.record(&log::record(&facts, &response, &self.policy_digest(), took));
         }
         let pending = Pending {

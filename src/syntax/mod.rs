@@ -15,9 +15,11 @@ thread_local! {
 
 /// Runs `f` on a thread with a large stack (once per call chain). The parser and the tree
 /// walks after it recurse once per nesting level; the nesting limits keep that bounded, and
-/// this keeps the bound far below the stack, whatever thread the caller is on.
+/// this keeps the bound far below the stack, whatever thread the caller is on. WebAssembly
+/// has no threads: there `f` runs in place, on the stack the module was linked with
+/// (packages/warden-wasm links an 8 MiB one).
 pub fn on_deep_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    if DEEP.with(|d| d.get()) {
+    if cfg!(target_arch = "wasm32") || DEEP.with(|d| d.get()) {
         return f();
     }
     std::thread::scope(|scope| {

@@ -86,10 +86,33 @@ impl Suite {
                 .add_path(test_path)
                 .map_err(|e| err(unreadable(test_path, e)))?;
         }
-        let test_name = test_path.display().to_string();
+        Suite::from_loaded(loaded, test_path.display().to_string(), policy_path).map_err(err)
+    }
+
+    /// The suite of a policy given as text, its tests in the same text; `name` is what
+    /// diagnostics and results call the file. Nothing is read from disk: `use` of other files
+    /// and fixture traces do not resolve (what the WebAssembly build runs).
+    pub fn from_source(name: &str, text: &str) -> Result<Suite, LoadError> {
+        Suite::from_loaded(
+            Loaded::from_source(name, text, None),
+            name.to_string(),
+            PathBuf::from(name),
+        )
+        .map_err(|diagnostics| LoadError {
+            path: PathBuf::from(name),
+            diagnostics,
+        })
+    }
+
+    /// Checks and compiles what was loaded; `test_name` names the unit holding the tests.
+    fn from_loaded(
+        loaded: Loaded,
+        test_name: String,
+        policy_path: PathBuf,
+    ) -> Result<Suite, Diagnostics> {
         let checked = check::check(loaded);
         if checked.has_errors() {
-            return Err(err(checked.diagnostics));
+            return Err(checked.diagnostics);
         }
         let test_unit = checked
             .loaded
@@ -142,10 +165,10 @@ impl Suite {
         let mut program = match crate::compile::compile(&suite.checked) {
             Ok(p) => p,
             Err(items) => {
-                return Err(err(Diagnostics {
+                return Err(Diagnostics {
                     sources: suite.checked.diagnostics.sources.clone(),
                     items,
-                }))
+                })
             }
         };
         suite.adjust(&mut program);
@@ -501,44 +524,52 @@ pub fn run_suites(suites: &[Suite], opts: &RunOptions, report: &mut Report) {
                 || format!("{}::{}", s.display, t.name.value).contains(f.as_str())
         }
     };
-    let results: Mutex<Vec<Option<TestResult>>> = Mutex::new(vec![None; work.len()]);
-    let next = AtomicUsize::new(0);
-    let jobs = if opts.jobs == 0 {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    } else {
-        opts.jobs
-    }
-    .min(work.len().max(1));
-    std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some((si, test)) = work.get(i) else { break };
-                let suite = &suites[*si];
-                let r = if matches(suite, test) {
-                    crate::syntax::on_deep_stack(|| scenario::run_test(suite, test, opts.color))
-                } else {
-                    TestResult {
-                        file: suite.display.clone(),
-                        name: test.name.value.clone(),
-                        status: TestStatus::Skipped,
-                        steps: 0,
-                        failures: Vec::new(),
-                        duration_ms: 0.0,
-                        coverage: Coverage::default(),
-                    }
-                };
-                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-            });
+    let run_one = |(si, test): &(usize, &Test)| {
+        let suite = &suites[*si];
+        if matches(suite, test) {
+            crate::syntax::on_deep_stack(|| scenario::run_test(suite, test, opts.color))
+        } else {
+            TestResult {
+                file: suite.display.clone(),
+                name: test.name.value.clone(),
+                status: TestStatus::Skipped,
+                steps: 0,
+                failures: Vec::new(),
+                duration_ms: 0.0,
+                coverage: Coverage::default(),
+            }
         }
-    });
-    report.results.extend(
-        results
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .into_iter()
-            .flatten(),
-    );
+    };
+    if cfg!(target_arch = "wasm32") {
+        // WebAssembly has no threads: the tests run one after another, in order.
+        report.results.extend(work.iter().map(run_one));
+    } else {
+        let results: Mutex<Vec<Option<TestResult>>> = Mutex::new(vec![None; work.len()]);
+        let next = AtomicUsize::new(0);
+        let jobs = if opts.jobs == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            opts.jobs
+        }
+        .min(work.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..jobs {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(item) = work.get(i) else { break };
+                    let r = run_one(item);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                });
+            }
+        });
+        report.results.extend(
+            results
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .into_iter()
+                .flatten(),
+        );
+    }
     // Coverage: the rules of the files under test, fired anywhere in the run.
     let mut total = Coverage::default();
     for r in &report.results {

@@ -131,7 +131,7 @@ fn describe_decided(d: &Decided) -> String {
 
 /// Runs one test of a suite.
 pub(super) fn run_test(suite: &Suite, test: &Test, color: bool) -> TestResult {
-    let started = std::time::Instant::now();
+    let started = time::Stopwatch::start();
     let mut run = Run::new(suite, test, color);
     let outcome = run.prepare().and_then(|()| run.steps());
     if let Err(message) = outcome {
