@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use warden::guardian::{Guardian, MemoryJournal, Options, Policy, Protocol};
+use warden::guardian::{Guardian, MemoryJournal, OnDecisionFailure, Options, Policy, Protocol};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -61,9 +61,10 @@ fn answer(bytes: &[u8]) -> Value {
     v
 }
 
-fn options(explain: bool, audited: bool) -> Options {
+fn options(explain: bool, audited: bool, failure: OnDecisionFailure) -> Options {
     Options {
         explain,
+        on_decision_failure: failure,
         protocol: Protocol {
             audit: audited,
             replay_protection: audited,
@@ -90,11 +91,15 @@ fn chains(g: &Guardian) -> Vec<(String, Head)> {
 #[test]
 fn every_golden_trace_decides_the_same_after_a_restore_at_every_cut() {
     for (trace, policy, explain) in traces() {
-        for audited in [false, true] {
+        for (audited, failure) in [
+            (false, OnDecisionFailure::Deny),
+            (true, OnDecisionFailure::Deny),
+            (true, OnDecisionFailure::Error),
+        ] {
             let requests = lines(&trace);
             let live = Guardian::with_journal(
                 policy.clone(),
-                options(explain, audited),
+                options(explain, audited, failure),
                 Arc::new(MemoryJournal::default()),
             );
             let expected: Vec<Value> = requests.iter().map(|r| answer(&live.handle(r))).collect();
@@ -102,7 +107,7 @@ fn every_golden_trace_decides_the_same_after_a_restore_at_every_cut() {
                 let first = Arc::new(MemoryJournal::default());
                 let before = Guardian::with_journal(
                     policy.clone(),
-                    options(explain, audited),
+                    options(explain, audited, failure),
                     first.clone(),
                 );
                 for r in &requests[..cut] {
@@ -110,7 +115,7 @@ fn every_golden_trace_decides_the_same_after_a_restore_at_every_cut() {
                 }
                 let restored = Guardian::with_journal(
                     policy.clone(),
-                    options(explain, audited),
+                    options(explain, audited, failure),
                     Arc::new(MemoryJournal::default()),
                 );
                 restored.restore(first.take());
@@ -118,7 +123,7 @@ fn every_golden_trace_decides_the_same_after_a_restore_at_every_cut() {
                     assert_eq!(
                         answer(&restored.handle(r)),
                         expected[i],
-                        "{} (audit {audited}): request {} after a restore at {cut}",
+                        "{} (audit {audited}, {failure:?}): request {} after a restore at {cut}",
                         trace.display(),
                         i + 1
                     );
@@ -126,10 +131,54 @@ fn every_golden_trace_decides_the_same_after_a_restore_at_every_cut() {
                 assert_eq!(
                     chains(&restored),
                     chains(&live),
-                    "{} (audit {audited}): the chains after a restore at {cut}",
+                    "{} (audit {audited}, {failure:?}): the chains after a restore at {cut}",
                     trace.display()
                 );
             }
         }
+    }
+}
+
+/// A policy reload between two steps: the live Guardian writes a `warden/policy_reload` entry
+/// at the session's next step; one restored from the journal (under the new policy, as a
+/// restarted Guardian would be) writes the same entry, and no other, whether the cut falls
+/// before the reload or after it.
+#[test]
+fn a_reload_between_steps_writes_one_reload_entry_live_and_restored() {
+    let trace = root().join("tests/traces/decision_failure.jsonl");
+    let requests = lines(&trace);
+    let old = Policy::from_source("p", "default allow").unwrap();
+    let new = Policy::from_source("p", "default deny \"closed\": \"closed now\"").unwrap();
+    let opts = || options(false, true, OnDecisionFailure::Deny);
+    let journal = Arc::new(MemoryJournal::default());
+    let live = Guardian::with_journal(old.clone(), opts(), journal.clone());
+    live.handle(&requests[0]);
+    live.handle(&requests[1]);
+    live.reload_policy(new.clone()).unwrap();
+    let expected: Vec<Value> = requests[2..]
+        .iter()
+        .map(|r| answer(&live.handle(r)))
+        .collect();
+    let records = journal.take();
+    // Every prefix of the journal that holds the first two steps: before the reload record
+    // and after it.
+    let steps = records
+        .iter()
+        .position(|r| matches!(r, warden::guardian::Record::PolicyReload { .. }))
+        .expect("the reload is journalled");
+    for cut in [steps, steps + 1] {
+        let restored =
+            Guardian::with_journal(new.clone(), opts(), Arc::new(MemoryJournal::default()));
+        restored.restore(records[..cut].iter().cloned());
+        let got: Vec<Value> = requests[2..]
+            .iter()
+            .map(|r| answer(&restored.handle(r)))
+            .collect();
+        assert_eq!(got, expected, "answers after a restore cut at record {cut}");
+        assert_eq!(
+            chains(&restored),
+            chains(&live),
+            "chains after a restore cut at record {cut}"
+        );
     }
 }

@@ -392,6 +392,7 @@ fn audit_verify_reports_the_first_broken_link() {
         for e in entries {
             store
                 .append(vec![Record::Step {
+                    policy: None,
                     failed: false,
                     session: "s".into(),
                     method: "steps/userMessage".into(),

@@ -63,6 +63,11 @@ pub enum Record {
         /// ended one its end time.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at_ms: Option<i64>,
+        /// The digest of the policy it was decided on, when the session knew no policy before
+        /// it or another one (its first step without a handshake; its first after a reload):
+        /// a restored session then writes the `warden/policy_reload` entries a live one would.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<String>,
     },
     /// An operator resolved an effect key (docs/effects.md) to `committed` or `failed`, and
     /// the chain entry that records it.

@@ -192,6 +192,7 @@ impl Guardian {
             extra_labels,
             entries,
             approval,
+            policy,
             ..
         } = record
         else {
@@ -247,7 +248,10 @@ impl Guardian {
             window,
             max_request_ids: proto.caps.max_request_ids,
             entries: &entries,
-            digest: Digest::Restored(active.digest.clone()),
+            digest: match policy {
+                Some(d) => Digest::Decided(Arc::from(d)),
+                None => Digest::Restored(active.digest.clone()),
+            },
             child_effects: child_effects.as_ref(),
             at_ms,
         });

@@ -129,6 +129,8 @@ impl Guardian {
                         entries: Vec::new(),
                         approval: None,
                         at_ms: Some(time::now_ms()),
+                        // Nothing of it commits but its taint: the session's policy is as it was.
+                        policy: None,
                     };
                     return Stepped {
                         response,
@@ -163,6 +165,7 @@ impl Guardian {
             .get_mut("params")
             .map(Value::take)
             .unwrap_or(Value::Null);
+        let digest = &admitted.active.digest;
         let record = Record::Step {
             session: sid.to_string(),
             method: req.method.clone(),
@@ -173,6 +176,7 @@ impl Guardian {
             entries,
             approval,
             at_ms: Some(time::now_ms()),
+            policy: (s.policy_digest.as_deref() != Some(&**digest)).then(|| digest.to_string()),
         };
         Stepped {
             response: Response::result(req.id.clone(), result),
@@ -200,11 +204,13 @@ impl Guardian {
         let mut chain = s.chain.clone();
         let mut entries = Vec::new();
         if chain.len > 0 && s.policy_digest.as_deref() != Some(digest) {
+            // Timed as the step it precedes, so a session restored from the journal writes
+            // the same entry.
             let e = audit::reload_entry(
                 chain.next_id(sid),
                 s.policy_digest.as_deref(),
                 digest,
-                time::now_rfc3339(),
+                p.timestamp.clone(),
             );
             entries.push(chain.append(e));
         }
