@@ -70,7 +70,6 @@ fn options(explain: bool, audited: bool, failure: OnDecisionFailure) -> Options 
             replay_protection: audited,
             ..Protocol::default()
         },
-        ..Options::default()
     }
 }
 
