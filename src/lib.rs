@@ -87,6 +87,12 @@
 //! | `fancy` | diagnostics rendered with the source line in view (otherwise one line each) | miette |
 //! | `cli` | the `warden` binary and its commands; implies all the above | clap |
 
+/// README.md's Rust example, compiled and run with the crate's doctests (`cargo test --doc`);
+/// its other blocks (`ward`, `sh`, `toml`) are not Rust, which rustdoc leaves alone.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod acs;
 pub mod actions;
 pub mod adapters;
