@@ -152,7 +152,10 @@ fn health_readiness_and_metrics_are_served_under_load() {
     // Every request was a step of its session, journalled once and answered only once
     // durable: each commit was timed, none is still pending.
     assert_eq!(m["warden_journal_pending"], 0.0, "{body}");
-    assert_eq!(m["warden_journal_commit_seconds_count"], sent as f64, "{body}");
+    assert_eq!(
+        m["warden_journal_commit_seconds_count"], sent as f64,
+        "{body}"
+    );
     assert_eq!(
         m["warden_journal_commit_seconds_bucket{le=\"+Inf\"}"],
         sent as f64

@@ -350,8 +350,7 @@ impl Durable {
             if matches!(*state, SlotState::Done(_) | SlotState::Taken) {
                 Some(hook)
             } else {
-                *self.0.hook.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(Hook(Box::new(hook)));
+                *self.0.hook.lock().unwrap_or_else(|e| e.into_inner()) = Some(Hook(Box::new(hook)));
                 None
             }
         };
