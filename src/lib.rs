@@ -82,7 +82,7 @@
 //! | feature | adds | links |
 //! |---|---|---|
 //! | `server` | `server`: stdio and HTTP transports, the durable journal (`--state`), the operator endpoint, reload; implies `journal` | tokio, hyper |
-//! | `journal` | `server::store` alone: the durable journal in a folder, for a Guardian that keeps its sessions across restarts ([`server::store::open_guardian`]) | redb |
+//! | `journal` | `server::store` alone: the durable journal in a folder, for a Guardian that keeps its sessions across restarts (`server::store::open_guardian`) | redb |
 //! | `lsp` | `lsp`: `warden lsp` | lsp-server, lsp-types |
 //! | `watch` | `--watch` for `warden test` and `warden serve` | notify |
 //! | `fancy` | diagnostics rendered with the source line in view (otherwise one line each) | miette |

@@ -1291,6 +1291,41 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_guardian_over_a_folder_keeps_its_sessions_across_a_reopen() {
+        let dir = tmp("open-guardian");
+        let policy = || {
+            Policy::from_source(
+                "p",
+                r#"
+rule burst on toolCallRequest
+  when tool.name == "send_email" and count(toolCallRequest when tool.name == "send_email", session) >= 2
+  => deny "burst": "two emails a session"
+
+default allow
+"#,
+            )
+            .unwrap()
+        };
+        let chat = crate::acs::build::Conversation::new("t");
+        let email = |g: &Guardian| {
+            let call = chat.tool_call("send_email", serde_json::json!({}));
+            let r: serde_json::Value = serde_json::from_slice(&g.handle(&call.to_vec())).unwrap();
+            r["result"]["decision"].clone()
+        };
+        let g = open_guardian(policy(), Options::default(), &dir).unwrap();
+        assert_eq!(email(&g), "allow");
+        assert_eq!(email(&g), "allow");
+        let second = open_guardian(policy(), Options::default(), &dir);
+        assert!(second.is_err(), "one Guardian at a time per folder");
+        drop(g);
+        let g = open_guardian(policy(), Options::default(), &dir).unwrap();
+        assert_eq!(g.session_ids(), vec![chat.session_id().to_string()]);
+        assert_eq!(email(&g), "deny", "the two emails before the reopen count");
+        drop(g);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn tmp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("warden-store-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
