@@ -81,11 +81,18 @@
 //!
 //! | feature | adds | links |
 //! |---|---|---|
-//! | `server` | `server`: stdio and HTTP transports, the durable journal (`--state`), the operator endpoint, reload | tokio, hyper, redb |
+//! | `server` | `server`: stdio and HTTP transports, the durable journal (`--state`), the operator endpoint, reload; implies `journal` | tokio, hyper |
+//! | `journal` | `server::store` alone: the durable journal in a folder, for a Guardian that keeps its sessions across restarts (`server::store::open_guardian`) | redb |
 //! | `lsp` | `lsp`: `warden lsp` | lsp-server, lsp-types |
 //! | `watch` | `--watch` for `warden test` and `warden serve` | notify |
 //! | `fancy` | diagnostics rendered with the source line in view (otherwise one line each) | miette |
 //! | `cli` | the `warden` binary and its commands; implies all the above | clap |
+
+/// README.md's Rust example, compiled and run with the crate's doctests (`cargo test --doc`);
+/// its other blocks (`ward`, `sh`, `toml`) are not Rust, which rustdoc leaves alone.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub mod acs;
 pub mod actions;
@@ -108,7 +115,7 @@ pub mod lsp;
 mod reference;
 pub(crate) mod rego;
 pub mod roles;
-#[cfg(feature = "server")]
+#[cfg(any(feature = "server", feature = "journal"))]
 pub mod server;
 pub mod state;
 pub mod syntax;

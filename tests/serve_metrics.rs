@@ -1,6 +1,7 @@
 //! `warden serve`'s operations endpoints on its listener (docs/serve.md, "Health, readiness and
 //! metrics"): `GET /healthz`, `GET /readyz` and `GET /metrics`, scraped while four clients
-//! decide sessions of the embedded default policy, built with `acs::build::Conversation`.
+//! decide sessions of the embedded default policy (built with `acs::build::Conversation`)
+//! against a `--state` folder, so that the journal's gauges and commit times are live.
 
 mod serve_common;
 
@@ -57,7 +58,9 @@ fn session(conn: &mut Conn) -> u64 {
 
 #[test]
 fn health_readiness_and_metrics_are_served_under_load() {
-    let srv = Server::start(&["--no-handshake"]);
+    let state = serve_common::tmp("metrics");
+    let state_arg = state.display().to_string();
+    let srv = Server::start(&["--no-handshake", "--state", &state_arg]);
     let addr = srv.addr.clone();
     assert_eq!(get(&addr, "GET", "/healthz"), (200, "ok\n".into()));
     assert_eq!(get(&addr, "GET", "/readyz"), (200, "ready\n".into()));
@@ -70,12 +73,24 @@ fn health_readiness_and_metrics_are_served_under_load() {
         let (addr, done) = (addr.clone(), done.clone());
         std::thread::spawn(move || {
             let mut scrapes = 0;
+            let mut most_pending = 0.0f64;
             while !done.load(std::sync::atomic::Ordering::Relaxed) || scrapes == 0 {
                 let (status, body) = get(&addr, "GET", "/metrics");
                 assert_eq!(status, 200);
-                samples(&body);
+                let m = samples(&body);
+                // Consistent mid-load: each client waits for its answer, so at most one of
+                // its steps waits on the journal; both histograms' buckets are cumulative.
+                let pending = m["warden_journal_pending"];
+                assert!((0.0..=CLIENTS as f64).contains(&pending), "{body}");
+                most_pending = most_pending.max(pending);
+                for h in ["warden_decision_seconds", "warden_journal_commit_seconds"] {
+                    let buckets = cumulative_buckets(&m, h);
+                    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{h}: {body}");
+                    assert_eq!(buckets.last(), Some(&m[&format!("{h}_count")]), "{body}");
+                }
                 scrapes += 1;
             }
+            eprintln!("metrics: {scrapes} scrapes, at most {most_pending} pending");
             scrapes
         })
     };
@@ -102,6 +117,8 @@ fn health_readiness_and_metrics_are_served_under_load() {
         "warden_sessions gauge",
         "warden_policy_reloads_total counter",
         "warden_journal_failed gauge",
+        "warden_journal_pending gauge",
+        "warden_journal_commit_seconds histogram",
         "warden_policy_info gauge",
     ] {
         assert!(
@@ -132,6 +149,18 @@ fn health_readiness_and_metrics_are_served_under_load() {
     assert!(m["warden_decision_seconds_bucket{le=\"0.001\"}"] <= sent as f64);
     assert_eq!(m["warden_sessions"], sessions);
     assert_eq!(m["warden_journal_failed"], 0.0);
+    // Every request was a step of its session, journalled once and answered only once
+    // durable: each commit was timed, none is still pending.
+    assert_eq!(m["warden_journal_pending"], 0.0, "{body}");
+    assert_eq!(
+        m["warden_journal_commit_seconds_count"], sent as f64,
+        "{body}"
+    );
+    assert_eq!(
+        m["warden_journal_commit_seconds_bucket{le=\"+Inf\"}"],
+        sent as f64
+    );
+    assert!(m["warden_journal_commit_seconds_sum"] > 0.0, "{body}");
     assert_eq!(m["warden_policy_reloads_total"], 0.0);
     assert_eq!(
         m.iter()
@@ -140,4 +169,25 @@ fn health_readiness_and_metrics_are_served_under_load() {
         1
     );
     drop(srv);
+    let _ = std::fs::remove_dir_all(&state);
+}
+
+/// The `le` buckets of histogram `name`, in the order of their bounds (`+Inf` last).
+fn cumulative_buckets(m: &HashMap<String, f64>, name: &str) -> Vec<f64> {
+    let prefix = format!("{name}_bucket{{le=\"");
+    let mut buckets: Vec<(f64, f64)> = m
+        .iter()
+        .filter_map(|(k, v)| {
+            let le = k.strip_prefix(&prefix)?.strip_suffix("\"}")?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().expect(k)
+            };
+            Some((le, *v))
+        })
+        .collect();
+    assert!(!buckets.is_empty(), "{name} has buckets");
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    buckets.into_iter().map(|(_, v)| v).collect()
 }

@@ -4,7 +4,7 @@
 //! folder and the streams continue as an uninterrupted run does; the same over stdio; a second
 //! signal ends the process at once; `warden mcp-proxy` stops the same way; and on PostgreSQL a
 //! Guardian under another id takes the stopped one's sessions at their next request, without
-//! waiting for the leases.
+//! waiting for the leases; and `GET /readyz` answers 503 on a connection the stop drains.
 
 mod common;
 mod pg_common;
@@ -215,6 +215,32 @@ fn sigterm_stops_a_stdio_server_cleanly_with_every_answer_durable() {
         .collect();
     assert_eq!(answers[0]["error"]["code"], -32005, "{answers:?}");
     assert!(answers[1].get("result").is_some(), "{answers:?}");
+}
+
+#[test]
+fn readyz_answers_503_on_a_connection_drained_by_a_stop() {
+    let srv = Server::start(&["--no-handshake"]);
+    let (status, _) = http(&srv.addr, "GET", "/readyz", "");
+    assert_eq!(status, 200, "ready before the stop");
+    // A probe whose request is under way when the signal comes (its head half sent): the
+    // stop lets the connection finish that request, and the probe reads the stop.
+    let mut probe = std::net::TcpStream::connect(&srv.addr).unwrap();
+    probe.set_read_timeout(Some(WAIT)).unwrap();
+    probe
+        .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    signal(srv.child.id(), "-TERM");
+    wait_said(&srv, "SIGTERM: stopping");
+    probe.write_all(b"Connection: close\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut probe, &mut answer);
+    let (status, body) = warden::adapters::core_agent::parse_http_response(&answer).unwrap();
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("stopping after SIGTERM"), "{body}");
+    let mut srv = srv;
+    assert_eq!(exit_code(&mut srv.child), Some(0), "a clean stop exits 0");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! `warden._warden`: the native half of the Python package (docs/python.md). It wraps the
 //! embedding API (`warden::guardian`) and builds request envelopes for `Guardian.decide`; the
 //! pure-Python half (`python/warden/__init__.py`) turns keyword arguments into the payload and
-//! the JSON answer into a dict. Every decision runs with the GIL released.
+//! the JSON answer into a dict. Every decision runs with the GIL released. With `state=DIR`
+//! a Guardian journals its decisions to that folder (`warden::server::store`, the library's
+//! feature `journal`) and restores its sessions from it when opened again.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -10,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 use serde_json::{json, Map, Value};
@@ -240,11 +242,14 @@ impl Guardian {
     /// `strict`: the protocol `warden serve` runs (handshake required, replay protection,
     /// clock skew, audit chain, per-session caps); otherwise the lenient mode of
     /// `warden replay`. `explain`: attach the rules that fired and their checks to every
-    /// result (`policy_data.warden`). `on_decision_failure`: "deny" or "error".
+    /// result (`policy_data.warden`). `on_decision_failure`: "deny" or "error". `state`: a
+    /// folder (`str` or `os.PathLike`) the decisions are journalled to before they are
+    /// answered, and the sessions restored from when a Guardian opens it again.
     #[new]
-    #[pyo3(signature = (policy, *, strict = false, explain = false, on_decision_failure = "deny", agent_id = "python", session_id = None, idle_timeout = Some(3600.0), decision_log = None))]
+    #[pyo3(signature = (policy, *, strict = false, explain = false, on_decision_failure = "deny", agent_id = "python", session_id = None, idle_timeout = Some(3600.0), decision_log = None, state = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         policy: &Policy,
         strict: bool,
         explain: bool,
@@ -253,6 +258,7 @@ impl Guardian {
         session_id: Option<String>,
         idle_timeout: Option<f64>,
         decision_log: Option<&Bound<'_, PyAny>>,
+        state: Option<PathBuf>,
     ) -> PyResult<Guardian> {
         let on_decision_failure = match on_decision_failure {
             "deny" => OnDecisionFailure::Deny,
@@ -282,7 +288,25 @@ impl Guardian {
             explain,
             protocol,
         };
-        let inner = guardian::Guardian::with_options(policy.inner.clone(), options);
+        let policy = policy.inner.clone();
+        let inner = match &state {
+            None => guardian::Guardian::with_options(policy, options),
+            Some(dir) => py
+                .detach(|| warden::server::store::open_guardian(policy, options, dir))
+                .map_err(|e| {
+                    PyOSError::new_err(format!(
+                        "state {}: the journal could not be opened: {e}",
+                        dir.display()
+                    ))
+                })?,
+        };
+        // Restored sessions said hello before the Guardian was closed: a strict `decide`
+        // does not say it again.
+        let greeted: HashSet<String> = if state.is_some() {
+            inner.session_ids().into_iter().collect()
+        } else {
+            HashSet::new()
+        };
         if let Some(log) = decision_log {
             inner.set_decision_log(Arc::new(self::decision_log(log)?));
         }
@@ -291,7 +315,7 @@ impl Guardian {
             strict,
             agent_id: agent_id.to_string(),
             session_id: session_id.unwrap_or_else(|| ids::random_v4(0)),
-            greeted: Mutex::new(HashSet::new()),
+            greeted: Mutex::new(greeted),
             next_id: AtomicU64::new(1),
         })
     }

@@ -296,6 +296,55 @@ class Embedding(unittest.TestCase):
                 self.assertIn(key, result, tool)
         self.assertEqual(g.decide(tool="ls")["reason_codes"], [])
 
+    def test_a_state_folder_keeps_sessions_across_a_reopen(self):
+        import gc
+        import pathlib
+        import tempfile
+
+        burst = warden.Policy.from_source(
+            """
+rule burst on toolCallRequest
+  when tool.name == "send_email" and count(toolCallRequest when tool.name == "send_email", session) >= 2
+  => deny "burst": "two emails a session"
+
+default allow
+"""
+        )
+        with tempfile.TemporaryDirectory() as d:
+            state = pathlib.Path(d) / "state"  # os.PathLike, created on first open
+            a, b = str(uuid.uuid4()), str(uuid.uuid4())
+            g = warden.Guardian(burst, state=state)
+            self.assertEqual(g.decide(tool="send_email", session_id=a)["decision"], "allow")
+            self.assertEqual(g.decide(tool="send_email", session_id=a)["decision"], "allow")
+            self.assertEqual(g.decide(tool="send_email", session_id=b)["decision"], "allow")
+            # One Guardian per folder: a second one is refused while the first is open.
+            with self.assertRaises(OSError) as caught:
+                warden.Guardian(burst, state=str(state))
+            self.assertIn("could not be opened", str(caught.exception))
+            del g
+            gc.collect()
+            # Reopened (as str this time): both sessions are back with their history, so the
+            # count rule fires on a's third email and not on b's second.
+            g = warden.Guardian(burst, state=str(state))
+            self.assertEqual(sorted(g.session_ids()), sorted([a, b]))
+            self.assertEqual(g.decide(tool="send_email", session_id=a)["decision"], "deny")
+            self.assertEqual(g.decide(tool="send_email", session_id=b)["decision"], "allow")
+            del g
+            gc.collect()
+            # A strict Guardian's sessions come back greeted: decide does not say hello again.
+            s = str(uuid.uuid4())
+            g = warden.Guardian(burst, strict=True, state=state)
+            self.assertEqual(g.decide(tool="send_email", session_id=s)["decision"], "allow")
+            del g
+            gc.collect()
+            g = warden.Guardian(burst, strict=True, state=state)
+            self.assertEqual(g.decide(tool="send_email", session_id=s)["decision"], "allow")
+            self.assertEqual(g.decide(tool="send_email", session_id=s)["decision"], "deny")
+            del g
+            gc.collect()
+        with self.assertRaises(TypeError):
+            warden.Guardian(burst, state=42)
+
     def test_paths_are_accepted_wherever_a_file_is(self):
         import pathlib
 

@@ -105,10 +105,14 @@ class Guardian(_warden.Guardian):
     """Decides ACS requests against a policy, keeping per-session state between steps.
 
     ``Guardian(policy, *, strict=False, explain=False, on_decision_failure="deny",
-    agent_id="python", session_id=None, idle_timeout=3600.0, decision_log=None)``.
+    agent_id="python", session_id=None, idle_timeout=3600.0, decision_log=None, state=None)``.
     ``idle_timeout``: seconds without a request after which a session leaves memory (None:
     never). ``decision_log``: a path (one JSON line per decision, appended) or a callable given
-    each record as a dict (docs/serve.md, "Decision logs", for the record). Safe to share
+    each record as a dict (docs/serve.md, "Decision logs", for the record). ``state``: a folder
+    (str or os.PathLike, created if missing) every decision is journalled to before it is
+    answered; a Guardian opened on it later restores its sessions, so their history still
+    counts (one Guardian at a time per folder; it is let go when the Guardian is garbage
+    collected). Raises OSError when the folder cannot be opened. Safe to share
     between threads: decisions release the GIL, and sessions decide in parallel (one session's
     steps are decided one at a time).
     """
@@ -124,6 +128,7 @@ class Guardian(_warden.Guardian):
         session_id: Optional[str] = None,
         idle_timeout: Optional[float] = 3600.0,
         decision_log: Union[str, "os.PathLike[str]", Callable[[Dict[str, Any]], Any], None] = None,
+        state: Union[str, "os.PathLike[str]", None] = None,
     ) -> "Guardian":
         log: Any = decision_log
         if decision_log is not None and callable(decision_log):
@@ -139,6 +144,7 @@ class Guardian(_warden.Guardian):
             session_id=session_id,
             idle_timeout=idle_timeout,
             decision_log=log,
+            state=state,
         )
 
     def list_approvals(self) -> List[Approval]:

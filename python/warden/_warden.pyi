@@ -40,6 +40,7 @@ class Guardian:
         session_id: Optional[str] = None,
         idle_timeout: Optional[float] = 3600.0,
         decision_log: Union[str, PathLike[str], Callable[[str], Any], None] = None,
+        state: Union[str, PathLike[str], None] = None,
     ) -> Guardian: ...
     def handle(self, request: Union[bytes, bytearray, str]) -> bytes: ...
     def _decide(

@@ -303,6 +303,17 @@ pub struct Settle(Option<Arc<Slot>>);
 struct Slot {
     state: Mutex<SlotState>,
     settled: Condvar,
+    /// Run once, as the promise settles ([`Durable::on_settle`]); taken under `state`'s lock.
+    hook: Mutex<Option<Hook>>,
+}
+
+/// What [`Durable::on_settle`] runs.
+struct Hook(Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
 }
 
 #[derive(Debug, Default)]
@@ -331,6 +342,27 @@ impl Durable {
     pub fn pending() -> (Durable, Settle) {
         let slot = Arc::new(Slot::default());
         (Durable(slot.clone()), Settle(Some(slot)))
+    }
+
+    /// Runs `hook` once this promise settles, kept or broken, on the thread that settles it
+    /// and before any waiter sees the outcome (at once, here, if it has settled already); a
+    /// second hook replaces the first. For counting what waits on the journal and for how
+    /// long (`Guardian::stats`): the hook runs under the promise's lock, so it must be quick
+    /// and must not touch this promise.
+    pub fn on_settle(self, hook: impl FnOnce() + Send + 'static) -> Durable {
+        let now = {
+            let state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+            if matches!(*state, SlotState::Done(_) | SlotState::Taken) {
+                Some(hook)
+            } else {
+                *self.0.hook.lock().unwrap_or_else(|e| e.into_inner()) = Some(Hook(Box::new(hook)));
+                None
+            }
+        };
+        if let Some(hook) = now {
+            hook();
+        }
+        self
     }
 
     /// Blocks until the records are durable (or will never be, and why).
@@ -431,6 +463,12 @@ impl Drop for Settle {
 fn finish(slot: &Slot, outcome: Result<(), JournalError>) {
     let waker = {
         let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Run under the state's lock, before the promise reads as settled: `on_settle` either
+        // saw it settled (and ran its hook itself) or left the hook here before this, and no
+        // waiter sees the outcome before the hook has run.
+        if let Some(Hook(hook)) = slot.hook.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            hook();
+        }
         match std::mem::replace(&mut *state, SlotState::Done(outcome)) {
             SlotState::Polled(w) => Some(w),
             _ => None,
@@ -586,5 +624,41 @@ mod tests {
         let (durable, settle) = Durable::pending();
         drop(settle);
         assert!(matches!(durable.wait(), Err(JournalError::Failed(_))));
+    }
+
+    #[test]
+    fn a_hook_runs_once_as_the_promise_settles_kept_or_broken() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let runs = Arc::new(AtomicUsize::new(0));
+        let count = || {
+            let runs = runs.clone();
+            move || {
+                runs.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        // Settled already: the hook runs at once.
+        let done = Durable::settled(Ok(())).on_settle(count());
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!(done.wait(), Ok(()));
+        // Pending: not before the settle, once at it, seen by the waiter on another thread.
+        let (durable, settle) = Durable::pending();
+        let durable = durable.on_settle(count());
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let seen = {
+            let runs = runs.clone();
+            std::thread::spawn(move || {
+                durable.wait().unwrap();
+                runs.load(Ordering::SeqCst)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        settle.settle(Ok(()));
+        assert_eq!(seen.join().unwrap(), 2, "the waiter sees the hook's count");
+        // A writer that stopped breaks the promise: the hook still runs.
+        let (durable, settle) = Durable::pending();
+        let durable = durable.on_settle(count());
+        drop(settle);
+        assert!(durable.wait().is_err());
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
     }
 }

@@ -262,8 +262,9 @@ pub struct Guardian {
     decision_log: std::sync::OnceLock<Arc<dyn log::DecisionLog>>,
     /// The journal failed: nothing more can be acknowledged, every request is refused.
     failed: Arc<AtomicBool>,
-    /// What it has decided, counted ([`Guardian::stats`]).
-    stats: stats::Stats,
+    /// What it has decided, counted ([`Guardian::stats`]); shared with the hooks that count
+    /// each step's journal wait as it settles.
+    stats: Arc<stats::Stats>,
 }
 
 /// What a subagent's session hands back to its parent at `subagentStop`.
@@ -440,7 +441,7 @@ impl Guardian {
             journal: None,
             decision_log: std::sync::OnceLock::new(),
             failed: Arc::new(AtomicBool::new(false)),
-            stats: stats::Stats::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -507,7 +508,8 @@ impl Guardian {
     }
 
     /// What this Guardian has decided, counted: decisions by kind and by rule, errors,
-    /// decision times and policy reloads ([`stats::Snapshot`]).
+    /// decision times, policy reloads, and the steps waiting on the journal and how long each
+    /// waited ([`stats::Snapshot`]).
     pub fn stats(&self) -> stats::Snapshot {
         self.stats.snapshot()
     }
@@ -877,8 +879,14 @@ impl Guardian {
     /// Hands a session's records, decided under the lease token `lease`, to the journal
     /// without waiting: the answer waits on the [`Durable`]. `None`: there is no journal,
     /// nothing to wait for.
+    /// Counted while it waits, and timed to its settling ([`stats::Stats::journal_settled`]).
     fn submit_as(&self, records: Vec<Record>, lease: Option<i64>) -> Option<Durable> {
-        self.journal.as_ref().map(|j| j.submit_as(records, lease))
+        let journal = self.journal.as_ref()?;
+        let started = time::Stopwatch::start();
+        self.stats.journal_submitted();
+        let stats = self.stats.clone();
+        let durable = journal.submit_as(records, lease);
+        Some(durable.on_settle(move || stats.journal_settled(started.elapsed())))
     }
 
     /// A step's record, preceded by the session's handshake if this is its first step (the

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::guardian::stats::{KINDS, LATENCY_BOUNDS_US};
+use crate::guardian::stats::{COMMIT_BOUNDS_US, KINDS, LATENCY_BOUNDS_US};
 use crate::guardian::Guardian;
 
 /// Every metric, one `# HELP` and `# TYPE` line before each family.
@@ -50,21 +50,25 @@ pub fn render(g: &Guardian) -> String {
         "histogram",
         "Time to decide a request, the journal's wait excluded.",
     );
-    let mut cumulative = 0;
-    for (i, n) in s.latency_buckets.iter().enumerate() {
-        cumulative += n;
-        let le = LATENCY_BOUNDS_US
-            .get(i)
-            .map_or("+Inf".to_string(), |us| format!("{}", *us as f64 / 1e6));
-        let _ = writeln!(
-            out,
-            "warden_decision_seconds_bucket{{le=\"{le}\"}} {cumulative}"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "warden_decision_seconds_sum {}\nwarden_decision_seconds_count {cumulative}",
-        s.latency_sum_us as f64 / 1e6
+    histogram(
+        &mut out,
+        "warden_decision_seconds",
+        &LATENCY_BOUNDS_US,
+        &s.latency_buckets,
+        s.latency_sum_us,
+    );
+    family(
+        &mut out,
+        "warden_journal_commit_seconds",
+        "histogram",
+        "Time from a decided step's records being handed to the journal to their being durable (or failing).",
+    );
+    histogram(
+        &mut out,
+        "warden_journal_commit_seconds",
+        &COMMIT_BOUNDS_US,
+        &s.commit_buckets,
+        s.commit_sum_us,
     );
     let (bare, dropped) = g.hello_counts();
     let gauges = [
@@ -85,6 +89,12 @@ pub fn render(g: &Guardian) -> String {
             "counter",
             "Hello-only sessions dropped for newer hellos.",
             dropped as u64,
+        ),
+        (
+            "warden_journal_pending",
+            "gauge",
+            "Decided steps waiting for their journal records to be durable (their answers wait too).",
+            s.journal_pending,
         ),
         (
             "warden_policy_reloads_total",
@@ -130,6 +140,25 @@ pub fn render(g: &Guardian) -> String {
         let _ = writeln!(out, "{full} {v}");
     }
     out
+}
+
+/// A histogram's samples: the cumulative `_bucket` lines (each of `bounds`, in microseconds,
+/// then `+Inf`), `_sum` and `_count`, from per-bucket counts (`buckets`, one more than
+/// `bounds`) and the sum in microseconds.
+fn histogram(out: &mut String, name: &str, bounds: &[u64], buckets: &[u64], sum_us: u64) {
+    let mut cumulative = 0;
+    for (i, n) in buckets.iter().enumerate() {
+        cumulative += n;
+        let le = bounds
+            .get(i)
+            .map_or("+Inf".to_string(), |us| format!("{}", *us as f64 / 1e6));
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+    }
+    let _ = writeln!(
+        out,
+        "{name}_sum {}\n{name}_count {cumulative}",
+        sum_us as f64 / 1e6
+    );
 }
 
 /// A label value with `\`, `"` and line ends escaped.

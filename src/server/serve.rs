@@ -529,8 +529,9 @@ async fn handle_http(
 }
 
 /// The operations endpoints of the listener (docs/serve.md, "Health, readiness and metrics"):
-/// `GET /healthz` (the process answers), `GET /readyz` (it can decide: 503 once the journal
-/// has failed) and `GET /metrics`. `None` for any other request.
+/// `GET /healthz` (the process answers), `GET /readyz` (it takes new work: 503 once the
+/// journal has failed or a stop was asked for) and `GET /metrics`. `None` for any other
+/// request.
 fn probe(g: &Guardian, req: &hyper::Request<Incoming>) -> Option<hyper::Response<Full<Bytes>>> {
     let path = req.uri().path();
     if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
@@ -552,6 +553,15 @@ fn probe(g: &Guardian, req: &hyper::Request<Incoming>) -> Option<hyper::Response
         "/readyz" if g.has_failed() => text_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: the journal failed; every request is refused\n".into(),
+        ),
+        // The listener closes at a stop, but a probe can still reach it while the stop
+        // begins, or on a connection that was opened before and is being drained.
+        "/readyz" if super::stop::requested() => text_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: stopping after {}; requests in flight are being answered\n",
+                super::stop::signal_name()
+            ),
         ),
         "/readyz" => text_response(StatusCode::OK, "ready\n".into()),
         _ => metrics_response(g),

@@ -14,6 +14,10 @@
 //! has caught up with everything acknowledged. At open, segments a crash left behind are
 //! filed first. This module owns the on-disk format; it knows records only as
 //! [`Record`]s to encode, never what they mean.
+//!
+//! It needs no server: with feature `journal` alone it is built by itself, and
+//! [`open_guardian`] gives an embedding (the Python wheel's `state=`) a Guardian over a folder,
+//! its sessions restored.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -28,6 +32,7 @@ use redb::{Database, Durability, MultimapTableDefinition, ReadableTable, TableDe
 
 use crate::acs::crypto;
 use crate::guardian::journal::{self, Durable, Journal, JournalError, Record};
+use crate::guardian::{Guardian, Options, Policy};
 
 /// Sequence number → a row: the sequence number of the previous row of the same session
 /// ([`NO_PREVIOUS`] for a session's first row and for rows of no session), 8 bytes little
@@ -138,6 +143,32 @@ pub struct Store {
     tx: Option<mpsc::Sender<Batch>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     pub path: PathBuf,
+}
+
+/// Journal records read and restored at a time by [`open_guardian`].
+const RESTORE_CHUNK: usize = 1024;
+
+/// A Guardian that journals every decided step to the folder `dir` (created if missing)
+/// before it answers, with every session the folder holds restored: a session decided before
+/// a restart continues where it was. What an embedding without the server opens (`warden
+/// serve --state DIR` does the same, saying how far it got). Records are read in chunks, so
+/// the restore never holds the whole journal; ended sessions past their tombstone leave
+/// memory at the end (their records are compacted by the next
+/// [`Guardian::sweep_sessions`]). One process at a time: a folder another Guardian has open
+/// is refused.
+pub fn open_guardian(policy: Policy, options: Options, dir: &Path) -> Result<Guardian, String> {
+    let store = Arc::new(Store::open(dir)?);
+    let journal: Arc<dyn Journal> = store.clone();
+    let g = Guardian::with_journal(policy, options, journal);
+    let mut next = 0;
+    loop {
+        let chunk = store.records_from(next, RESTORE_CHUNK)?;
+        let Some((last, _)) = chunk.last() else { break };
+        next = last + 1;
+        g.restore(chunk.into_iter().map(|(_, r)| r));
+    }
+    g.sweep_memory();
+    Ok(g)
 }
 
 /// The database file inside a state folder.
@@ -1258,6 +1289,41 @@ mod tests {
             assert_eq!(decode_segment(&bytes), (written, Ok(())));
             let _ = std::fs::remove_dir_all(&dir);
         }
+    }
+
+    #[test]
+    fn a_guardian_over_a_folder_keeps_its_sessions_across_a_reopen() {
+        let dir = tmp("open-guardian");
+        let policy = || {
+            Policy::from_source(
+                "p",
+                r#"
+rule burst on toolCallRequest
+  when tool.name == "send_email" and count(toolCallRequest when tool.name == "send_email", session) >= 2
+  => deny "burst": "two emails a session"
+
+default allow
+"#,
+            )
+            .unwrap()
+        };
+        let chat = crate::acs::build::Conversation::new("t");
+        let email = |g: &Guardian| {
+            let call = chat.tool_call("send_email", serde_json::json!({}));
+            let r: serde_json::Value = serde_json::from_slice(&g.handle(&call.to_vec())).unwrap();
+            r["result"]["decision"].clone()
+        };
+        let g = open_guardian(policy(), Options::default(), &dir).unwrap();
+        assert_eq!(email(&g), "allow");
+        assert_eq!(email(&g), "allow");
+        let second = open_guardian(policy(), Options::default(), &dir);
+        assert!(second.is_err(), "one Guardian at a time per folder");
+        drop(g);
+        let g = open_guardian(policy(), Options::default(), &dir).unwrap();
+        assert_eq!(g.session_ids(), vec![chat.session_id().to_string()]);
+        assert_eq!(email(&g), "deny", "the two emails before the reopen count");
+        drop(g);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn tmp(name: &str) -> PathBuf {
