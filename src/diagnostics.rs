@@ -75,11 +75,14 @@ pub fn source_within_bounds(path: &Path) -> Result<(), String> {
 /// A byte range in one source file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub struct Span {
+    /// Byte offset of the first byte.
     pub start: u32,
+    /// Byte offset just past the last byte.
     pub end: u32,
 }
 
 impl Span {
+    /// The span from byte `start` to byte `end`.
     pub fn new(start: usize, end: usize) -> Self {
         Span {
             start: start as u32,
@@ -87,14 +90,17 @@ impl Span {
         }
     }
 
+    /// Its length in bytes.
     pub fn len(&self) -> usize {
         (self.end - self.start) as usize
     }
 
+    /// Whether it covers no byte (a point).
     pub fn is_empty(&self) -> bool {
         self.end == self.start
     }
 
+    /// The span from this one's start to `other`'s end.
     pub fn to(self, other: Span) -> Span {
         Span {
             start: self.start.min(other.start),
@@ -102,10 +108,12 @@ impl Span {
         }
     }
 
+    /// As a byte range.
     pub fn range(&self) -> std::ops::Range<usize> {
         self.start as usize..self.end as usize
     }
 
+    /// Whether byte `offset` is inside it (its end included, so a cursor at the end counts).
     pub fn contains(&self, offset: usize) -> bool {
         (self.start as usize) <= offset && offset <= (self.end as usize)
     }
@@ -118,12 +126,15 @@ pub struct FileId(pub u32);
 /// One source text and the name it is reported under.
 #[derive(Debug, Clone)]
 pub struct SourceFile {
+    /// The file's name as diagnostics show it.
     pub name: String,
+    /// Its text.
     pub text: Arc<str>,
     line_starts: Vec<usize>,
 }
 
 impl SourceFile {
+    /// A file named `name` holding `text`.
     pub fn new(name: impl Into<String>, text: impl Into<Arc<str>>) -> Self {
         let text: Arc<str> = text.into();
         let mut line_starts = vec![0];
@@ -185,6 +196,7 @@ impl SourceFile {
         self.text.len()
     }
 
+    /// How many lines it has.
     pub fn line_count(&self) -> usize {
         self.line_starts.len()
     }
@@ -197,15 +209,18 @@ pub struct SourceMap {
 }
 
 impl SourceMap {
+    /// Adds a file; its id.
     pub fn add(&mut self, file: SourceFile) -> FileId {
         self.files.push(file);
         FileId(self.files.len() as u32 - 1)
     }
 
+    /// The file with this id.
     pub fn get(&self, id: FileId) -> &SourceFile {
         &self.files[id.0 as usize]
     }
 
+    /// Every file with its id.
     pub fn iter(&self) -> impl Iterator<Item = (FileId, &SourceFile)> {
         self.files
             .iter()
@@ -213,22 +228,28 @@ impl SourceMap {
             .map(|(i, f)| (FileId(i as u32), f))
     }
 
+    /// The file named `name`, if one is.
     pub fn find(&self, name: &str) -> Option<FileId> {
         self.iter().find(|(_, f)| f.name == name).map(|(id, _)| id)
     }
 }
 
+/// How serious a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// The policy cannot be used.
     Error,
+    /// The policy works, but probably not as meant.
     Warning,
 }
 
 /// A second place a diagnostic points at ("first defined here").
 #[derive(Debug, Clone, PartialEq)]
 pub struct Related {
+    /// Where.
     pub span: Span,
+    /// What the span shows.
     pub label: String,
 }
 
@@ -372,25 +393,37 @@ impl PartialEq<Code> for str {
 /// A suggested edit: replace `span` with `replacement` (used by `did you mean` code actions).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fix {
+    /// What to replace.
     pub span: Span,
+    /// The text to put there.
     pub replacement: String,
 }
 
+/// One problem found in a policy: where, what, and how to fix it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diagnostic {
+    /// Error or warning.
     pub severity: Severity,
     /// Stable machine name, e.g. `check::unknown_field` ([`Code::as_str`] gives the text).
     pub code: Code,
+    /// One line: what is wrong.
     pub message: String,
+    /// The file it is in.
     pub file: FileId,
+    /// Where in the file.
     pub span: Span,
+    /// What the primary span shows.
     pub label: String,
+    /// How to fix it.
     pub help: Option<String>,
+    /// Other places that explain it.
     pub related: Vec<Related>,
+    /// A replacement an editor can apply.
     pub fix: Option<Fix>,
 }
 
 impl Diagnostic {
+    /// An error with this code, at `span` in `file`.
     pub fn error(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Error,
@@ -405,6 +438,7 @@ impl Diagnostic {
         }
     }
 
+    /// A warning with this code, at `span` in `file`.
     pub fn warning(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Warning,
@@ -412,16 +446,19 @@ impl Diagnostic {
         }
     }
 
+    /// Sets what the primary span shows.
     pub fn with_label(mut self, label: impl Into<String>) -> Self {
         self.label = label.into();
         self
     }
 
+    /// Sets how to fix it.
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
         self
     }
 
+    /// Adds another place, with what it shows.
     pub fn with_related(mut self, span: Span, label: impl Into<String>) -> Self {
         self.related.push(Related {
             span,
@@ -430,6 +467,7 @@ impl Diagnostic {
         self
     }
 
+    /// Adds a replacement an editor can apply.
     pub fn with_fix(mut self, span: Span, replacement: impl Into<String>) -> Self {
         self.fix = Some(Fix {
             span,
@@ -438,6 +476,7 @@ impl Diagnostic {
         self
     }
 
+    /// Whether it is an error.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
@@ -446,18 +485,28 @@ impl Diagnostic {
 /// The machine form of a diagnostic (`--format json`, and the LSP's source of truth).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct JsonDiagnostic {
+    /// The file's name.
     pub file: String,
+    /// First line (1-based).
     pub line: usize,
+    /// First column (1-based, in characters).
     pub column: usize,
+    /// Last line (1-based).
     pub end_line: usize,
+    /// Column just past the end (1-based).
     pub end_column: usize,
+    /// Error or warning.
     pub severity: Severity,
+    /// The code (`check::unknown_field`).
     pub code: String,
+    /// What is wrong.
     pub message: String,
+    /// How to fix it.
     pub help: Option<String>,
 }
 
 impl JsonDiagnostic {
+    /// The JSON form of `diagnostic`, its positions read from `sources`.
     pub fn new(sources: &SourceMap, diagnostic: &Diagnostic) -> Self {
         let file = sources.get(diagnostic.file);
         let (line, column) = file.line_col(diagnostic.span.start as usize);
@@ -479,19 +528,24 @@ impl JsonDiagnostic {
 /// Diagnostics of one policy load, with the sources they point into.
 #[derive(Debug, Clone, Default)]
 pub struct Diagnostics {
+    /// The files the diagnostics point into.
     pub sources: SourceMap,
+    /// The diagnostics, in the order found.
     pub items: Vec<Diagnostic>,
 }
 
 impl Diagnostics {
+    /// Whether any is an error.
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(Diagnostic::is_error)
     }
 
+    /// How many errors.
     pub fn error_count(&self) -> usize {
         self.items.iter().filter(|d| d.is_error()).count()
     }
 
+    /// How many warnings.
     pub fn warning_count(&self) -> usize {
         self.items.len() - self.error_count()
     }
@@ -504,6 +558,7 @@ impl Diagnostics {
         self.items.dedup();
     }
 
+    /// Each diagnostic in its JSON form (`--format json`).
     pub fn to_json(&self) -> Vec<JsonDiagnostic> {
         self.items
             .iter()

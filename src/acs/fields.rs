@@ -52,6 +52,7 @@ pub enum Ty {
 pub struct Field {
     /// Normalised path, e.g. `tool.name`, `arguments.*.value`, `outputs[].provenance`.
     pub path: &'static str,
+    /// Its type.
     pub ty: Ty,
     /// For [`Ty::List`]: the item type. For [`Ty::Map`]: the value type. Otherwise `None`.
     pub items: Option<Ty>,
@@ -85,8 +86,11 @@ pub struct HookSpec {
     pub decisions: &'static [DecisionKind],
     /// The step has already happened; the Guardian only records it.
     pub audit_only: bool,
+    /// Where the table comes from (a vendored schema, or docs/acs.md).
     pub source: Source,
+    /// One line on the hook, for hover.
     pub doc: &'static str,
+    /// The hook's payload fields.
     pub fields: &'static [Field],
 }
 

@@ -21,7 +21,9 @@ use super::fields::{self, HookSpec, Ty, PROVENANCE};
 /// `payload.outputs[0].value`) and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PayloadError {
+    /// The JSON pointer of the offending value.
     pub path: String,
+    /// What is wrong with it.
     pub why: String,
 }
 

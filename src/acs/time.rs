@@ -36,6 +36,7 @@ pub struct Stopwatch {
 }
 
 impl Stopwatch {
+    /// Starts measuring now.
     pub fn start() -> Stopwatch {
         if cfg!(target_arch = "wasm32") {
             return Stopwatch {

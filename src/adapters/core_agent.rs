@@ -34,14 +34,18 @@ use crate::acs::{crypto, envelope, ids, time};
 /// What the hook remembers between invocations.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct HookSession {
+    /// The ACS session id.
     pub session_id: String,
+    /// The turn in progress, if any.
     pub turn_id: Option<String>,
     /// The Guardian accepted `steps/sessionStart`.
     pub started: bool,
     /// The Guardian accepted `handshake/hello` for this session.
     #[serde(default)]
     pub handshaken: bool,
+    /// The request id of the last tool call, which its result refers to.
     pub last_tool_request: Option<String>,
+    /// Requests sent so far (numbers the JSON-RPC ids).
     #[serde(default)]
     pub seq: u64,
     /// Hook invocations whose steps the Guardian all accepted.
@@ -69,7 +73,9 @@ pub enum AgentEnd {
 /// One planned request and the session as it is once the Guardian has accepted it.
 #[derive(Debug, Clone)]
 pub struct Step {
+    /// The ACS request to send.
     pub request: Value,
+    /// The session as it is after it.
     pub after: HookSession,
 }
 
@@ -328,7 +334,9 @@ pub fn end_session(s: &mut HookSession) -> Vec<Value> {
 /// One request sent and the Guardian's answer.
 #[derive(Debug, Clone)]
 pub struct Exchange {
+    /// The ACS request sent.
     pub request: Value,
+    /// The Guardian's answer.
     pub response: Value,
 }
 
@@ -351,8 +359,11 @@ pub enum Failure {
     Unreachable(String),
     /// A JSON-RPC error for `method`.
     Refused {
+        /// The hook's method.
         method: String,
+        /// The JSON-RPC error code.
         code: i64,
+        /// The error's message.
         message: String,
     },
 }

@@ -19,8 +19,11 @@ const MAX_BODY: u64 = 64 << 20;
 /// `http://host[:port]/path`, taken apart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
+    /// Host name or address.
     pub host: String,
+    /// TCP port.
     pub port: u16,
+    /// The path requests go to.
     pub path: String,
 }
 
@@ -94,11 +97,14 @@ impl Endpoint {
 
 /// A response's status line and headers.
 pub struct Head {
+    /// The status code.
     pub status: u16,
+    /// The headers, in order.
     pub headers: Vec<(String, String)>,
 }
 
 impl Head {
+    /// The first header named `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()

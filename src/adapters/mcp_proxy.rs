@@ -150,12 +150,14 @@ pub struct Verdict {
     pub decision: String,
     /// Why, for the client: the reasoning and reason codes, or the Guardian's error.
     pub why: String,
+    /// The reason codes the Guardian gave.
     pub reason_codes: Vec<Value>,
     /// The ACS `request_id` of the step.
     pub request_id: String,
 }
 
 impl Verdict {
+    /// Whether the call may go ahead.
     pub fn allowed(&self) -> bool {
         self.decision == "allow"
     }
@@ -271,6 +273,7 @@ impl Gate {
         self.start_turn();
     }
 
+    /// The ACS session id the proxy decides under.
     pub fn session_id(&self) -> &str {
         &self.session_id
     }
@@ -413,6 +416,7 @@ pub fn refusal(id: &Value, method: &str, verdict: &Verdict, stage: &str) -> Valu
 /// a line end. The stdio transport writes it as a line on standard output; an HTTP front end
 /// routes a response to the request waiting for it.
 pub trait ClientSink: Send + Sync {
+    /// Sends one message to the client.
     fn send(&self, message: &[u8]);
 }
 
@@ -615,6 +619,7 @@ impl Proxy {
 pub struct ClientHandle(Arc<Shared>);
 
 impl ClientHandle {
+    /// Handles one line from the client.
     pub fn from_client(&self, line: &[u8]) -> std::io::Result<()> {
         from_client(&self.0, line)
     }

@@ -48,6 +48,7 @@ pub struct HttpUpstream {
 }
 
 impl HttpUpstream {
+    /// An upstream MCP server reached over HTTP at `endpoint`.
     pub fn new(endpoint: Endpoint) -> HttpUpstream {
         HttpUpstream {
             endpoint,

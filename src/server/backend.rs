@@ -9,7 +9,9 @@ use crate::guardian::journal::{Claim, Durable, Journal, JournalError, Record};
 
 /// An open journal: a state folder, or a PostgreSQL database.
 pub enum Backend {
+    /// A folder (`--state DIR`).
     Embedded(Store),
+    /// A PostgreSQL database (`--state postgres://…`).
     #[cfg(feature = "postgres")]
     Postgres(super::pg::PgStore),
 }

@@ -75,9 +75,11 @@ impl Token {
 
 /// What the operator listener serves with.
 pub struct Operator {
+    /// The Guardian it acts on.
     pub guardian: Arc<Guardian>,
     /// The journal of `--state`, read by `GET /audit` (without it there is no chain to read).
     pub store: Option<Arc<super::backend::Backend>>,
+    /// The bearer token requests must carry.
     pub token: Token,
     /// Largest request body accepted (serve's `--max-envelope-bytes`).
     pub max_body: usize,

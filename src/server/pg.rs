@@ -58,6 +58,7 @@ pub const DEFAULT_LEASE_MS: u64 = 10_000;
 pub struct Fleet {
     /// Written in each lease it holds; named to a request that reached the wrong Guardian.
     pub guardian: String,
+    /// How long a lease lasts unless renewed.
     pub lease: Duration,
 }
 

@@ -130,7 +130,12 @@ pub enum Frame {
     /// A `Content-Length` framed message.
     Framed(Vec<u8>),
     /// A message over the size limit (skipped); how it was framed.
-    TooLarge { len: usize, framed: bool },
+    TooLarge {
+        /// Its length in bytes.
+        len: usize,
+        /// Whether it came with a Content-Length header (else as a line).
+        framed: bool,
+    },
     /// A header block that is not valid `Content-Length` framing.
     BadHeader(String),
 }

@@ -142,6 +142,7 @@ pub struct Store {
     progress: Arc<Progress>,
     tx: Option<mpsc::Sender<Batch>>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// The folder.
     pub path: PathBuf,
 }
 

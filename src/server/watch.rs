@@ -27,7 +27,12 @@ use crate::guardian::{Guardian, Policy};
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reload {
     /// The new policy is in force: the digest it replaced and its own.
-    Swapped { old: String, new: String },
+    Swapped {
+        /// The digest replaced.
+        old: String,
+        /// The digest now in force.
+        new: String,
+    },
     /// The files compile to the policy already in force.
     Unchanged,
     /// A file changed between the two reads (it is still being written): nothing was loaded.
@@ -140,6 +145,7 @@ pub struct Reloader {
 const MAX_ROUNDS: usize = 4;
 
 impl Reloader {
+    /// A reloader for the policy at `root`, reading it after `settle` of quiet.
     pub fn new(root: PathBuf, settle: Duration) -> Reloader {
         Reloader {
             root,

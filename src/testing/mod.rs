@@ -32,6 +32,7 @@ pub struct Suite {
     pub display: String,
     /// The policy the tests run against (the same file, or `foo.ward` for `foo_test.ward`).
     pub policy_path: PathBuf,
+    /// The policy's checked program and sources.
     pub checked: Checked,
     policy: Policy,
     test_file: FileId,
@@ -44,7 +45,9 @@ pub struct Suite {
 
 /// Why a suite could not be loaded: the policy's diagnostics (exit code 2).
 pub struct LoadError {
+    /// The policy (or test file) that failed to load.
     pub path: PathBuf,
+    /// Why: its diagnostics.
     pub diagnostics: Diagnostics,
 }
 
@@ -322,11 +325,15 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 // ---------------------------------------------------------------------------------------------
 // Results
 
+/// How one test ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TestStatus {
+    /// Every step decided as expected.
     Passed,
+    /// A step decided otherwise, or the test could not run.
     Failed,
+    /// Not run (`--filter`, or a test marked to skip).
     Skipped,
 }
 
@@ -340,15 +347,25 @@ pub use crate::guardian::explain::Rule as TraceRule;
 pub struct Failure {
     /// The step's first source line.
     pub step: String,
+    /// The file of the failing step.
     pub file: String,
+    /// Its line (1-based).
     pub line: usize,
+    /// Its column (1-based).
     pub column: usize,
+    /// The step's hook method, when it got as far as a request.
     pub method: Option<String>,
+    /// The request id the step sent.
     pub request_id: Option<String>,
+    /// The decision the test expected.
     pub expected: Option<String>,
+    /// The decision the policy gave.
     pub actual: Option<String>,
+    /// What went wrong, in one line.
     pub message: String,
+    /// The rules that fired on the step.
     pub fired: Vec<String>,
+    /// The step's explain trace.
     pub trace: Vec<TraceRule>,
     /// The pretty report (a rendered diagnostic plus the explain trace).
     #[serde(skip)]
@@ -358,11 +375,14 @@ pub struct Failure {
 /// Per rule: whether it fired, and what each comparison evaluated to.
 #[derive(Debug, Clone, Default)]
 pub struct Coverage {
+    /// Each rule's hits, by its qualified name.
     pub rules: HashMap<String, RuleHits>,
 }
 
+/// One rule's coverage in a run.
 #[derive(Debug, Clone, Default)]
 pub struct RuleHits {
+    /// Whether it fired at least once.
     pub fired: bool,
     /// Comparison span → (seen true, seen false, seen undefined).
     pub checks: HashMap<Span, (bool, bool, bool)>,
@@ -404,53 +424,76 @@ impl Coverage {
     }
 }
 
+/// One test's outcome.
 #[derive(Debug, Clone)]
 pub struct TestResult {
+    /// The test's file.
     pub file: String,
+    /// The test's name.
     pub name: String,
+    /// How it ended.
     pub status: TestStatus,
     /// Decisions checked.
     pub steps: usize,
+    /// The steps that failed (empty when it passed).
     pub failures: Vec<Failure>,
+    /// How long it took, in milliseconds.
     pub duration_ms: f64,
+    /// What its steps covered of the policy.
     pub coverage: Coverage,
 }
 
 /// A comparison's coverage.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckCoverage {
+    /// The comparison's source text.
     pub text: String,
+    /// Its line.
     pub line: usize,
+    /// Whether it was ever true.
     pub seen_true: bool,
+    /// Whether it was ever false.
     pub seen_false: bool,
+    /// Whether it was ever undefined (a missing field).
     pub seen_undefined: bool,
 }
 
 /// A rule's coverage.
 #[derive(Debug, Clone, Serialize)]
 pub struct RuleCoverage {
+    /// The rule's qualified name.
     pub rule: String,
+    /// Its file.
     pub file: String,
+    /// Its line.
     pub line: usize,
+    /// Whether it fired in any test.
     pub fired: bool,
+    /// Its comparisons.
     pub checks: Vec<CheckCoverage>,
 }
 
 /// Everything one `warden test` run found.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
+    /// Each test's outcome.
     pub results: Vec<TestResult>,
+    /// Files that could not be loaded, and why.
     pub load_errors: Vec<(PathBuf, String)>,
+    /// Coverage per rule over the whole run (with `--coverage`).
     pub coverage: Vec<RuleCoverage>,
 }
 
 impl Report {
+    /// Tests that passed.
     pub fn passed(&self) -> usize {
         self.count(TestStatus::Passed)
     }
+    /// Tests that failed.
     pub fn failed(&self) -> usize {
         self.count(TestStatus::Failed)
     }
+    /// Tests skipped.
     pub fn skipped(&self) -> usize {
         self.count(TestStatus::Skipped)
     }
@@ -625,21 +668,31 @@ pub fn run_suites(suites: &[Suite], opts: &RunOptions, report: &mut Report) {
 /// Output format of `warden test`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
+    /// Readable, with diagnostics and explain traces.
     #[default]
     Pretty,
+    /// One JSON document (docs/testing.md).
     Json,
+    /// JUnit XML, for CI systems.
     Junit,
 }
 
 /// The arguments of `warden test`.
 #[derive(Debug, Clone, Default)]
 pub struct CliArgs {
+    /// Files and folders to test.
     pub paths: Vec<PathBuf>,
+    /// Only tests whose name contains this.
     pub filter: Option<String>,
+    /// Report coverage.
     pub coverage: bool,
+    /// Fail when coverage is below this percentage.
     pub coverage_min: Option<f64>,
+    /// Rerun on every change.
     pub watch: bool,
+    /// The output format.
     pub format: Format,
+    /// Colour the pretty output.
     pub color: bool,
 }
 

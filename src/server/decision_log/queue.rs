@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 /// What the queue may hold: records and bytes, the batch in flight included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
+    /// The most records queued.
     pub records: usize,
+    /// The most bytes queued.
     pub bytes: usize,
 }
 
