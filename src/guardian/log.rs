@@ -34,6 +34,30 @@ use crate::acs::envelope::Response;
 /// Where decision records go. `record` is called on the deciding thread, after the decision
 /// and before the answer is sent: an implementation must return at once (queue the record,
 /// never wait on a network) and must never fail the decision.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use serde_json::{json, Value};
+/// use warden::acs::build::Conversation;
+/// use warden::guardian::{log::DecisionLog, Guardian, Policy};
+///
+/// #[derive(Default)]
+/// struct Kept(Mutex<Vec<Value>>);
+/// impl DecisionLog for Kept {
+///     fn record(&self, record: &Value) {
+///         self.0.lock().unwrap().push(record.clone());
+///     }
+/// }
+///
+/// let guardian = Guardian::new(Policy::from_source("p", "default allow").unwrap());
+/// let kept = Arc::new(Kept::default());
+/// guardian.set_decision_log(kept.clone());
+/// let chat = Conversation::new("agent");
+/// guardian.handle(&chat.tool_call("ls", json!({})).to_vec());
+/// let records = kept.0.lock().unwrap();
+/// assert_eq!(records[0]["tool"], "ls");
+/// assert_eq!(records[0]["decision"], "allow");
+/// ```
 pub trait DecisionLog: Send + Sync {
     /// Takes one record (a JSON object; docs/serve.md, "Decision log"). Called on the deciding thread: queue, do not block.
     fn record(&self, record: &Value);

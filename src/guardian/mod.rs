@@ -81,6 +81,19 @@ use crate::state::{Approval, ApprovalStatus, Extension, GrantError, SessionState
 use crate::vm::{Observation, VmError};
 
 /// A checked and compiled policy.
+///
+/// ```
+/// use warden::guardian::Policy;
+///
+/// let policy = Policy::from_source("p", "default allow").unwrap();
+/// assert_eq!(policy.digest().len(), 64, "SHA-256, hex: what the audit chain names it by");
+///
+/// // A policy with an error gives its diagnostics, each with a code, a place and a hint.
+/// let text = "rule r on toolCallRequest when tool.nmae == \"rm\" => deny \"x\": \"no\"\ndefault allow";
+/// let errors = Policy::from_source("p", text).unwrap_err();
+/// assert!(errors.has_errors());
+/// assert_eq!(errors.items[0].code.as_str(), "check::unknown_field");
+/// ```
 #[derive(Debug, Clone)]
 pub struct Policy {
     program: Arc<Program>,
@@ -215,8 +228,22 @@ pub enum OnDecisionFailure {
     Error,
 }
 
-#[derive(Debug, Clone, Default)]
 /// How a [`Guardian`] decides and answers.
+///
+/// ```
+/// use warden::guardian::{Guardian, OnDecisionFailure, Options, Policy, Protocol};
+///
+/// // What `warden serve` runs: a handshake first, signatures checked when a key is set,
+/// // replay protection, the audit chain and the caps; failures answered as errors.
+/// let options = Options {
+///     protocol: Protocol::strict(),
+///     on_decision_failure: OnDecisionFailure::Error,
+///     explain: false,
+/// };
+/// let guardian = Guardian::with_options(Policy::embedded_default(), options);
+/// assert!(guardian.options().protocol.require_handshake);
+/// ```
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// What to answer when the policy cannot decide.
     pub on_decision_failure: OnDecisionFailure,
@@ -253,6 +280,32 @@ pub(crate) struct Active {
 }
 
 /// Decides ACS requests for many sessions against one policy.
+///
+/// ```
+/// use serde_json::json;
+/// use warden::acs::build::Conversation;
+/// use warden::guardian::{Guardian, Policy};
+///
+/// let policy = Policy::from_source(
+///     "p",
+///     "rule two_mails on toolCallRequest \
+///        when tool.name == \"send_email\" and count(toolCallRequest when tool.name == \"send_email\", this turn) >= 1 \
+///        => deny \"mail.once\": \"one mail a turn\"\n\
+///      default allow",
+/// )
+/// .unwrap();
+/// let guardian = Guardian::new(policy);
+/// let chat = Conversation::new("agent");
+/// let decide = |e: &warden::acs::build::Envelope| {
+///     let r: serde_json::Value = serde_json::from_slice(&guardian.handle(&e.to_vec())).unwrap();
+///     r["result"]["decision"].as_str().unwrap().to_string()
+/// };
+/// let mail = || chat.tool_call("send_email", json!({"to": "a@example.com"}));
+/// assert_eq!(decide(&mail()), "allow");
+/// // The session's history is kept between steps: the second mail of the turn is refused.
+/// assert_eq!(decide(&mail()), "deny");
+/// assert_eq!(guardian.session_count(), 1);
+/// ```
 pub struct Guardian {
     policy: RwLock<Active>,
     sessions: sessions::Table<Session>,
