@@ -185,7 +185,7 @@ fn resolve(root: &Path, target: &str) -> Resolved {
     if !path.starts_with('/') {
         return Resolved::Malformed;
     }
-    let Some(decoded) = percent_decode(path) else {
+    let Some(decoded) = crate::adapters::http::percent_decode(path) else {
         return Resolved::Malformed;
     };
     let mut file = root.to_path_buf();
@@ -209,24 +209,6 @@ fn resolve(root: &Path, target: &str) -> Resolved {
         Ok(real) if !real.starts_with(root) => Resolved::Refused,
         _ => Resolved::NotFound,
     }
-}
-
-/// `%XX` escapes decoded; None if one is malformed or the result is not UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// The content type of a file served, by its extension.
