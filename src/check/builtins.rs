@@ -125,22 +125,6 @@ pub enum Param {
     Effect,
 }
 
-impl Param {
-    /// How diagnostics name what the argument must be.
-    pub fn wanted(self) -> &'static str {
-        match self {
-            Param::Any | Param::Field => "value",
-            Param::Text | Param::TextOrList | Param::EffectClass => "string",
-            Param::Sized => "string or collection",
-            Param::Provenance => "value with provenance",
-            Param::Origin => "origin",
-            Param::Label => "label",
-            Param::OriginOrLabel => "origin or label",
-            Param::Effect => "effect",
-        }
-    }
-}
-
 /// What a builtin gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Returns {

@@ -965,8 +965,7 @@ impl Checker<'_> {
 
     /// One argument of builtin `name`, held to its parameter.
     fn builtin_arg(&mut self, cx: &mut Ctx, name: &str, param: Param, arg: &Expr) {
-        let wanted = param.wanted();
-        let check = |this: &mut Self, cx: &mut Ctx, ok: fn(&Type) -> bool| {
+        let check = |this: &mut Self, cx: &mut Ctx, wanted: &str, ok: fn(&Type) -> bool| {
             let t = this.expr(cx, arg);
             if !ok(&t) {
                 this.diagnostics
@@ -992,11 +991,11 @@ impl Checker<'_> {
                 }
                 self.expr(cx, arg);
             }
-            Param::Text => check(self, cx, Type::is_stringish),
-            Param::TextOrList => {
-                check(self, cx, |t| t.is_stringish() || matches!(t, Type::List(_)))
-            }
-            Param::Sized => check(self, cx, |t| {
+            Param::Text => check(self, cx, "string", Type::is_stringish),
+            Param::TextOrList => check(self, cx, "string", |t| {
+                t.is_stringish() || matches!(t, Type::List(_))
+            }),
+            Param::Sized => check(self, cx, "string or collection", |t| {
                 t.is_stringish() || matches!(t, Type::List(_) | Type::Set(_) | Type::Object(..))
             }),
             Param::Provenance => {

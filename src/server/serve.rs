@@ -477,15 +477,7 @@ async fn handle_http(
         ));
     }
     if req.method() != Method::POST {
-        let mut r = json_response(
-            StatusCode::METHOD_NOT_ALLOWED,
-            br#"{"error":"only POST"}"#.to_vec(),
-        );
-        r.headers_mut().insert(
-            hyper::header::ALLOW,
-            hyper::header::HeaderValue::from_static("POST"),
-        );
-        return Ok(r);
+        return Ok(method_not_allowed("POST"));
     }
     let declared = req
         .headers()
@@ -543,15 +535,7 @@ fn probe(g: &Guardian, req: &hyper::Request<Incoming>) -> Option<hyper::Response
         return None;
     }
     if req.method() != Method::GET {
-        let mut r = json_response(
-            StatusCode::METHOD_NOT_ALLOWED,
-            br#"{"error":"only GET"}"#.to_vec(),
-        );
-        r.headers_mut().insert(
-            hyper::header::ALLOW,
-            hyper::header::HeaderValue::from_static("GET"),
-        );
-        return Some(r);
+        return Some(method_not_allowed("GET"));
     }
     Some(match path {
         "/healthz" => text_response(StatusCode::OK, "ok\n".into()),
@@ -579,6 +563,17 @@ pub(crate) fn metrics_response(g: &Guardian) -> hyper::Response<Full<Bytes>> {
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+/// 405, naming the one method the path takes (in the body and in `Allow`).
+fn method_not_allowed(method: &'static str) -> hyper::Response<Full<Bytes>> {
+    let body = format!(r#"{{"error":"only {method}"}}"#);
+    let mut r = json_response(StatusCode::METHOD_NOT_ALLOWED, body.into_bytes());
+    r.headers_mut().insert(
+        hyper::header::ALLOW,
+        hyper::header::HeaderValue::from_static(method),
     );
     r
 }
