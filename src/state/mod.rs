@@ -20,6 +20,7 @@ mod approvals;
 pub(crate) mod infer;
 mod slots;
 mod table;
+mod user_text;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub use approvals::{
 };
 pub use slots::Counter;
 pub use table::StrTable;
+pub use user_text::{UserText, MAX_USER_TEXT};
 
 use crate::acs::{fields, ids};
 use crate::compile::{Program, WindowSpec};
@@ -334,15 +336,10 @@ pub struct Scalars {
     /// The places of everything that entered the context this turn.
     pub turn_places: u64,
     /// Everything the user said (the Intent's `raw`, `user_input` content), each piece cut to
-    /// its letters and digits, lower-cased, pieces apart (`|`): what `found_in(x, user_input)`
-    /// searches for `x` as one contiguous run (`infer::compact`). `None` once it would pass
-    /// [`MAX_USER_TEXT`] bytes: nothing is found in it from then on (fail closed).
-    user_text: Option<Arc<str>>,
+    /// its letters and digits, lower-cased, pieces apart: what `found_in(x, user_input)`
+    /// searches for `x` as one contiguous run (`infer::compact`, `user_text.rs`).
+    user_text: UserText,
 }
-
-/// The most the user's words may take in a session, compacted, before `found_in(x,
-/// user_input)` stops finding anything.
-pub const MAX_USER_TEXT: usize = 1 << 20;
 
 /// How many requested calls are remembered until their results come back.
 pub const REQUESTED_CALLS: usize = 16;
@@ -380,7 +377,7 @@ impl Default for Scalars {
             placed: [(0, 0); REQUESTED_CALLS],
             placed_next: 0,
             turn_places: 0,
-            user_text: Some(Arc::from("")),
+            user_text: UserText::default(),
         }
     }
 }
@@ -729,6 +726,8 @@ impl SessionState {
             }
         }
         self.scalars = changes.scalars;
+        // In place: the old scalars, which shared the text, were just dropped.
+        self.scalars.user_text.settle();
         if let Some((id, turn)) = changes.new_turn {
             self.turn_ids.insert(&id, turn);
         }
@@ -1177,23 +1176,9 @@ impl<'a> Draft<'a> {
     /// Adds what the user said to the text `found_in(x, user_input)` searches (every string and
     /// number in `value`, compacted).
     fn note_user_text(&mut self, value: &Value) {
-        let Some(text) = &self.scalars.user_text else {
-            return;
-        };
         let mut pieces = Vec::new();
         infer::compact_leaves(value, &mut pieces, 0);
-        let added: usize = pieces.iter().map(|p| p.len() + 1).sum();
-        if text.len() + added > MAX_USER_TEXT {
-            self.scalars.user_text = None;
-            return;
-        }
-        let mut next = String::with_capacity(text.len() + added);
-        next.push_str(text);
-        for p in pieces {
-            next.push('|');
-            next.push_str(&p);
-        }
-        self.scalars.user_text = Some(Arc::from(next));
+        self.scalars.user_text.add(&pieces);
     }
 
     /// Whether every string and number in `value` occurs in what the user said as one
@@ -1201,9 +1186,7 @@ impl<'a> Draft<'a> {
     /// scheme, `www.` and trailing `/` aside): `DE89 3704 0044 0532 0130 99` is not in a message
     /// that said `… 0130 00`, nor is a reordered IBAN. A value with no letter or digit is not.
     pub fn said_by_user(&self, value: &Value) -> bool {
-        let Some(text) = &self.scalars.user_text else {
-            return false;
-        };
+        let text = &self.scalars.user_text;
         let mut pieces = Vec::new();
         infer::compact_leaves(value, &mut pieces, 0);
         !pieces.is_empty()
