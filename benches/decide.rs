@@ -191,6 +191,47 @@ fn decide(c: &mut Criterion) {
         }
     }
     group.finish();
+    claims(c, &policy);
+}
+
+/// The claim check: a call claiming the user wrote its address, where the user did (`said`)
+/// and where the user never did (`unsaid`: the claim is read as none, on a copy of the payload,
+/// and the address's sources are inferred), after H events.
+fn claims(c: &mut Criterion, policy: &Policy) {
+    let mut group = c.benchmark_group("claim");
+    for &h in &[1_000u64, 1_000_000] {
+        let mut state = state_after(policy, &history::history(h, history::Taint::Recent));
+        let program = policy.program().clone();
+        for (name, probe, unverified) in [
+            ("said", history::probe(h), 0),
+            ("unsaid", history::probe_unsaid(h), 1),
+        ] {
+            let step = Step::new(&probe);
+            let d = decide_event(
+                &program,
+                step.hook,
+                &mut state.clone(),
+                &step.event(),
+                false,
+            )
+            .unwrap();
+            assert_eq!(d.unverified_claims.len(), unverified, "{name}: {d:?}");
+            assert_eq!(
+                d.kind,
+                DecisionKind::Deny,
+                "{name}: the taint window denies"
+            );
+            group.bench_function(BenchmarkId::new(name, h), |b| {
+                b.iter(|| {
+                    let ev = step.event();
+                    let d = decide_event(&program, step.hook, black_box(&mut state), &ev, false)
+                        .unwrap();
+                    black_box(d.kind)
+                })
+            });
+        }
+    }
+    group.finish();
 }
 
 fn handle(c: &mut Criterion) {

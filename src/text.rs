@@ -14,6 +14,53 @@ const MAX_TOKEN_LEN: usize = 256;
 /// account ids, file names and numbers as they stand; words of three or more characters.
 /// Spaces inside an IBAN (`DE89 3704 …`) are not joined: such a value's parts are tokens.
 pub fn tokens(text: &str, out: &mut Vec<String>) {
+    if text.is_ascii() {
+        tokens_ascii(text.as_bytes(), out)
+    } else {
+        tokens_general(text, out)
+    }
+}
+
+/// [`tokens`] of an ASCII text, byte by byte: the same cuts without decoding characters or
+/// lower-casing through Unicode tables (most of what inference reads is ASCII).
+fn tokens_ascii(text: &[u8], out: &mut Vec<String>) {
+    let is_part = |b: &u8| b.is_ascii_alphanumeric() || b"@.-_:/+%#?=&~".contains(b);
+    let trimmed = |b: &u8| b".,:;-_/?#&=+%~".contains(b);
+    for raw in text.split(|b| !is_part(b)) {
+        let start = raw.iter().position(|b| !trimmed(b)).unwrap_or(raw.len());
+        let end = raw
+            .iter()
+            .rposition(|b| !trimmed(b))
+            .map_or(start, |e| e + 1);
+        let t = &raw[start..end];
+        if t.len() < 3 {
+            continue;
+        }
+        let t = &t[..t.len().min(MAX_TOKEN_LEN)];
+        // ASCII in, ASCII out: always UTF-8.
+        let lower = String::from_utf8(t.to_ascii_lowercase()).unwrap_or_default();
+        let rest = match lower.find("://") {
+            Some(i) => Some(&lower[i + 3..]),
+            None => lower.starts_with("www.").then_some(&lower[..]),
+        };
+        match rest {
+            Some(rest) => {
+                let rest = rest.strip_prefix("www.").unwrap_or(rest);
+                let rest = rest.trim_end_matches('/');
+                let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+                if !host.is_empty() {
+                    out.push(host.to_string());
+                }
+                if rest != host && !rest.is_empty() {
+                    out.push(rest.to_string());
+                }
+            }
+            None => out.push(lower),
+        }
+    }
+}
+
+fn tokens_general(text: &str, out: &mut Vec<String>) {
     let is_part = |c: char| c.is_alphanumeric() || "@.-_:/+%#?=&~".contains(c);
     for raw in text.split(|c: char| !is_part(c)) {
         let t = raw.trim_matches(|c: char| ".,:;-_/?#&=+%~".contains(c));
@@ -59,6 +106,27 @@ pub fn value_tokens(v: &Value, out: &mut Vec<String>, depth: usize) {
 /// A text cut to its lower-cased letters and digits, for the contiguous match of
 /// `found_in(x, user_input)`: a URL first loses its scheme, `www.` and trailing `/`.
 pub fn compact(text: &str) -> String {
+    let text = text.trim();
+    if !text.is_ascii() {
+        return compact_general(text);
+    }
+    let rest = text.find("://").map_or(text, |i| &text[i + 3..]);
+    let rest = match rest.get(..4) {
+        Some(w) if w.eq_ignore_ascii_case("www.") => &rest[4..],
+        _ => rest,
+    };
+    let bytes: Vec<u8> = rest
+        .trim_end_matches('/')
+        .bytes()
+        .filter(u8::is_ascii_alphanumeric)
+        .map(|b| b.to_ascii_lowercase())
+        .collect();
+    // ASCII letters and digits: always UTF-8.
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// [`compact`] of any text, through Unicode's lower-casing and classes.
+fn compact_general(text: &str) -> String {
     let lower = text.trim().to_lowercase();
     let rest = lower.split_once("://").map_or(lower.as_str(), |(_, r)| r);
     let rest = rest
@@ -79,5 +147,70 @@ pub fn compact_leaves(v: &Value, out: &mut Vec<String>, depth: usize) {
         Value::Array(a) => a.iter().for_each(|x| compact_leaves(x, out, depth + 1)),
         Value::Object(m) => m.values().for_each(|x| compact_leaves(x, out, depth + 1)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Texts made mostly of the characters the cuts care about.
+    fn text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                4 => proptest::char::range('a', 'z'),
+                2 => proptest::char::range('A', 'Z'),
+                2 => proptest::char::range('0', '9'),
+                3 => proptest::sample::select(
+                    " \t\n\x0b@.-_:/+%#?=&~,;!'\"()[]".chars().collect::<Vec<_>>()
+                ),
+            ],
+            0..40,
+        )
+        .prop_map(|cs| {
+            let s: String = cs.into_iter().collect();
+            // Now and then a scheme or a `www.` where the cuts treat them specially.
+            match s.len() % 5 {
+                0 => format!("https://{s}"),
+                1 => format!("WWW.{s}"),
+                _ => s,
+            }
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_ascii_cuts_agree_with_the_general_ones(t in text()) {
+            let (mut fast, mut general) = (Vec::new(), Vec::new());
+            tokens(&t, &mut fast);
+            tokens_general(&t, &mut general);
+            prop_assert_eq!(fast, general);
+            prop_assert_eq!(compact(&t), compact_general(t.trim()));
+        }
+    }
+
+    #[test]
+    fn tokens_and_compact_forms() {
+        let mut out = Vec::new();
+        tokens(
+            "Mail A@Example.com, see https://www.Site.org/path/ and IBAN DE89370400440532013000.",
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            [
+                "mail",
+                "a@example.com",
+                "see",
+                "site.org",
+                "site.org/path",
+                "and",
+                "iban",
+                "de89370400440532013000"
+            ]
+        );
+        assert_eq!(compact("  https://www.Site.org/Path/ "), "siteorgpath");
+        assert_eq!(compact("Grüße an Ö-1"), "grüßeanö1");
     }
 }

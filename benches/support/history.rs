@@ -66,7 +66,7 @@ pub fn history(h: u64, taint: Taint) -> Vec<Value> {
                 n,
                 "steps/userMessage",
                 turn,
-                json!({"content": [{"type": "text", "value": "look this up", "provenance": prov(base, "user_input", &[])}]}),
+                json!({"content": [{"type": "text", "value": USER_SAYS, "provenance": prov(base, "user_input", &[])}]}),
             ),
             2 => envelope(
                 n,
@@ -100,7 +100,12 @@ pub fn history(h: u64, taint: Taint) -> Vec<Value> {
     out
 }
 
-/// The decision being measured: a consequential call in a fresh turn after the history.
+/// What the user writes in every turn: it names the address the probe sends to, so the probe's
+/// claim that the user wrote it holds (the claim check finds it in the user's latest words).
+pub const USER_SAYS: &str = "look this up and mail it to a@example.com";
+
+/// The decision being measured: a consequential call in a fresh turn after the history, to an
+/// address the user wrote (and the call claims so).
 pub fn probe(h: u64) -> Value {
     let turn = h / 5 + 2;
     envelope(
@@ -108,5 +113,18 @@ pub fn probe(h: u64) -> Value {
         "steps/toolCallRequest",
         turn,
         json!({"tool": {"name": "send_email"}, "arguments": {"to": {"value": "a@example.com", "provenance": prov(h + 1, "user_input", &[])}}}),
+    )
+}
+
+/// The probe with a claim that does not hold: the call says the user wrote an address the user
+/// never said, so the claim is read as none (`unverified_claims`) and the address's sources are
+/// inferred, on a copy of the payload.
+pub fn probe_unsaid(h: u64) -> Value {
+    let turn = h / 5 + 2;
+    envelope(
+        h + 1,
+        "steps/toolCallRequest",
+        turn,
+        json!({"tool": {"name": "send_email"}, "arguments": {"to": {"value": "b@example.org", "provenance": prov(h + 1, "user_input", &[])}}}),
     )
 }

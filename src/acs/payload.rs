@@ -218,9 +218,40 @@ pub const CARRIERS: &[(&str, &str, &str)] = &[
     ("steps/sessionEnd", "summary", "agent_generated"),
 ];
 
-/// The carriers of a payload: each item's JSON pointer (from the payload) and its hook's own
-/// origin for it. An item that is not an object is not a carrier ([`check`] refuses it first).
-pub fn carriers<'v>(method: &str, payload: &'v Value) -> Vec<(String, &'v Value, &'static str)> {
+/// One content item of a payload: where it sits, and its hook's own origin for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Carrier<'v> {
+    /// The payload member that holds it.
+    name: &'static str,
+    at: At<'v>,
+    /// The item (an object).
+    pub item: &'v Value,
+    /// The origin the hook gives it when the platform states none.
+    pub origin: &'static str,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum At<'v> {
+    One,
+    Index(usize),
+    Key(&'v str),
+}
+
+impl Carrier<'_> {
+    /// The item's JSON pointer from the payload, built when asked for (most steps never need
+    /// it).
+    pub fn pointer(&self) -> String {
+        match self.at {
+            At::One => format!("/{}", self.name),
+            At::Index(i) => format!("/{}/{i}", self.name),
+            At::Key(k) => format!("/{}/{}", self.name, escape(k)),
+        }
+    }
+}
+
+/// The carriers of a payload, with their hook's own origin. An item that is not an object is
+/// not a carrier ([`check`] refuses it first).
+pub fn carriers<'v>(method: &str, payload: &'v Value) -> Vec<Carrier<'v>> {
     let mut out = Vec::new();
     for &(m, path, origin) in CARRIERS {
         if m != method {
@@ -230,22 +261,31 @@ pub fn carriers<'v>(method: &str, payload: &'v Value) -> Vec<(String, &'v Value,
         let Some(v) = fields::member(payload, name) else {
             continue;
         };
+        let mut push = |at, item: &'v Value| {
+            if item.is_object() {
+                out.push(Carrier {
+                    name,
+                    at,
+                    item,
+                    origin,
+                });
+            }
+        };
         match (shape, v) {
             (Shape::List, Value::Array(items)) => {
                 for (i, item) in items.iter().enumerate() {
-                    out.push((format!("/{name}/{i}"), item, origin));
+                    push(At::Index(i), item);
                 }
             }
             (Shape::Map, Value::Object(items)) => {
                 for (k, item) in items {
-                    out.push((format!("/{name}/{}", escape(k)), item, origin));
+                    push(At::Key(k), item);
                 }
             }
-            (Shape::One, item) => out.push((format!("/{name}"), item, origin)),
+            (Shape::One, item) => push(At::One, item),
             _ => {}
         }
     }
-    out.retain(|(_, item, _)| item.is_object());
     out
 }
 
@@ -262,16 +302,16 @@ fn escape(k: &str) -> String {
 pub fn complete(method: &str, request_id: &str, payload: &Value) -> Option<Value> {
     let missing: Vec<(String, &'static str)> = carriers(method, payload)
         .into_iter()
-        .filter(|(_, item, _)| match item.get("provenance") {
+        .filter(|c| match fields::member(c.item, "provenance") {
             Some(Value::Object(p)) => {
-                !p.get("provenance_id").is_some_and(Value::is_string)
-                    || !p.get("origin").is_some_and(Value::is_string)
+                !fields::map_member(p, "provenance_id").is_some_and(Value::is_string)
+                    || !fields::map_member(p, "origin").is_some_and(Value::is_string)
             }
             // A provenance of another type is refused by `check`; left alone here.
             Some(_) => false,
             None => true,
         })
-        .map(|(ptr, _, origin)| (ptr, origin))
+        .map(|c| (c.pointer(), c.origin))
         .collect();
     if missing.is_empty() {
         return None;

@@ -1,91 +1,98 @@
-//! Everything the user said in a session, compacted (`infer::compact`): the text
-//! `found_in(x, user_input)` and the claim check search. Owns the text and its cap; knows
-//! nothing of events or policies.
+//! What the user said in a session, compacted (`infer::compact`): the text
+//! `found_in(x, user_input)` and the claim check search. Owns the text, its chunks and its
+//! cap; knows nothing of events or policies.
 //!
-//! The text only grows. A draft writes what its step adds beside the committed text, and the
-//! state appends it in place when the step is kept, so a user message costs its own length,
-//! not the length of everything said before it (copying the whole text on every message made
-//! a long session quadratic). A snapshot shares the committed text; the first commit after it
-//! copies the text once.
+//! The text only grows at its end. A draft writes what its step adds beside the committed
+//! text, and the state appends it in place when the step is kept, so a user message costs its
+//! own length, not the length of everything said before it (copying the whole text on every
+//! message made a long session quadratic). Older words are sealed in chunks a snapshot
+//! shares; a search reads the newest first; past [`MAX_USER_TEXT`] the oldest chunks are
+//! forgotten.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// The most the user's words may take in a session, compacted, before `found_in(x,
-/// user_input)` stops finding anything.
+/// The most of the user's words a session keeps, compacted: past it the oldest are forgotten,
+/// so a value the user said only before them is not found (fail closed).
 pub const MAX_USER_TEXT: usize = 1 << 20;
 
+/// The size a chunk of older words is sealed at: a search reads the newest words first, so a
+/// value the user said lately is found after reading a few kilobytes, whatever the session's
+/// length.
+const CHUNK: usize = 4 << 10;
+
 /// The user's words: pieces apart (`|`), each cut to its lower-cased letters and digits.
-#[derive(Debug, Clone)]
+/// Cloning it (a draft, a snapshot) copies two pointers.
+#[derive(Debug, Clone, Default)]
 pub struct UserText {
-    /// What committed steps added; `None` once the text would pass [`MAX_USER_TEXT`] bytes:
-    /// nothing is found in it from then on (fail closed).
-    committed: Option<Arc<String>>,
+    /// Older words in sealed chunks of whole pieces, oldest first.
+    sealed: Arc<VecDeque<Arc<str>>>,
+    /// The bytes in `sealed`.
+    sealed_len: usize,
+    /// The newest committed words (under [`CHUNK`] bytes), appended in place.
+    tail: Arc<String>,
     /// What the step being decided adds, not yet committed (each piece led by `|`).
     added: String,
 }
 
-impl Default for UserText {
-    fn default() -> Self {
-        UserText {
-            committed: Some(Arc::new(String::new())),
-            added: String::new(),
-        }
-    }
-}
-
 impl PartialEq for UserText {
-    /// Equal when they hold the same words, however they are split between committed and
-    /// added.
+    /// Equal when they hold the same words, however they are split into chunks or between
+    /// committed and added.
     fn eq(&self, other: &Self) -> bool {
-        match (&self.committed, &other.committed) {
-            (None, None) => true,
-            (Some(a), Some(b)) => {
-                a.len() + self.added.len() == b.len() + other.added.len()
-                    && a.bytes()
-                        .chain(self.added.bytes())
-                        .eq(b.bytes().chain(other.added.bytes()))
-            }
-            _ => false,
-        }
+        self.len() == other.len() && self.bytes().eq(other.bytes())
     }
 }
 
 impl UserText {
-    /// Adds compacted pieces (pending until [`UserText::settle`]). Past the cap the whole text
-    /// is dropped.
+    fn len(&self) -> usize {
+        self.sealed_len + self.tail.len() + self.added.len()
+    }
+
+    fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        self.sealed
+            .iter()
+            .flat_map(|c| c.bytes())
+            .chain(self.tail.bytes())
+            .chain(self.added.bytes())
+    }
+
+    /// Adds compacted pieces, pending until [`UserText::settle`].
     pub fn add(&mut self, pieces: &[String]) {
-        let Some(committed) = &self.committed else {
-            return;
-        };
-        let grow: usize = pieces.iter().map(|p| p.len() + 1).sum();
-        if committed.len() + self.added.len() + grow > MAX_USER_TEXT {
-            self.committed = None;
-            self.added = String::new();
-            return;
-        }
         for p in pieces {
             self.added.push('|');
             self.added.push_str(p);
         }
     }
 
-    /// Whether `piece` (compacted, without `|`) occurs in the text as one contiguous run.
-    /// Pieces are kept apart by `|`, which no piece holds, so a run lies wholly in the
-    /// committed text or wholly in what is added.
+    /// Whether `piece` (compacted, without `|`) occurs in the text as one contiguous run,
+    /// newest words first. Pieces are kept apart by `|`, which no piece holds, and chunks hold
+    /// whole pieces, so a run lies wholly in one chunk.
     pub fn contains(&self, piece: &str) -> bool {
-        self.committed
-            .as_ref()
-            .is_some_and(|c| c.contains(piece) || self.added.contains(piece))
+        self.added.contains(piece)
+            || self.tail.contains(piece)
+            || self.sealed.iter().rev().any(|c| c.contains(piece))
     }
 
-    /// Makes what was added part of the committed text, in place unless a snapshot shares it.
+    /// Makes what was added part of the committed text, in place unless a snapshot shares
+    /// the newest chunk; seals the newest chunk once it is full and forgets the oldest past
+    /// [`MAX_USER_TEXT`].
     pub fn settle(&mut self) {
         if self.added.is_empty() {
             return;
         }
         let added = std::mem::take(&mut self.added);
-        if let Some(c) = &mut self.committed {
-            Arc::make_mut(c).push_str(&added);
+        Arc::make_mut(&mut self.tail).push_str(&added);
+        if self.tail.len() < CHUNK {
+            return;
+        }
+        let full: Arc<str> = Arc::from(self.tail.as_str());
+        self.tail = Arc::default();
+        self.sealed_len += full.len();
+        let sealed = Arc::make_mut(&mut self.sealed);
+        sealed.push_back(full);
+        while self.sealed_len > MAX_USER_TEXT {
+            let Some(old) = sealed.pop_front() else { break };
+            self.sealed_len -= old.len();
         }
     }
 }
@@ -117,26 +124,44 @@ mod tests {
         let mut t = UserText::default();
         t.add(&pieces(&["first"]));
         t.settle();
-        let ptr = Arc::as_ptr(t.committed.as_ref().unwrap());
+        let ptr = Arc::as_ptr(&t.tail);
         t.add(&pieces(&["second"]));
         t.settle();
-        assert_eq!(ptr, Arc::as_ptr(t.committed.as_ref().unwrap()));
+        assert_eq!(ptr, Arc::as_ptr(&t.tail));
         let snapshot = t.clone();
         t.add(&pieces(&["third"]));
         t.settle();
         assert!(t.contains("third") && !snapshot.contains("third"));
+        assert!(snapshot.contains("second"));
     }
 
     #[test]
-    fn past_the_cap_nothing_is_found() {
+    fn full_chunks_are_sealed_and_still_searched() {
         let mut t = UserText::default();
-        t.add(&pieces(&["known"]));
+        for i in 0..2_000 {
+            t.add(&[format!("message{i}word")]);
+            t.settle();
+        }
+        assert!(t.sealed.len() > 1, "{} chunks", t.sealed.len());
+        assert!(t.contains("message0word") && t.contains("message1999word"));
+        assert!(!t.contains("message2000word"));
+        assert!(
+            t.sealed.iter().all(|c| c.starts_with('|')),
+            "chunks hold whole pieces"
+        );
+    }
+
+    #[test]
+    fn past_the_cap_the_oldest_words_are_forgotten() {
+        let mut t = UserText::default();
+        t.add(&pieces(&["oldest"]));
         t.settle();
-        t.add(&[String::from("x").repeat(MAX_USER_TEXT)]);
-        assert!(!t.contains("known") && !t.contains("x"));
-        t.add(&pieces(&["again"]));
-        t.settle();
-        assert!(!t.contains("again"));
-        assert_ne!(t, UserText::default());
+        for i in 0..(2 * MAX_USER_TEXT / 1000) {
+            t.add(&[format!("{i}{}", "x".repeat(1000))]);
+            t.settle();
+        }
+        assert!(!t.contains("oldest"), "forgotten: not found (fail closed)");
+        assert!(t.contains(&format!("{}x", 2 * MAX_USER_TEXT / 1000 - 1)));
+        assert!(t.len() <= MAX_USER_TEXT + CHUNK);
     }
 }
