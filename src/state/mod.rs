@@ -1222,7 +1222,9 @@ impl<'a> Draft<'a> {
                     .and_then(|id| self.node(id))
                     .is_some_and(|n| n.own_origin == user)
             });
-        (only_user && !self.said_by_user(value) && self.seen_elsewhere(value))
+        // The index before the text: most values are ruled out in a few look-ups, where the
+        // text search would read everything the user said.
+        (only_user && self.seen_elsewhere(value) && !self.said_by_user(value))
             .then_some("/derived_from")
     }
 

@@ -68,9 +68,10 @@ impl UserText {
     /// newest words first. Pieces are kept apart by `|`, which no piece holds, and chunks hold
     /// whole pieces, so a run lies wholly in one chunk.
     pub fn contains(&self, piece: &str) -> bool {
-        self.added.contains(piece)
-            || self.tail.contains(piece)
-            || self.sealed.iter().rev().any(|c| c.contains(piece))
+        // One searcher for every chunk: building it is most of a short chunk's cost.
+        let finder = memchr::memmem::Finder::new(piece);
+        let found = |text: &str| finder.find(text.as_bytes()).is_some();
+        found(&self.added) || found(&self.tail) || self.sealed.iter().rev().any(|c| found(c))
     }
 
     /// Makes what was added part of the committed text, in place unless a snapshot shares
