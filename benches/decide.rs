@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::json;
 use warden::acs::{envelope, fields, ids, DecisionKind};
-use warden::guardian::{decide_event, Guardian, Options, Policy, Protocol};
+use warden::guardian::{Guardian, Options, Policy, Protocol};
 use warden::state::{EffectStatus, Event, SessionState};
 
 fn policy() -> Policy {
@@ -34,19 +34,22 @@ fn policy() -> Policy {
 fn bench_allowed(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     id: BenchmarkId,
-    program: &warden::compile::Program,
+    program: &Policy,
     state: &mut SessionState,
     step: &Step,
     why: &str,
 ) {
-    let kind = decide_event(program, step.hook, &mut state.clone(), &step.event(), false)
+    let kind = program
+        .decide_event(&mut state.clone(), step.hook, &step.event(), false)
         .unwrap()
         .kind;
     assert_eq!(kind, DecisionKind::Allow, "{why}");
     group.bench_function(id, |b| {
         b.iter(|| {
             let ev = step.event();
-            let d = decide_event(program, step.hook, black_box(&mut *state), &ev, false).unwrap();
+            let d = program
+                .decide_event(black_box(&mut *state), step.hook, &ev, false)
+                .unwrap();
             black_box(d.kind)
         })
     });
@@ -89,7 +92,9 @@ fn state_after(policy: &Policy, events: &[serde_json::Value]) -> SessionState {
     let mut state = SessionState::new(program);
     for v in events {
         let step = Step::new(v);
-        decide_event(program, step.hook, &mut state, &step.event(), false).unwrap();
+        policy
+            .decide_event(&mut state, step.hook, &step.event(), false)
+            .unwrap();
     }
     state
 }
@@ -109,22 +114,19 @@ fn decide_count_mode() {
     let policy = policy();
     let mut state = state_after(&policy, &history::history(1_000, history::Taint::Recent));
     let step = Step::new(&history::probe(1_000));
-    decide_probe_times(policy.program(), &mut state, &step, n);
+    decide_probe_times(&policy, &mut state, &step, n);
     std::process::exit(0);
 }
 
 /// The timed part of the count mode, apart so that a profiler can collect it alone
 /// (`valgrind --tool=callgrind --toggle-collect='*decide_probe_times*'`).
 #[inline(never)]
-fn decide_probe_times(
-    program: &warden::compile::Program,
-    state: &mut SessionState,
-    step: &Step,
-    n: u64,
-) {
+fn decide_probe_times(program: &Policy, state: &mut SessionState, step: &Step, n: u64) {
     for _ in 0..n {
         let ev = step.event();
-        let d = decide_event(program, step.hook, black_box(&mut *state), &ev, false).unwrap();
+        let d = program
+            .decide_event(black_box(&mut *state), step.hook, &ev, false)
+            .unwrap();
         black_box(d.kind);
     }
 }
@@ -178,12 +180,13 @@ fn decide(c: &mut Criterion) {
             let mut state = state_after(&policy, &history::history(h, taint));
             let probe = history::probe(h);
             let step = Step::new(&probe);
-            let program = policy.program().clone();
+            let program = policy.clone();
             let id = format!("{taint:?}/{h}");
             group.bench_with_input(BenchmarkId::from_parameter(id), &h, |b, _| {
                 b.iter(|| {
                     let ev = step.event();
-                    let d = decide_event(&program, step.hook, black_box(&mut state), &ev, false)
+                    let d = program
+                        .decide_event(black_box(&mut state), step.hook, &ev, false)
                         .unwrap();
                     black_box(d.kind)
                 })
@@ -201,20 +204,15 @@ fn claims(c: &mut Criterion, policy: &Policy) {
     let mut group = c.benchmark_group("claim");
     for &h in &[1_000u64, 1_000_000] {
         let mut state = state_after(policy, &history::history(h, history::Taint::Recent));
-        let program = policy.program().clone();
+        let program = policy.clone();
         for (name, probe, unverified) in [
             ("said", history::probe(h), 0),
             ("unsaid", history::probe_unsaid(h), 1),
         ] {
             let step = Step::new(&probe);
-            let d = decide_event(
-                &program,
-                step.hook,
-                &mut state.clone(),
-                &step.event(),
-                false,
-            )
-            .unwrap();
+            let d = program
+                .decide_event(&mut state.clone(), step.hook, &step.event(), false)
+                .unwrap();
             assert_eq!(d.unverified_claims.len(), unverified, "{name}: {d:?}");
             assert_eq!(
                 d.kind,
@@ -224,7 +222,8 @@ fn claims(c: &mut Criterion, policy: &Policy) {
             group.bench_function(BenchmarkId::new(name, h), |b| {
                 b.iter(|| {
                     let ev = step.event();
-                    let d = decide_event(&program, step.hook, black_box(&mut state), &ev, false)
+                    let d = program
+                        .decide_event(black_box(&mut state), step.hook, &ev, false)
                         .unwrap();
                     black_box(d.kind)
                 })
@@ -285,15 +284,16 @@ fn rego(c: &mut Criterion) {
     for (name, text) in policies {
         let policy = Policy::from_source_in("bench.ward", text, dir.clone())
             .unwrap_or_else(|d| panic!("{d}"));
-        let program = policy.program().clone();
-        let mut state = SessionState::new(&program);
+        let program = policy.clone();
+        let mut state = SessionState::new(program.program());
         let probe = history::probe(10);
         let step = Step::new(&probe);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let ev = step.event();
-                let d =
-                    decide_event(&program, step.hook, black_box(&mut state), &ev, false).unwrap();
+                let d = program
+                    .decide_event(black_box(&mut state), step.hook, &ev, false)
+                    .unwrap();
                 black_box(d.kind)
             })
         });
@@ -324,8 +324,9 @@ fn charge(n: u64, id: &str) -> (Step, Step) {
 }
 
 /// Runs `step` on `state` through the evaluator; its decision.
-fn run(program: &warden::compile::Program, state: &mut SessionState, step: &Step) -> DecisionKind {
-    decide_event(program, step.hook, state, &step.event(), false)
+fn run(program: &Policy, state: &mut SessionState, step: &Step) -> DecisionKind {
+    program
+        .decide_event(state, step.hook, &step.event(), false)
         .unwrap()
         .kind
 }
@@ -345,10 +346,10 @@ fn effects(c: &mut Criterion) {
         "/benches/policies/effects.ward"
     ))
     .unwrap_or_else(|d| panic!("{d}"));
-    let program = policy.program().clone();
+    let program = policy.clone();
     let mut group = c.benchmark_group("effects");
     for &h in &[10u64, 1_000, 100_000] {
-        let mut state = SessionState::new(&program);
+        let mut state = SessionState::new(program.program());
         for i in 0..h {
             let (call, result) = charge(2 * i, &format!("p{i}"));
             assert_eq!(run(&program, &mut state, &call), DecisionKind::Allow);
@@ -414,7 +415,7 @@ fn in_session(sid: &'static str) -> impl Fn(u64, &str, serde_json::Value) -> ser
 /// tool outputs of distinct identifiers entered the session.
 fn inference(c: &mut Criterion) {
     let policy = Policy::embedded_default();
-    let program = policy.program().clone();
+    let program = policy.clone();
     let mut group = c.benchmark_group("inference");
     let env = in_session("5e55e55e-0000-4000-8000-000000000001");
     for &h in &[10u64, 1_000, 100_000] {
@@ -461,7 +462,7 @@ fn inference(c: &mut Criterion) {
                 let draft = state.view();
                 black_box(
                     draft
-                        .infer_node(&program, black_box(&value), 0)
+                        .infer_node(program.program(), black_box(&value), 0)
                         .source_origins,
                 )
             })
@@ -526,7 +527,7 @@ fn audience(c: &mut Criterion) {
         "/examples/agentdojo/policy.ward"
     ))
     .expect("the example loads");
-    let program = policy.program().clone();
+    let program = policy.clone();
     let mut group = c.benchmark_group("audience");
     let env = in_session("5e55e55e-0000-4000-8000-000000000002");
     for &h in &[10u64, 1_000, 100_000] {

@@ -102,8 +102,8 @@ struct Stepped {
 
 /// Decides one event against a session state, and keeps the event's effect on the state only
 /// if the step goes ahead (allow or modify). Returns the decision (with its explain trace when
-/// `explain`).
-pub fn decide_event(
+/// `explain`). Public as [`super::Policy::decide_event`].
+pub(crate) fn decide_event(
     program: &Program,
     hook: &'static fields::HookSpec,
     state: &mut SessionState,

@@ -62,7 +62,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::Value;
 
 pub use decide::Decision;
-pub use engine::{decide_event, BAD_ARGUMENTS, BAD_INTENT};
+pub use engine::{BAD_ARGUMENTS, BAD_INTENT};
 pub use journal::{Claim, Durable, Journal, JournalError, MemoryJournal, Record};
 pub use protocol::{Caps, Negotiated, Protocol};
 pub use session::is_known_method;
@@ -209,6 +209,48 @@ impl Policy {
     /// The compiled program.
     pub fn program(&self) -> &Arc<Program> {
         &self.program
+    }
+
+    /// Decides one event against a session state the caller holds, keeping the event's effect
+    /// on the state only if the step goes ahead (allow or modify); with `explain`, the decision
+    /// carries its explain trace. This is the decision without the envelope, the protocol's
+    /// checks, the audit chain or the journal that [`Guardian::handle`] adds: for a host that
+    /// keeps its own sessions, and for the benches that time the decision alone.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use warden::acs::fields;
+    /// use warden::guardian::Policy;
+    /// use warden::state::{Event, SessionState};
+    ///
+    /// let policy = Policy::from_source(
+    ///     "p.ward",
+    ///     "rule no_mail on toolCallRequest when tool.name == \"send_email\" => deny \"no_mail\"\ndefault allow\n",
+    /// )
+    /// .unwrap();
+    /// let mut state = SessionState::new(policy.program());
+    /// let payload = json!({"tool": {"name": "send_email"}, "arguments": {}});
+    /// let hook = fields::hook("steps/toolCallRequest").unwrap();
+    /// let event = Event {
+    ///     method: hook.method,
+    ///     request_id: "5e55e55e-0000-4000-8000-000000000001",
+    ///     payload: &payload,
+    ///     metadata: &json!({}),
+    ///     time_ms: None,
+    ///     extra_labels: 0,
+    ///     wrapped_method: None,
+    /// };
+    /// let decision = policy.decide_event(&mut state, hook, &event, false).unwrap();
+    /// assert_eq!(decision.reason_codes, ["no_mail"]);
+    /// ```
+    pub fn decide_event(
+        &self,
+        state: &mut SessionState,
+        hook: &'static fields::HookSpec,
+        ev: &crate::state::Event<'_>,
+        explain: bool,
+    ) -> Result<Decision, VmError> {
+        engine::decide_event(&self.program, hook, state, ev, explain)
     }
 
     /// SHA-256 (hex) of the compiled program: what the audit chain records on a reload.

@@ -23,7 +23,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::Value;
 use warden::acs::fields;
-use warden::guardian::{decide_event, Guardian, Options, Policy, Protocol};
+use warden::guardian::{Guardian, Options, Policy, Protocol};
 use warden::state::{Event, SessionState};
 use warden_peers::{history, rego_history_input, turn_of, HandCheck, HostSession, HS};
 
@@ -62,7 +62,7 @@ fn warden_state(policy: &Policy, events: &[Value]) -> SessionState {
             extra_labels: 0,
             wrapped_method: None,
         };
-        decide_event(program, hook, &mut state, &ev, false).unwrap();
+        policy.decide_event(&mut state, hook, &ev, false).unwrap();
     }
     state
 }
@@ -76,7 +76,7 @@ fn bench_warden(
 ) {
     let (method, rid, payload, metadata) = parts(probe);
     let hook = fields::hook(method).unwrap();
-    let program = policy.program().clone();
+    let program = policy.clone();
     let ev = Event {
         method: hook.method,
         request_id: rid,
@@ -86,7 +86,7 @@ fn bench_warden(
         extra_labels: 0,
         wrapped_method: None,
     };
-    let d = decide_event(&program, hook, state, &ev, false).unwrap();
+    let d = program.decide_event(state, hook, &ev, false).unwrap();
     assert_eq!(
         format!("{:?}", d.kind),
         "Deny",
@@ -94,7 +94,9 @@ fn bench_warden(
     );
     c.bench_with_input(BenchmarkId::new("warden", h), &h, |b, _| {
         b.iter(|| {
-            let d = decide_event(&program, hook, black_box(&mut *state), &ev, false).unwrap();
+            let d = program
+                .decide_event(black_box(&mut *state), hook, &ev, false)
+                .unwrap();
             black_box(d.kind)
         })
     });
