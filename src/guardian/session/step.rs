@@ -13,8 +13,10 @@ use super::gate::{Admitted, Entered};
 use super::{Session, View};
 use crate::acs::envelope::{self, Request, Response};
 use crate::acs::time;
+use crate::guardian::Decision;
 use crate::guardian::{audit, engine, explain, Guardian, Logged, Record, RuleTrace};
 use crate::state::ApprovalNote;
+use crate::vm::VmError;
 
 /// What the step leaves for the journal and the commit.
 pub(crate) struct Stepped {
@@ -35,8 +37,9 @@ pub(crate) struct Stepped {
 }
 
 impl Guardian {
-    /// The step (module docs). `raw` is the request as received: its params move into the
-    /// record.
+    /// The step (module docs), in three phases: decide on the session's state, answer (the
+    /// result, or the failure policy's answer), and write the audit entries and the record.
+    /// `raw` is the request as received: its params move into the record.
     pub(crate) fn step(
         &self,
         s: &mut Session,
@@ -46,7 +49,6 @@ impl Guardian {
         entered: &Entered,
     ) -> Stepped {
         let p = &req.params;
-        let sid = p.metadata.session_id.as_str();
         let program = &admitted.active.program;
         // A subagent's summary carries back everything that entered the subagent's context.
         let extra_labels = match &entered.child {
@@ -54,38 +56,12 @@ impl Guardian {
             Some((_, None)) => program.unknown_labels,
             None => 0,
         };
-        // Lent out of the request for the decision and put back after it (the audit entry and
-        // the journal record read the request whole): a copy of it cost more than the rest of
-        // the event's setup.
-        let metadata = super::super::params_metadata_mut(raw)
-            .map(Value::take)
-            .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
         let view = View::of(admitted.hook, &p.payload, &p.request_id);
         let hook = view.hook;
-        let ev = view.event(
-            &p.payload,
-            &p.request_id,
-            &metadata,
-            admitted.time_ms,
-            extra_labels,
-        );
-        let state = s
-            .state
-            .as_mut()
-            .expect("the gate gives an admitted step's session a state");
-        let logging = self.decision_log.get().is_some();
-        let (outcome, arguments) = if logging {
-            engine::decide_event_logged(program, hook, state, &ev, self.options.explain)
-        } else {
-            let d = engine::decide_event(program, hook, state, &ev, self.options.explain);
-            (d, None)
-        };
-        if let Some(slot) = super::super::params_metadata_mut(raw) {
-            *slot = metadata;
-        }
-        let payload = view.payload(&p.payload);
-        let mut logged = logging.then(|| Logged {
-            tool: payload
+        let (outcome, arguments) = self.decide_on_state(s, req, raw, admitted, &view, extra_labels);
+        let mut logged = self.decision_log.get().is_some().then(|| Logged {
+            tool: view
+                .payload(&p.payload)
                 .pointer("/tool/name")
                 .and_then(Value::as_str)
                 .map(String::from),
@@ -93,45 +69,12 @@ impl Guardian {
             fired: Vec::new(),
             unverified_claims: Vec::new(),
         });
-        let mut failed = false;
-        let (mut result, traces, proceeds, approval, effect_outcome) = match outcome {
-            Ok(decision) => {
-                if let Some(l) = &mut logged {
-                    l.fired = decision.fired.clone();
-                    l.unverified_claims = decision.unverified_claims.clone();
-                }
-                let traces = decision.trace.clone();
-                let mut result = decision.to_result(&p.request_id);
-                if self.options.explain {
-                    result.policy_data.insert(
-                        "warden".into(),
-                        explain::to_json(&decision, &traces, program, &admitted.active.sources),
-                    );
-                }
-                let proceeds = decision.proceeds();
-                let (approval, effects) = (decision.approval, decision.effect_outcome);
-                (result, traces, proceeds, approval, effects)
-            }
+        let answer = match outcome {
+            Ok(decision) => self.answer(decision, &p.request_id, admitted, logged.as_mut()),
             Err(e) => match self.failure(req.id.clone(), &p.request_id, hook, &e) {
-                Ok(result) => {
-                    failed = true;
-                    (result, Vec::new(), false, None, None)
-                }
+                Ok(result) => Answer::failed(result),
                 Err(response) => {
-                    // The content that entered with the failed step is journalled too.
-                    let record = Record::Step {
-                        session: sid.to_string(),
-                        method: req.method.clone(),
-                        params: raw.get("params").cloned().unwrap_or(Value::Null),
-                        proceeds: false,
-                        failed: true,
-                        extra_labels,
-                        entries: Vec::new(),
-                        approval: None,
-                        at_ms: Some(time::now_ms()),
-                        // Nothing of it commits but its taint: the session's policy is as it was.
-                        policy: None,
-                    };
+                    let record = failed_record(req, raw, extra_labels);
                     return Stepped {
                         response,
                         traces: Vec::new(),
@@ -144,15 +87,129 @@ impl Guardian {
                 }
             },
         };
+        self.recorded(
+            s,
+            req,
+            raw,
+            admitted,
+            entered,
+            hook.method,
+            extra_labels,
+            answer,
+            logged,
+        )
+    }
+
+    /// The decision on the session's state (the engine commits what it keeps), with the
+    /// arguments a decision log shows when one is kept.
+    fn decide_on_state(
+        &self,
+        s: &mut Session,
+        req: &Request,
+        raw: &mut Value,
+        admitted: &Admitted,
+        view: &View,
+        extra_labels: u64,
+    ) -> (Result<Decision, VmError>, Option<Value>) {
+        let p = &req.params;
+        let program = &admitted.active.program;
+        // Lent out of the request for the decision and put back after it (the audit entry and
+        // the journal record read the request whole): a copy of it cost more than the rest of
+        // the event's setup.
+        let metadata = super::super::params_metadata_mut(raw)
+            .map(Value::take)
+            .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
+        let ev = view.event(
+            &p.payload,
+            &p.request_id,
+            &metadata,
+            admitted.time_ms,
+            extra_labels,
+        );
+        let state = s
+            .state
+            .as_mut()
+            .expect("the gate gives an admitted step's session a state");
+        let explain = self.options.explain;
+        let decided = if self.decision_log.get().is_some() {
+            engine::decide_event_logged(program, view.hook, state, &ev, explain)
+        } else {
+            (
+                engine::decide_event(program, view.hook, state, &ev, explain),
+                None,
+            )
+        };
+        if let Some(slot) = super::super::params_metadata_mut(raw) {
+            *slot = metadata;
+        }
+        decided
+    }
+
+    /// A decision as the step's answer: its result (with the explain trace when asked for),
+    /// and what the audit entry and the record keep of it.
+    fn answer(
+        &self,
+        decision: Decision,
+        request_id: &str,
+        admitted: &Admitted,
+        logged: Option<&mut Logged>,
+    ) -> Answer {
+        if let Some(l) = logged {
+            l.fired = decision.fired.clone();
+            l.unverified_claims = decision.unverified_claims.clone();
+        }
+        let traces = decision.trace.clone();
+        let mut result = decision.to_result(request_id);
+        if self.options.explain {
+            let active = &admitted.active;
+            result.policy_data.insert(
+                "warden".into(),
+                explain::to_json(&decision, &traces, &active.program, &active.sources),
+            );
+        }
+        Answer {
+            result,
+            traces,
+            proceeds: decision.proceeds(),
+            approval: decision.approval,
+            effect_outcome: decision.effect_outcome,
+            failed: false,
+        }
+    }
+
+    /// The last phase: the audit entries (when the chain is kept) and the journal record, into
+    /// which the request's params move.
+    #[allow(clippy::too_many_arguments)]
+    fn recorded(
+        &self,
+        s: &Session,
+        req: &Request,
+        raw: &mut Value,
+        admitted: &Admitted,
+        entered: &Entered,
+        method: &'static str,
+        extra_labels: u64,
+        answer: Answer,
+        logged: Option<Logged>,
+    ) -> Stepped {
+        let Answer {
+            mut result,
+            traces,
+            proceeds,
+            approval,
+            effect_outcome,
+            failed,
+        } = answer;
+        let digest = &admitted.active.digest;
         let entries = if self.options.protocol.audit {
             let step = AuditedStep {
                 req,
                 raw,
-                hook_method: hook.method,
+                hook_method: method,
                 entered,
                 approval: approval.as_ref(),
                 effect_outcome: effect_outcome.as_ref(),
-                digest: &admitted.active.digest,
+                digest,
             };
             let (entries, head) = self.audit_entries(s, step, &mut result);
             result.chain_hash = head;
@@ -165,9 +222,8 @@ impl Guardian {
             .get_mut("params")
             .map(Value::take)
             .unwrap_or(Value::Null);
-        let digest = &admitted.active.digest;
         let record = Record::Step {
-            session: sid.to_string(),
+            session: req.params.metadata.session_id.clone(),
             method: req.method.clone(),
             params,
             proceeds,
@@ -183,7 +239,7 @@ impl Guardian {
             traces,
             logged,
             record,
-            method: hook.method,
+            method,
             proceeds,
             commits: true,
         }
@@ -277,6 +333,49 @@ impl Guardian {
         }
         entries.push(chain.append(e));
         (entries, chain.head)
+    }
+}
+
+/// A step's answer, and what its audit entry and record keep of the decision.
+struct Answer {
+    result: envelope::AcsResult,
+    traces: Vec<RuleTrace>,
+    proceeds: bool,
+    approval: Option<ApprovalNote>,
+    effect_outcome: Option<Value>,
+    /// The policy could not decide; `result` is the failure policy's answer.
+    failed: bool,
+}
+
+impl Answer {
+    /// The failure policy's answer to a decision that failed.
+    fn failed(result: envelope::AcsResult) -> Answer {
+        Answer {
+            result,
+            traces: Vec::new(),
+            proceeds: false,
+            approval: None,
+            effect_outcome: None,
+            failed: true,
+        }
+    }
+}
+
+/// The record of a step whose failed decision is answered with an error: the content that
+/// entered with it is journalled too (it entered the state as taint).
+fn failed_record(req: &Request, raw: &Value, extra_labels: u64) -> Record {
+    Record::Step {
+        session: req.params.metadata.session_id.clone(),
+        method: req.method.clone(),
+        params: raw.get("params").cloned().unwrap_or(Value::Null),
+        proceeds: false,
+        failed: true,
+        extra_labels,
+        entries: Vec::new(),
+        approval: None,
+        at_ms: Some(time::now_ms()),
+        // Nothing of it commits but its taint: the session's policy is as it was.
+        policy: None,
     }
 }
 
