@@ -71,26 +71,77 @@ fn words(text: &str) -> Vec<String> {
 }
 
 /// Whether a word, or the word without a common English ending (`paying`, `cancelled`,
-/// `messages`, `books` → `pay`, `cancel`, `message`, `book`), is in `set`.
-fn is_in(w: &str, set: &[&str]) -> bool {
+/// `messages`, `books` → `pay`, `cancel`, `message`, `book`), is in `set`: a few hashed
+/// look-ups, whatever the set's size (a user message is read against every set below).
+fn is_in(w: &str, set: &Words) -> bool {
+    let ix = set.index();
     let stem_in = |s: &str| {
         s.len() >= 2
-            && set.iter().any(|x| {
-                *x == s
-                    // `cancelled` → `cancel`
-                    || (s.ends_with("ll") && *x == &s[..s.len() - 1])
-                    // `closed` → `close`
-                    || (x.len() == s.len() + 1 && x.starts_with(s) && x.ends_with('e'))
-            })
+            && (ix.exact.contains(s)
+                // `cancelled` → `cancel`
+                || (s.ends_with("ll") && ix.exact.contains(&s[..s.len() - 1]))
+                // `closed` → `close`
+                || ix.without_e.contains(s))
     };
-    set.contains(&w)
-        || ["ing", "ed", "es", "s", "d"]
+    ix.exact.contains(w)
+        || ENDINGS
             .iter()
             .any(|end| w.strip_suffix(end).is_some_and(stem_in))
 }
 
+/// The endings [`is_in`] strips.
+const ENDINGS: [&str; 5] = ["ing", "ed", "es", "s", "d"];
+
+/// [`is_in`] for a short list written where it is used: the same reading, by a scan.
+fn is_in_list(w: &str, set: &[&str]) -> bool {
+    let stem_in = |s: &str| {
+        s.len() >= 2
+            && set.iter().any(|x| {
+                *x == s
+                    || (s.ends_with("ll") && *x == &s[..s.len() - 1])
+                    || (x.len() == s.len() + 1 && x.starts_with(s) && x.ends_with('e'))
+            })
+    };
+    set.contains(&w)
+        || ENDINGS
+            .iter()
+            .any(|end| w.strip_suffix(end).is_some_and(stem_in))
+}
+
+/// A set of words [`is_in`] reads, indexed on first use.
+struct Words {
+    list: &'static [&'static str],
+    index: std::sync::OnceLock<WordIndex>,
+}
+
+/// The look-ups of [`is_in`]: the words, and the words that end in `e` without it.
+struct WordIndex {
+    exact: std::collections::HashSet<&'static str>,
+    without_e: std::collections::HashSet<&'static str>,
+}
+
+impl Words {
+    const fn new(list: &'static [&'static str]) -> Words {
+        Words {
+            list,
+            index: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn index(&self) -> &WordIndex {
+        self.index.get_or_init(|| WordIndex {
+            exact: self.list.iter().copied().collect(),
+            without_e: self
+                .list
+                .iter()
+                .filter_map(|x| x.strip_suffix('e'))
+                .collect(),
+        })
+    }
+}
+
 // Verbs that only read, as the first word of a tool's name.
-const READ_VERBS: &[&str] = &[
+static READ_VERBS: Words = Words::new(&[
     "get",
     "read",
     "list",
@@ -120,9 +171,9 @@ const READ_VERBS: &[&str] = &[
     "peek",
     "watch",
     "track",
-];
+]);
 // Objects that make a call move money, whatever its verb.
-const MONEY_OBJECTS: &[&str] = &[
+static MONEY_OBJECTS: Words = Words::new(&[
     "money",
     "payment",
     "pay",
@@ -136,9 +187,9 @@ const MONEY_OBJECTS: &[&str] = &[
     "remittance",
     "funds",
     "fund",
-];
+]);
 // Objects that make a changing call touch credentials or account data.
-const CREDENTIAL_OBJECTS: &[&str] = &[
+static CREDENTIAL_OBJECTS: Words = Words::new(&[
     "password",
     "passcode",
     "passphrase",
@@ -151,10 +202,11 @@ const CREDENTIAL_OBJECTS: &[&str] = &[
     "login",
     "mfa",
     "otp",
-];
+]);
 // Objects that make a changing call touch the account's own data (name, address, profile).
-const ACCOUNT_OBJECTS: &[&str] = &["user", "account", "profile", "info", "address", "details"];
-const CHANGE_VERBS: &[&str] = &[
+static ACCOUNT_OBJECTS: Words =
+    Words::new(&["user", "account", "profile", "info", "address", "details"]);
+static CHANGE_VERBS: Words = Words::new(&[
     "update",
     "change",
     "edit",
@@ -176,8 +228,8 @@ const CHANGE_VERBS: &[&str] = &[
     "mark",
     "assign",
     "configure",
-];
-const CREATE_VERBS: &[&str] = &[
+]);
+static CREATE_VERBS: Words = Words::new(&[
     "create",
     "add",
     // Adding to a record makes new content in it: `append_to_file` creates.
@@ -203,8 +255,8 @@ const CREATE_VERBS: &[&str] = &[
     "log",
     "note",
     "record",
-];
-const DELETE_VERBS: &[&str] = &[
+]);
+static DELETE_VERBS: Words = Words::new(&[
     "delete",
     "remove",
     "cancel",
@@ -229,8 +281,8 @@ const DELETE_VERBS: &[&str] = &[
     "unregister",
     "unshare",
     "empty",
-];
-const COMMUNICATE_VERBS: &[&str] = &[
+]);
+static COMMUNICATE_VERBS: Words = Words::new(&[
     "send",
     "email",
     "mail",
@@ -259,8 +311,8 @@ const COMMUNICATE_VERBS: &[&str] = &[
     "congratulate",
     "welcome",
     "invite",
-];
-const RESERVE_VERBS: &[&str] = &[
+]);
+static RESERVE_VERBS: Words = Words::new(&[
     "reserve",
     "book",
     "buy",
@@ -272,22 +324,23 @@ const RESERVE_VERBS: &[&str] = &[
     "checkout",
     "reservation",
     "booking",
-];
-const SHARE_VERBS: &[&str] = &[
+]);
+static SHARE_VERBS: Words = Words::new(&[
     "share",
     "grant",
     "invite",
     "permit",
     "authorize",
     "authorise",
-];
-const PUBLISH_VERBS: &[&str] = &["post", "publish", "tweet", "blog", "broadcast", "release"];
-const EXECUTE_VERBS: &[&str] = &[
+]);
+static PUBLISH_VERBS: Words =
+    Words::new(&["post", "publish", "tweet", "blog", "broadcast", "release"]);
+static EXECUTE_VERBS: Words = Words::new(&[
     "execute", "run", "exec", "eval", "shell", "command", "install", "launch", "deploy", "start",
     "spawn", "invoke", "script",
-];
+]);
 // Objects that make `add …` or `invite …` give someone access.
-const MEMBER_OBJECTS: &[&str] = &[
+static MEMBER_OBJECTS: Words = Words::new(&[
     "user",
     "member",
     "participant",
@@ -299,9 +352,9 @@ const MEMBER_OBJECTS: &[&str] = &[
     "collaborator",
     "people",
     "person",
-];
+]);
 // Objects a message goes to or is.
-const MESSAGE_OBJECTS: &[&str] = &[
+static MESSAGE_OBJECTS: Words = Words::new(&[
     "message",
     "email",
     "mail",
@@ -313,8 +366,9 @@ const MESSAGE_OBJECTS: &[&str] = &[
     "chat",
     "channel",
     "notification",
-];
-const WEB_OBJECTS: &[&str] = &["webpage", "web", "website", "page", "blog", "site", "url"];
+]);
+static WEB_OBJECTS: Words =
+    Words::new(&["webpage", "web", "website", "page", "blog", "site", "url"]);
 
 /// The catalogue's class for a tool: read from its name's words (the first is the verb), then,
 /// for a name that says nothing, from its argument names. `unknown` when neither says.
@@ -323,35 +377,35 @@ pub fn catalogue_class<'a>(tool: &str, args: impl Iterator<Item = &'a str>) -> &
     let Some(verb) = w.first().map(String::as_str) else {
         return "unknown";
     };
-    let has = |set: &[&str]| w.iter().any(|x| is_in(x, set));
-    if is_in(verb, READ_VERBS) {
+    let has = |set: &Words| w.iter().any(|x| is_in(x, set));
+    if is_in(verb, &READ_VERBS) {
         return "read";
     }
-    if has(MONEY_OBJECTS) && !is_in(verb, DELETE_VERBS) {
+    if has(&MONEY_OBJECTS) && !is_in(verb, &DELETE_VERBS) {
         return "money";
     }
-    if is_in(verb, CHANGE_VERBS) && has(CREDENTIAL_OBJECTS) {
+    if is_in(verb, &CHANGE_VERBS) && has(&CREDENTIAL_OBJECTS) {
         return "credentials";
     }
-    if is_in(verb, CHANGE_VERBS) && has(ACCOUNT_OBJECTS) {
+    if is_in(verb, &CHANGE_VERBS) && has(&ACCOUNT_OBJECTS) {
         return "account";
     }
-    if is_in(verb, PUBLISH_VERBS) && (has(WEB_OBJECTS) || w.len() == 1) {
+    if is_in(verb, &PUBLISH_VERBS) && (has(&WEB_OBJECTS) || w.len() == 1) {
         return "publish";
     }
-    if is_in(verb, SHARE_VERBS) || (is_in(verb, &["add"]) && has(MEMBER_OBJECTS)) {
+    if is_in(verb, &SHARE_VERBS) || (is_in_list(verb, &["add"]) && has(&MEMBER_OBJECTS)) {
         return "share";
     }
-    if is_in(verb, COMMUNICATE_VERBS) || (is_in(verb, PUBLISH_VERBS) && has(MESSAGE_OBJECTS)) {
+    if is_in(verb, &COMMUNICATE_VERBS) || (is_in(verb, &PUBLISH_VERBS) && has(&MESSAGE_OBJECTS)) {
         return "communicate";
     }
     for (set, class) in [
-        (DELETE_VERBS, "delete"),
-        (RESERVE_VERBS, "reserve"),
-        (CHANGE_VERBS, "change"),
-        (CREATE_VERBS, "create"),
-        (EXECUTE_VERBS, "execute"),
-        (PUBLISH_VERBS, "publish"),
+        (&DELETE_VERBS, "delete"),
+        (&RESERVE_VERBS, "reserve"),
+        (&CHANGE_VERBS, "change"),
+        (&CREATE_VERBS, "create"),
+        (&EXECUTE_VERBS, "execute"),
+        (&PUBLISH_VERBS, "publish"),
     ] {
         if is_in(verb, set) {
             return class;
@@ -372,7 +426,7 @@ pub fn catalogue_class<'a>(tool: &str, args: impl Iterator<Item = &'a str>) -> &
 }
 
 // What a request's words ask for. Verbs alone, and verbs with the objects that say more.
-const ASK_MONEY: &[&str] = &[
+static ASK_MONEY: Words = Words::new(&[
     "pay",
     "paid",
     "payment",
@@ -389,8 +443,8 @@ const ASK_MONEY: &[&str] = &[
     "topup",
     "deposit",
     "withdraw",
-];
-const MONEY_NOUNS: &[&str] = &[
+]);
+static MONEY_NOUNS: Words = Words::new(&[
     "money",
     "payment",
     "transaction",
@@ -413,8 +467,8 @@ const MONEY_NOUNS: &[&str] = &[
     "salary",
     "subscription",
     "order",
-];
-const ASK_CREDENTIAL_NOUNS: &[&str] = &[
+]);
+static ASK_CREDENTIAL_NOUNS: Words = Words::new(&[
     "password",
     "passcode",
     "passphrase",
@@ -422,8 +476,8 @@ const ASK_CREDENTIAL_NOUNS: &[&str] = &[
     "credential",
     "pin",
     "login",
-];
-const ACCOUNT_NOUNS: &[&str] = &[
+]);
+static ACCOUNT_NOUNS: Words = Words::new(&[
     "address",
     "profile",
     "info",
@@ -434,8 +488,8 @@ const ACCOUNT_NOUNS: &[&str] = &[
     "city",
     "phone",
     "account",
-];
-const ASK_COMMUNICATE: &[&str] = &[
+]);
+static ASK_COMMUNICATE: Words = Words::new(&[
     "send",
     "email",
     "mail",
@@ -467,13 +521,13 @@ const ASK_COMMUNICATE: &[&str] = &[
     "update",
     "cc",
     "report",
-];
-const ASK_CREATE: &[&str] = &[
+]);
+static ASK_CREATE: Words = Words::new(&[
     "create", "add", "make", "new", "schedule", "set", "organize", "organise", "plan", "write",
     "draft", "save", "append", "put", "note", "register", "sign", "arrange", "book", "setup",
     "prepare", "compose", "log", "record", "store", "copy", "invite", "include",
-];
-const ASK_CHANGE: &[&str] = &[
+]);
+static ASK_CHANGE: Words = Words::new(&[
     "update",
     "change",
     "edit",
@@ -499,8 +553,8 @@ const ASK_CHANGE: &[&str] = &[
     "decrease",
     "reduce",
     "raise",
-];
-const ASK_DELETE: &[&str] = &[
+]);
+static ASK_DELETE: Words = Words::new(&[
     "delete",
     "remove",
     "cancel",
@@ -519,8 +573,8 @@ const ASK_DELETE: &[&str] = &[
     "purge",
     "wipe",
     "call off",
-];
-const ASK_RESERVE: &[&str] = &[
+]);
+static ASK_RESERVE: Words = Words::new(&[
     "book",
     "reserve",
     "reservation",
@@ -530,8 +584,8 @@ const ASK_RESERVE: &[&str] = &[
     "buy",
     "purchase",
     "hire",
-];
-const ASK_SHARE: &[&str] = &[
+]);
+static ASK_SHARE: Words = Words::new(&[
     "share",
     "grant",
     "give",
@@ -543,9 +597,9 @@ const ASK_SHARE: &[&str] = &[
     "collaborator",
     "onboard",
     "join",
-];
+]);
 // Places people are let into.
-const SHARED_PLACES: &[&str] = &[
+static SHARED_PLACES: Words = Words::new(&[
     "slack",
     "workspace",
     "team",
@@ -558,13 +612,14 @@ const SHARED_PLACES: &[&str] = &[
     "repository",
     "repo",
     "folder",
-];
-const ASK_PUBLISH: &[&str] = &[
+]);
+static ASK_PUBLISH: Words = Words::new(&[
     "post", "publish", "tweet", "blog", "website", "online", "upload",
-];
-const ASK_EXECUTE: &[&str] = &["run", "execute", "install", "launch", "deploy", "script"];
+]);
+static ASK_EXECUTE: Words =
+    Words::new(&["run", "execute", "install", "launch", "deploy", "script"]);
 // Words that hand the choice of actions to content.
-const DELEGATE_NOUNS: &[&str] = &[
+static DELEGATE_NOUNS: Words = Words::new(&[
     "instructions",
     "instruction",
     "tasks",
@@ -580,17 +635,18 @@ const DELEGATE_NOUNS: &[&str] = &[
     "list",
     "checklist",
     "accordingly",
-];
-const DELEGATE_VERBS: &[&str] = &[
+]);
+static DELEGATE_VERBS: Words = Words::new(&[
     "follow", "do", "complete", "execute", "perform", "carry", "handle", "take", "act", "fulfil",
     "fulfill", "finish", "address", "get", "go", "work", "update",
-];
+]);
 
 /// The classes a request's text asks for, as bits ([`class_bit`], and [`DELEGATES`] when it
 /// hands control to content). `read` is always asked for.
 pub fn requested_classes(text: &str) -> u16 {
     let w = without_reminded(words(text));
-    let any = |set: &[&str]| w.iter().any(|x| is_in(x, set));
+    let any = |set: &Words| w.iter().any(|x| is_in(x, set));
+    let any_of = |set: &[&str]| w.iter().any(|x| is_in_list(x, set));
     let mut bits = class_bit("read");
     let mut add = |cond: bool, class: &str| {
         if cond {
@@ -606,44 +662,44 @@ pub fn requested_classes(text: &str) -> u16 {
                     .all(|c| c.is_ascii_digit() || c == '.' || c == ',')
         });
     add(
-        any(ASK_MONEY)
-            || ((any(MONEY_NOUNS) || sum) && any(&["send", "give", "return"]))
-            || (any(MONEY_NOUNS) && any(&["schedule", "update", "change", "set", "increase"])),
+        any(&ASK_MONEY)
+            || ((any(&MONEY_NOUNS) || sum) && any_of(&["send", "give", "return"]))
+            || (any(&MONEY_NOUNS) && any_of(&["schedule", "update", "change", "set", "increase"])),
         "money",
     );
-    add(any(ASK_CREDENTIAL_NOUNS), "credentials");
+    add(any(&ASK_CREDENTIAL_NOUNS), "credentials");
     add(account_change(&w), "account");
-    add(any(ASK_COMMUNICATE), "communicate");
-    add(any(ASK_CREATE), "create");
+    add(any(&ASK_COMMUNICATE), "communicate");
+    add(any(&ASK_CREATE), "create");
     // "set up a payment" creates one; "set the amount" changes it.
     let changes = w.iter().enumerate().any(|(i, x)| {
-        is_in(x, ASK_CHANGE) && !(x == "set" && w.get(i + 1).is_some_and(|n| n == "up"))
+        is_in(x, &ASK_CHANGE) && !(x == "set" && w.get(i + 1).is_some_and(|n| n == "up"))
     });
     add(changes, "change");
     add(
-        any(ASK_DELETE) || text.to_lowercase().contains("call off"),
+        any(&ASK_DELETE) || text.to_lowercase().contains("call off"),
         "delete",
     );
-    add(any(ASK_RESERVE), "reserve");
+    add(any(&ASK_RESERVE), "reserve");
     // "get Dora into our Slack", "bring him into the team": someone let into a shared place.
     add(
-        any(ASK_SHARE) || (any(&["into"]) && any(SHARED_PLACES)),
+        any(&ASK_SHARE) || (any_of(&["into"]) && any(&SHARED_PLACES)),
         "share",
     );
-    add(any(ASK_PUBLISH), "publish");
-    add(any(ASK_EXECUTE), "execute");
+    add(any(&ASK_PUBLISH), "publish");
+    add(any(&ASK_EXECUTE), "execute");
     // "the following tasks", "these two steps": the user listing their own tasks, not
     // pointing at someone else's.
     let handed = w.iter().enumerate().any(|(i, x)| {
-        is_in(x, DELEGATE_NOUNS)
+        is_in(x, &DELEGATE_NOUNS)
             && !i.checked_sub(1).is_some_and(|p| {
-                is_in(
+                is_in_list(
                     &w[p],
                     &["following", "these", "two", "three", "both", "few"],
                 )
             })
     });
-    if any(DELEGATE_VERBS) && handed {
+    if any(&DELEGATE_VERBS) && handed {
         bits |= DELEGATES;
     }
     bits
@@ -654,7 +710,7 @@ pub fn requested_classes(text: &str) -> u16 {
 /// or "reminder" within eight words is what the reminder will say, not what the user asks for
 /// now.
 fn without_reminded(w: Vec<String>) -> Vec<String> {
-    let reminds = |x: &str| is_in(x, &["remind", "reminder"]);
+    let reminds = |x: &str| is_in_list(x, &["remind", "reminder"]);
     let reminded = |i: usize| {
         i >= 1
             && w[i - 1] == "to"
@@ -674,9 +730,9 @@ fn account_change(w: &[String]) -> bool {
     const VERBS: &[&str] = &[
         "update", "change", "correct", "fix", "set", "edit", "modify", "new", "moved", "replace",
     ];
-    let verbs: Vec<usize> = (0..w.len()).filter(|&i| is_in(&w[i], VERBS)).collect();
+    let verbs: Vec<usize> = (0..w.len()).filter(|&i| is_in_list(&w[i], VERBS)).collect();
     (0..w.len())
-        .filter(|&j| is_in(&w[j], ACCOUNT_NOUNS))
+        .filter(|&j| is_in(&w[j], &ACCOUNT_NOUNS))
         .any(|j| {
             verbs
                 .iter()
@@ -1141,12 +1197,73 @@ mod tests {
     }
 
     #[test]
+    fn the_indexed_sets_answer_as_the_scan_does() {
+        let sets: &[&Words] = &[
+            &READ_VERBS,
+            &MONEY_OBJECTS,
+            &CREDENTIAL_OBJECTS,
+            &ACCOUNT_OBJECTS,
+            &CHANGE_VERBS,
+            &CREATE_VERBS,
+            &DELETE_VERBS,
+            &COMMUNICATE_VERBS,
+            &RESERVE_VERBS,
+            &SHARE_VERBS,
+            &PUBLISH_VERBS,
+            &EXECUTE_VERBS,
+            &MEMBER_OBJECTS,
+            &MESSAGE_OBJECTS,
+            &WEB_OBJECTS,
+            &ASK_MONEY,
+            &MONEY_NOUNS,
+            &ASK_CREDENTIAL_NOUNS,
+            &ACCOUNT_NOUNS,
+            &ASK_COMMUNICATE,
+            &ASK_CREATE,
+            &ASK_CHANGE,
+            &ASK_DELETE,
+            &ASK_RESERVE,
+            &ASK_SHARE,
+            &SHARED_PLACES,
+            &ASK_PUBLISH,
+            &ASK_EXECUTE,
+            &DELEGATE_NOUNS,
+            &DELEGATE_VERBS,
+        ];
+        let mut probes: Vec<String> = ["", "a", "ed", "es", "s", "d", "ing", "lled", "zzz"]
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        for set in sets {
+            for w in set.list {
+                let stem = w.strip_suffix('e').unwrap_or(w);
+                for form in [w.to_string(), format!("{w}l"), stem.to_string()] {
+                    for end in ["", "ing", "ed", "es", "s", "d", "led", "ling"] {
+                        probes.push(format!("{form}{end}"));
+                    }
+                }
+                probes.push(w[..w.len() / 2].to_string());
+            }
+        }
+        for set in sets {
+            for p in &probes {
+                assert_eq!(
+                    is_in(p, set),
+                    is_in_list(p, set.list),
+                    "{p:?} in {:?}",
+                    set.list
+                );
+            }
+        }
+    }
+
+    #[test]
     fn the_object_lexicon_answers_as_the_word_scan_does() {
         let scan = |w: &str, col: fn(&ObjectRow) -> &'static [&'static str]| {
             OBJECTS
                 .iter()
                 .enumerate()
-                .filter(|(_, row)| is_in(w, col(row)))
+                .filter(|(_, row)| is_in_list(w, col(row)))
                 .fold(0u32, |b, (i, _)| b | 1 << i)
         };
         let lex = Lexicon::of(|(_, _, r)| r);
