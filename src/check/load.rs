@@ -151,6 +151,43 @@ impl Loaded {
         loaded
     }
 
+    /// A policy given as text (no folder) that imports Rego: an error at each `use rego`.
+    /// The decision paths call this (`guardian::Policy::from_source`, the test runner's
+    /// `Suite::from_source`, and so the WebAssembly package, which has no files); plain
+    /// checking of a text does not, so an editor buffer or a documentation example that
+    /// names Rego files still checks.
+    pub fn refuse_rego_without_folder(&mut self) {
+        let mut found = Vec::new();
+        for unit in self.units.iter().filter(|u| u.dir.is_none() && !u.is_std) {
+            for item in &unit.module.items {
+                if let ast::Item::Use(u) = item {
+                    if let ast::UseKind::Rego { path } | ast::UseKind::RegoData { path } = &u.kind {
+                        found.push((unit.file, path.span, path.value.clone()));
+                    }
+                }
+            }
+        }
+        for (file, span, path) in found {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    Code::MissingRego,
+                    file,
+                    span,
+                    format!(
+                        "cannot import `{path}`: this policy was given as text, with no folder \
+                         to read Rego files from"
+                    ),
+                )
+                .with_label("no folder to resolve this path against")
+                .with_help(
+                    "Rego is read from files beside the policy: load the policy from a file (or \
+                     embed it with `Policy::from_source_in`); the WebAssembly package and the \
+                     playground have no files, so `use rego` is not available there",
+                ),
+            );
+        }
+    }
+
     fn add_unit(
         &mut self,
         file: FileId,
