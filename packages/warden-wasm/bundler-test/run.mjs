@@ -81,6 +81,8 @@ try {
   assert.match(JSON.stringify(r.rm), /files\.rm/);
   assert.equal(r.ls.decision, "allow");
   assert.equal(r.checkErrors, 0);
+  assert.deepEqual(r.rego.map(([code]) => code), ["check::missing_rego"], JSON.stringify(r.rego));
+  assert.match(r.rego[0][1], /no folder to read Rego files from/);
   assert.deepEqual(r.error, { isPolicyError: true, diagnostics: r.error.diagnostics });
   assert.ok(r.error.diagnostics > 0);
   assert.deepEqual(r.wasmUrls, [`${page}assets/${wasm[0]}`], "the page loaded the module from the asset Vite emitted");

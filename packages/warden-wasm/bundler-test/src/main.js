@@ -28,6 +28,8 @@ async function main() {
     rm,
     ls: { decision: ls.decision },
     checkErrors: check(POLICY).filter((d) => d.severity === "error").length,
+    // Rego cannot be imported in WebAssembly (docs/wasm.md): the checker says so.
+    rego: check(`use rego "org.rego" as org\n${POLICY}`, "app").map((d) => [d.code, d.message]),
     error,
     wasmUrls: performance.getEntriesByType("resource").map((e) => e.name).filter((n) => n.endsWith(".wasm")),
   };
