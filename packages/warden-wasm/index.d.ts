@@ -31,7 +31,10 @@ export interface PolicyStatic {
 }
 
 /** A JSON-RPC response envelope, as ACS defines it. */
-export type Response = { jsonrpc: "2.0"; id: unknown; result?: any; error?: any };
+export type JsonRpcResponse = { jsonrpc: "2.0"; id: unknown; result?: any; error?: any };
+// The name this type had first. Exported under it, but not declared under it here: inside this
+// file `Response` is the fetch API's (what `init` accepts).
+export type { JsonRpcResponse as Response };
 
 export interface GuardianOptions {
   /** Attach the rules that ran and their checks (`result.policy_data.warden`). */
@@ -42,11 +45,11 @@ export interface GuardianOptions {
 
 export interface Guardian {
   /** One request envelope (object or JSON text) in, its response out. */
-  handle(request: object | string): Response;
+  handle(request: object | string): JsonRpcResponse;
   /** A trace, one request per line, as `warden replay` runs it. */
-  replay(trace: string): { line: number; response: Response }[];
+  replay(trace: string): { line: number; response: JsonRpcResponse }[];
   /** Builds the envelope for `hook` (e.g. "toolCallRequest") and decides it. */
-  decide(hook: string, payload: object, metadata?: object): Response;
+  decide(hook: string, payload: object, metadata?: object): JsonRpcResponse;
 }
 
 export interface GuardianStatic {
@@ -97,5 +100,11 @@ export interface Warden {
   runTests(text: string, name?: string): TestReport;
 }
 
-/** Instantiates the module (once) and returns the API. */
-export function init(wasm?: string | URL | Response | BufferSource | WebAssembly.Module): Promise<Warden>;
+/**
+ * Instantiates the module (once) and returns the API. In browsers and bundlers `wasm` says
+ * where the module is (default: the `.wasm` beside the package's glue); under Node it is read
+ * from the package and `wasm` is ignored.
+ */
+export function init(
+  wasm?: string | URL | Request | Response | BufferSource | WebAssembly.Module | Promise<Response>,
+): Promise<Warden>;

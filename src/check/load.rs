@@ -151,6 +151,43 @@ impl Loaded {
         loaded
     }
 
+    /// A policy given as text (no folder) that imports Rego: an error at each `use rego`.
+    /// The decision paths call this (`guardian::Policy::from_source`, the test runner's
+    /// `Suite::from_source`, and so the WebAssembly package, which has no files); plain
+    /// checking of a text does not, so an editor buffer or a documentation example that
+    /// names Rego files still checks.
+    pub fn refuse_rego_without_folder(&mut self) {
+        let mut found = Vec::new();
+        for unit in self.units.iter().filter(|u| u.dir.is_none() && !u.is_std) {
+            for item in &unit.module.items {
+                if let ast::Item::Use(u) = item {
+                    if let ast::UseKind::Rego { path } | ast::UseKind::RegoData { path } = &u.kind {
+                        found.push((unit.file, path.span, path.value.clone()));
+                    }
+                }
+            }
+        }
+        for (file, span, path) in found {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    Code::MissingRego,
+                    file,
+                    span,
+                    format!(
+                        "cannot import `{path}`: this policy was given as text, with no folder \
+                         to read Rego files from"
+                    ),
+                )
+                .with_label("no folder to resolve this path against")
+                .with_help(
+                    "Rego is read from files beside the policy: load the policy from a file (or \
+                     embed it with `Policy::from_source_in`); the WebAssembly package and the \
+                     playground have no files, so `use rego` is not available there",
+                ),
+            );
+        }
+    }
+
     fn add_unit(
         &mut self,
         file: FileId,
@@ -477,5 +514,39 @@ mod tests {
         }
         assert!(errs[0].1.contains("big.rego"), "{}", errs[0].1);
         assert!(errs[1].1.contains("huge.ward"), "{}", errs[1].1);
+    }
+
+    #[test]
+    fn rego_in_a_policy_given_as_text_is_refused_by_the_decision_paths_only() {
+        let text = "use rego \"org.rego\" as org\nuse rego data \"d.json\" as d\ndefault allow\n";
+        // Plain loading (an editor buffer, a documentation example) says nothing.
+        assert!(errors(&Loaded::from_source("p.ward", text, None)).is_empty());
+        let Err(err) = crate::guardian::Policy::from_source("p.ward", text) else {
+            panic!("a policy given as text loaded Rego");
+        };
+        let found: Vec<_> = err
+            .items
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| (d.code.as_str(), d.message.clone()))
+            .collect();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].0, Code::MissingRego);
+        assert!(
+            found[0].1.contains("`org.rego`") && found[0].1.contains("no folder"),
+            "{}",
+            found[0].1
+        );
+        assert!(crate::testing::Suite::from_source("p.ward", text).is_err());
+        // With a folder, the same text loads its Rego from there.
+        let dir = std::env::temp_dir().join(format!("warden-text-rego-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("org.rego"), "package org\nx := 1\n").unwrap();
+        std::fs::write(dir.join("d.json"), "{}").unwrap();
+        let ok = crate::guardian::Policy::from_source_in("p.ward", text, dir.clone());
+        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(d) = ok {
+            panic!("{}", d.render(false));
+        }
     }
 }

@@ -192,7 +192,9 @@ impl Policy {
 
     /// A policy from source text (`name` is what diagnostics call it).
     pub fn from_source(name: &str, text: &str) -> Result<Policy, Diagnostics> {
-        Policy::build(check::check(Loaded::from_source(name, text, None)))
+        let mut loaded = Loaded::from_source(name, text, None);
+        loaded.refuse_rego_without_folder();
+        Policy::build(check::check(loaded))
     }
 
     /// A policy from source text whose relative paths resolve against `dir`.

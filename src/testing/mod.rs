@@ -96,14 +96,13 @@ impl Suite {
     /// diagnostics and results call the file. Nothing is read from disk: `use` of other files
     /// and fixture traces do not resolve (what the WebAssembly build runs).
     pub fn from_source(name: &str, text: &str) -> Result<Suite, LoadError> {
-        Suite::from_loaded(
-            Loaded::from_source(name, text, None),
-            name.to_string(),
-            PathBuf::from(name),
-        )
-        .map_err(|diagnostics| LoadError {
-            path: PathBuf::from(name),
-            diagnostics,
+        let mut loaded = Loaded::from_source(name, text, None);
+        loaded.refuse_rego_without_folder();
+        Suite::from_loaded(loaded, name.to_string(), PathBuf::from(name)).map_err(|diagnostics| {
+            LoadError {
+                path: PathBuf::from(name),
+                diagnostics,
+            }
         })
     }
 

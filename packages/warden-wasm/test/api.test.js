@@ -107,3 +107,22 @@ test("the decisions equal `warden replay --explain` on the same trace", { skip: 
 export function comparable(r) {
   return JSON.parse(JSON.stringify(r), (k, v) => (/^(timestamp|server_timestamp|took_us|elapsed_us|latency_us|decided_at)$/.test(k) ? undefined : v));
 }
+
+test("Rego imports: refused with a message that says why (a policy given as text has no files)", () => {
+  const source = readFileSync(new URL("examples/rego_interop.ward", root), "utf8");
+  const errors = check(source, "rego_interop.ward").filter((d) => d.severity === "error");
+  // One error per `use rego`, at its path, saying there is no folder (then the `from rego` rule
+  // names a package that was not loaded).
+  assert.deepEqual(errors.filter((d) => d.code === "check::missing_rego").map((d) => [d.code, d.line]), [
+    ["check::missing_rego", 4],
+    ["check::missing_rego", 5],
+    ["check::missing_rego", 6],
+  ]);
+  assert.match(errors[0].message, /given as text, with no folder to read Rego files from/);
+  assert.match(errors[0].help, /WebAssembly package and the playground have no files/);
+  assert.throws(
+    () => Policy.fromSource(source, "rego_interop.ward"),
+    (e) => e instanceof PolicyError && e.diagnostics[0].code === "check::missing_rego",
+  );
+  assert.throws(() => runTests(source, "rego_interop.ward"), PolicyError);
+});
