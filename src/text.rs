@@ -39,24 +39,7 @@ fn tokens_ascii(text: &[u8], out: &mut Vec<String>) {
         let t = &t[..t.len().min(MAX_TOKEN_LEN)];
         // ASCII in, ASCII out: always UTF-8.
         let lower = String::from_utf8(t.to_ascii_lowercase()).unwrap_or_default();
-        let rest = match lower.find("://") {
-            Some(i) => Some(&lower[i + 3..]),
-            None => lower.starts_with("www.").then_some(&lower[..]),
-        };
-        match rest {
-            Some(rest) => {
-                let rest = rest.strip_prefix("www.").unwrap_or(rest);
-                let rest = rest.trim_end_matches('/');
-                let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-                if !host.is_empty() {
-                    out.push(host.to_string());
-                }
-                if rest != host && !rest.is_empty() {
-                    out.push(rest.to_string());
-                }
-            }
-            None => out.push(lower),
-        }
+        push_token(lower, out);
     }
 }
 
@@ -68,24 +51,29 @@ fn tokens_general(text: &str, out: &mut Vec<String>) {
             continue;
         }
         let lower: String = t.to_lowercase().chars().take(MAX_TOKEN_LEN).collect();
-        let url = lower
-            .split_once("://")
-            .map(|(_, rest)| rest.to_string())
-            .or_else(|| lower.starts_with("www.").then(|| lower.clone()));
-        match url {
-            Some(rest) => {
-                let rest = rest.strip_prefix("www.").unwrap_or(&rest);
-                let rest = rest.trim_end_matches('/');
-                let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-                if !host.is_empty() {
-                    out.push(host.to_string());
-                }
-                if rest != host && !rest.is_empty() {
-                    out.push(rest.to_string());
-                }
-            }
-            None => out.push(lower),
+        push_token(lower, out);
+    }
+}
+
+/// Adds one lower-cased token: a URL (with a scheme, or from `www.`) as its host and, when it
+/// has more, as itself without scheme, `www.` and trailing `/`; anything else as it is.
+fn push_token(lower: String, out: &mut Vec<String>) {
+    let rest = match lower.find("://") {
+        Some(i) => &lower[i + 3..],
+        None if lower.starts_with("www.") => &lower[..],
+        None => {
+            out.push(lower);
+            return;
         }
+    };
+    let rest = rest.strip_prefix("www.").unwrap_or(rest);
+    let rest = rest.trim_end_matches('/');
+    let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    if !host.is_empty() {
+        out.push(host.to_string());
+    }
+    if rest != host && !rest.is_empty() {
+        out.push(rest.to_string());
     }
 }
 
