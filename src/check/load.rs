@@ -515,38 +515,4 @@ mod tests {
         assert!(errs[0].1.contains("big.rego"), "{}", errs[0].1);
         assert!(errs[1].1.contains("huge.ward"), "{}", errs[1].1);
     }
-
-    #[test]
-    fn rego_in_a_policy_given_as_text_is_refused_by_the_decision_paths_only() {
-        let text = "use rego \"org.rego\" as org\nuse rego data \"d.json\" as d\ndefault allow\n";
-        // Plain loading (an editor buffer, a documentation example) says nothing.
-        assert!(errors(&Loaded::from_source("p.ward", text, None)).is_empty());
-        let Err(err) = crate::guardian::Policy::from_source("p.ward", text) else {
-            panic!("a policy given as text loaded Rego");
-        };
-        let found: Vec<_> = err
-            .items
-            .iter()
-            .filter(|d| d.is_error())
-            .map(|d| (d.code.as_str(), d.message.clone()))
-            .collect();
-        assert_eq!(found.len(), 2, "{found:?}");
-        assert_eq!(found[0].0, Code::MissingRego);
-        assert!(
-            found[0].1.contains("`org.rego`") && found[0].1.contains("no folder"),
-            "{}",
-            found[0].1
-        );
-        assert!(crate::testing::Suite::from_source("p.ward", text).is_err());
-        // With a folder, the same text loads its Rego from there.
-        let dir = std::env::temp_dir().join(format!("warden-text-rego-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("org.rego"), "package org\nx := 1\n").unwrap();
-        std::fs::write(dir.join("d.json"), "{}").unwrap();
-        let ok = crate::guardian::Policy::from_source_in("p.ward", text, dir.clone());
-        let _ = std::fs::remove_dir_all(&dir);
-        if let Err(d) = ok {
-            panic!("{}", d.render(false));
-        }
-    }
 }
