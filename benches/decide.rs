@@ -615,6 +615,10 @@ fn actions(c: &mut Criterion) {
     group.bench_function("named_objects_per_user_message", |b| {
         b.iter(|| warden::actions::named_objects(black_box(message)))
     });
+    // What a step pays per user message: both readings, the words cut once.
+    group.bench_function("read_request_per_user_message", |b| {
+        b.iter(|| warden::actions::read_request(black_box(message)))
+    });
     group.bench_function("tool_objects_per_call", |b| {
         b.iter(|| warden::actions::tool_objects(black_box("reschedule_calendar_event")))
     });

@@ -12,6 +12,7 @@
 //! What it cannot see is said in the docs: a request that names no verb of the class ("the
 //! usual for Friday"), other languages, and negation ("don't pay yet" still asks for `money`).
 
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::LazyLock;
 
 /// Every class, and `unknown` (a tool the catalogue cannot read: consequential, fail closed).
@@ -641,12 +642,74 @@ static DELEGATE_VERBS: Words = Words::new(&[
     "fulfill", "finish", "address", "get", "go", "work", "update",
 ]);
 
+// Words a request's other sets are read with: a sum with a giving verb asks to pay, a
+// money noun with a changing verb asks to change a payment, "into" with a shared place asks
+// to share it, and an account noun near a changing verb asks to change the account.
+static GIVING_VERBS: Words = Words::new(&["send", "give", "return"]);
+static MONEY_CHANGING_VERBS: Words =
+    Words::new(&["schedule", "update", "change", "set", "increase"]);
+static INTO: Words = Words::new(&["into"]);
+static ACCOUNT_CHANGING_VERBS: Words = Words::new(&[
+    "update", "change", "correct", "fix", "set", "edit", "modify", "new", "moved", "replace",
+]);
+
+/// The sets [`requested_classes`] reads, each with its bit in [`ASKED`].
+static ASKED_SETS: [&Words; 19] = [
+    &GIVING_VERBS,
+    &MONEY_CHANGING_VERBS,
+    &INTO,
+    &ACCOUNT_CHANGING_VERBS,
+    &ASK_MONEY,
+    &MONEY_NOUNS,
+    &ASK_CREDENTIAL_NOUNS,
+    &ACCOUNT_NOUNS,
+    &ASK_COMMUNICATE,
+    &ASK_CREATE,
+    &ASK_CHANGE,
+    &ASK_DELETE,
+    &ASK_RESERVE,
+    &ASK_SHARE,
+    &SHARED_PLACES,
+    &ASK_PUBLISH,
+    &ASK_EXECUTE,
+    &DELEGATE_NOUNS,
+    &DELEGATE_VERBS,
+];
+
+/// Every word of [`ASKED_SETS`] with the bits of the sets it is in.
+static ASKED: LazyLock<Masks> = LazyLock::new(|| {
+    Masks::of(
+        ASKED_SETS
+            .iter()
+            .enumerate()
+            .map(|(i, set)| (1u32 << i, set.list)),
+    )
+});
+
+/// The bit of `set` in [`ASKED`]. Every set [`requested_classes`] reads is listed (a debug
+/// build, so every test that reads a request, asserts it).
+fn asked_bit(set: &Words) -> u32 {
+    let at = ASKED_SETS.iter().position(|s| std::ptr::eq(*s, set));
+    debug_assert!(
+        at.is_some(),
+        "a set requested_classes reads is not in ASKED_SETS"
+    );
+    at.map_or(0, |i| 1 << i)
+}
+
 /// The classes a request's text asks for, as bits ([`class_bit`], and [`DELEGATES`] when it
 /// hands control to content). `read` is always asked for.
 pub fn requested_classes(text: &str) -> u16 {
-    let w = without_reminded(words(text));
-    let any = |set: &Words| w.iter().any(|x| is_in(x, set));
-    let any_of = |set: &[&str]| w.iter().any(|x| is_in_list(x, set));
+    classes_in(text, without_reminded(words(text)))
+}
+
+/// [`requested_classes`] over the text and its words (without those a reminder names).
+fn classes_in(text: &str, w: Vec<String>) -> u16 {
+    // Each word's sets, looked up once (not once per set it is tested against).
+    let masks: Vec<u32> = w.iter().map(|x| ASKED.bits(x)).collect();
+    let said = masks.iter().fold(0, |all, m| all | m);
+    let any = |set: &Words| said & asked_bit(set) != 0;
+    let at = |i: usize, set: &Words| masks[i] & asked_bit(set) != 0;
     let mut bits = class_bit("read");
     let mut add = |cond: bool, class: &str| {
         if cond {
@@ -663,17 +726,17 @@ pub fn requested_classes(text: &str) -> u16 {
         });
     add(
         any(&ASK_MONEY)
-            || ((any(&MONEY_NOUNS) || sum) && any_of(&["send", "give", "return"]))
-            || (any(&MONEY_NOUNS) && any_of(&["schedule", "update", "change", "set", "increase"])),
+            || ((any(&MONEY_NOUNS) || sum) && any(&GIVING_VERBS))
+            || (any(&MONEY_NOUNS) && any(&MONEY_CHANGING_VERBS)),
         "money",
     );
     add(any(&ASK_CREDENTIAL_NOUNS), "credentials");
-    add(account_change(&w), "account");
+    add(account_change(&w, &masks), "account");
     add(any(&ASK_COMMUNICATE), "communicate");
     add(any(&ASK_CREATE), "create");
     // "set up a payment" creates one; "set the amount" changes it.
     let changes = w.iter().enumerate().any(|(i, x)| {
-        is_in(x, &ASK_CHANGE) && !(x == "set" && w.get(i + 1).is_some_and(|n| n == "up"))
+        at(i, &ASK_CHANGE) && !(x == "set" && w.get(i + 1).is_some_and(|n| n == "up"))
     });
     add(changes, "change");
     add(
@@ -683,15 +746,15 @@ pub fn requested_classes(text: &str) -> u16 {
     add(any(&ASK_RESERVE), "reserve");
     // "get Dora into our Slack", "bring him into the team": someone let into a shared place.
     add(
-        any(&ASK_SHARE) || (any_of(&["into"]) && any(&SHARED_PLACES)),
+        any(&ASK_SHARE) || (any(&INTO) && any(&SHARED_PLACES)),
         "share",
     );
     add(any(&ASK_PUBLISH), "publish");
     add(any(&ASK_EXECUTE), "execute");
     // "the following tasks", "these two steps": the user listing their own tasks, not
     // pointing at someone else's.
-    let handed = w.iter().enumerate().any(|(i, x)| {
-        is_in(x, &DELEGATE_NOUNS)
+    let handed = (0..w.len()).any(|i| {
+        at(i, &DELEGATE_NOUNS)
             && !i.checked_sub(1).is_some_and(|p| {
                 is_in_list(
                     &w[p],
@@ -716,9 +779,10 @@ fn without_reminded(w: Vec<String>) -> Vec<String> {
             && w[i - 1] == "to"
             && (2..=8).any(|k| i.checked_sub(k).is_some_and(|j| reminds(&w[j])))
     };
-    (0..w.len())
-        .filter(|&i| !reminded(i))
-        .map(|i| w[i].clone())
+    let keep: Vec<bool> = (0..w.len()).map(|i| !reminded(i)).collect();
+    w.into_iter()
+        .zip(keep)
+        .filter_map(|(x, keep)| keep.then_some(x))
         .collect()
 }
 
@@ -726,13 +790,12 @@ fn without_reminded(w: Vec<String>) -> Vec<String> {
 /// noun at most four words after it ("update my account information", "change my home
 /// address"), or the noun followed closely by the verb ("my address changed"). A noun and a
 /// verb far apart ("my iPhone subscription … set up a payment") ask for nothing of the kind.
-fn account_change(w: &[String]) -> bool {
-    const VERBS: &[&str] = &[
-        "update", "change", "correct", "fix", "set", "edit", "modify", "new", "moved", "replace",
-    ];
-    let verbs: Vec<usize> = (0..w.len()).filter(|&i| is_in_list(&w[i], VERBS)).collect();
+fn account_change(w: &[String], masks: &[u32]) -> bool {
+    let verbs: Vec<usize> = (0..w.len())
+        .filter(|&i| masks[i] & asked_bit(&ACCOUNT_CHANGING_VERBS) != 0)
+        .collect();
     (0..w.len())
-        .filter(|&j| is_in(&w[j], &ACCOUNT_NOUNS))
+        .filter(|&j| masks[j] & asked_bit(&ACCOUNT_NOUNS) != 0)
         .any(|j| {
             verbs
                 .iter()
@@ -981,20 +1044,36 @@ const OBJECTS: &[ObjectRow] = &[
 /// The kinds of thing a tool's name says it acts on, as bits (one per `OBJECTS` row); 0 when
 /// its name names none.
 pub fn tool_objects(tool: &str) -> u32 {
-    static IN_TOOL: LazyLock<Lexicon> = LazyLock::new(|| Lexicon::of(|(_, t, _)| t));
+    static IN_TOOL: LazyLock<Masks> = LazyLock::new(|| lexicon(|(_, t, _)| t));
     words(tool).iter().fold(0, |bits, w| bits | IN_TOOL.bits(w))
 }
 
 /// The kinds of thing a request's words name, as bits (one per `OBJECTS` row). A word
 /// written in two parts counts joined too ("check-up", "e-mail", "catch up").
 pub fn named_objects(text: &str) -> u32 {
-    static IN_REQUEST: LazyLock<Lexicon> = LazyLock::new(|| Lexicon::of(|(_, _, r)| r));
+    objects_in(&words(text))
+}
+
+/// [`named_objects`] over the request's words.
+fn objects_in(w: &[String]) -> u32 {
+    static IN_REQUEST: LazyLock<Masks> = LazyLock::new(|| lexicon(|(_, _, r)| r));
+    let mut bits = w.iter().fold(0, |bits, x| bits | IN_REQUEST.bits(x));
+    let mut joined = String::new();
+    for pair in w.windows(2) {
+        joined.clear();
+        joined.push_str(&pair[0]);
+        joined.push_str(&pair[1]);
+        bits |= IN_REQUEST.bits(&joined);
+    }
+    bits
+}
+
+/// What a user's message asks for and names: [`requested_classes`] and [`named_objects`],
+/// reading its words once.
+pub fn read_request(text: &str) -> (u16, u32) {
     let w = words(text);
-    let joined = w.windows(2).map(|p| format!("{}{}", p[0], p[1]));
-    w.iter()
-        .map(|x| IN_REQUEST.bits(x))
-        .chain(joined.map(|x| IN_REQUEST.bits(&x)))
-        .fold(0, |bits, b| bits | b)
+    let objects = objects_in(&w);
+    (classes_in(text, without_reminded(w)), objects)
 }
 
 type ObjectRow = (
@@ -1003,37 +1082,81 @@ type ObjectRow = (
     &'static [&'static str],
 );
 
-/// One column of [`OBJECTS`] as a map from word to the kinds it names, looked up with the
-/// same endings [`is_in`] strips (so a lookup costs a few hash probes, not a scan).
-struct Lexicon(std::collections::HashMap<&'static str, u32>);
+/// Words and the sets they are in, as bits, read with the endings [`is_in`] strips: one round
+/// of look-ups answers for every set at once (`cancelled` → `cancel`, `closed` → `close`).
+struct Masks {
+    exact: WordMap,
+    /// The words that end in `e`, without it.
+    without_e: WordMap,
+}
 
-impl Lexicon {
-    fn of(column: fn(&ObjectRow) -> &'static [&'static str]) -> Lexicon {
-        let mut m = std::collections::HashMap::new();
-        for (i, row) in OBJECTS.iter().enumerate() {
-            for w in column(row) {
-                *m.entry(*w).or_insert(0) |= 1 << i;
+/// A map of this module's own words, hashed with FNV-1a: unkeyed, which is safe here because
+/// its keys are fixed when it is built (a message's words are only looked up, never inserted,
+/// so no input can crowd one bucket), and several times cheaper than SipHash on short words.
+type WordMap = std::collections::HashMap<&'static str, u32, BuildHasherDefault<Fnv>>;
+
+/// FNV-1a, 64 bits.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Masks {
+    fn of(sets: impl IntoIterator<Item = (u32, &'static [&'static str])>) -> Masks {
+        let (mut exact, mut without_e) = (Default::default(), Default::default());
+        let add = |m: &mut WordMap, w, bit| {
+            *m.entry(w).or_insert(0) |= bit;
+        };
+        for (bit, words) in sets {
+            for w in words {
+                add(&mut exact, *w, bit);
+                if let Some(stem) = w.strip_suffix('e') {
+                    add(&mut without_e, stem, bit);
+                }
             }
         }
-        Lexicon(m)
+        Masks { exact, without_e }
     }
 
-    /// The kinds `w` names: as it stands, or without a common English ending (the candidates
-    /// [`is_in`] accepts: `cancelled` → `cancel`, `closed` → `close`).
+    /// The bits of the sets `w` is in, as [`is_in`] reads each.
     fn bits(&self, w: &str) -> u32 {
-        let get = |s: &str| self.0.get(s).copied().unwrap_or(0);
-        let mut bits = get(w);
-        for end in ["ing", "ed", "es", "s", "d"] {
+        let get = |m: &WordMap, s: &str| m.get(s).copied().unwrap_or(0);
+        let mut bits = get(&self.exact, w);
+        for end in ENDINGS {
             let Some(s) = w.strip_suffix(end).filter(|s| s.len() >= 2) else {
                 continue;
             };
-            bits |= get(s) | get(&format!("{s}e"));
+            bits |= get(&self.exact, s) | get(&self.without_e, s);
             if s.ends_with("ll") {
-                bits |= get(&s[..s.len() - 1]);
+                bits |= get(&self.exact, &s[..s.len() - 1]);
             }
         }
         bits
     }
+}
+
+/// One column of [`OBJECTS`]: each word with the kinds it names.
+fn lexicon(column: fn(&ObjectRow) -> &'static [&'static str]) -> Masks {
+    Masks::of(
+        OBJECTS
+            .iter()
+            .enumerate()
+            .map(|(i, row)| (1u32 << i, column(row))),
+    )
 }
 
 /// Whether every kind of thing a call's tool names (`tool`, from [`tool_objects`]) is among
@@ -1229,6 +1352,10 @@ mod tests {
             &ASK_EXECUTE,
             &DELEGATE_NOUNS,
             &DELEGATE_VERBS,
+            &GIVING_VERBS,
+            &MONEY_CHANGING_VERBS,
+            &INTO,
+            &ACCOUNT_CHANGING_VERBS,
         ];
         let mut probes: Vec<String> = ["", "a", "ed", "es", "s", "d", "ing", "lled", "zzz"]
             .iter()
@@ -1255,6 +1382,19 @@ mod tests {
                 );
             }
         }
+        // The request's sets in one index: each set's bit answers as `is_in` does.
+        for set in ASKED_SETS {
+            assert!(sets.iter().any(|s| std::ptr::eq(*s, set)));
+            assert_ne!(asked_bit(set), 0);
+            for p in &probes {
+                assert_eq!(
+                    ASKED.bits(p) & asked_bit(set) != 0,
+                    is_in(p, set),
+                    "{p:?} in {:?}",
+                    set.list
+                );
+            }
+        }
     }
 
     #[test]
@@ -1266,7 +1406,7 @@ mod tests {
                 .filter(|(_, row)| is_in_list(w, col(row)))
                 .fold(0u32, |b, (i, _)| b | 1 << i)
         };
-        let lex = Lexicon::of(|(_, _, r)| r);
+        let lex = lexicon(|(_, _, r)| r);
         let mut probes: Vec<String> = Vec::new();
         for (_, t, r) in OBJECTS {
             for w in t.iter().chain(r.iter()) {
@@ -1281,6 +1421,22 @@ mod tests {
         );
         for p in &probes {
             assert_eq!(lex.bits(p), scan(p, |(_, _, r)| r), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_message_read_once_answers_as_its_two_readings() {
+        for text in [
+            "Please pay the bill in my inbox and remind me to book a table",
+            "change my e-mail password, then send Bob $20 for the check-up",
+            "Remind me to cancel the meeting. Also delete the file.",
+            "",
+        ] {
+            assert_eq!(
+                read_request(text),
+                (requested_classes(text), named_objects(text)),
+                "{text}"
+            );
         }
     }
 

@@ -1154,8 +1154,9 @@ impl<'a> Draft<'a> {
     /// message whose provenance (completed: `acs::payload`) says `user_input`. O(words).
     fn note_asked(&mut self, ev: &Event<'_>) {
         let mut read = |text: &str| {
-            self.scalars.asked |= crate::actions::requested_classes(text);
-            self.scalars.objects |= crate::actions::named_objects(text);
+            let (asked, objects) = crate::actions::read_request(text);
+            self.scalars.asked |= asked;
+            self.scalars.objects |= objects;
         };
         match ev.method {
             "steps/sessionStart" | "steps/agentTrigger" => {
