@@ -244,6 +244,19 @@ fn handle(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(h), &h, |b, _| {
             b.iter(|| black_box(guardian.handle(black_box(&probe))))
         });
+        if h == 10 {
+            // Of that, the strict decode alone (the JSON tree and the typed request).
+            let opts = warden::acs::envelope::DecodeOptions::default();
+            assert!(warden::acs::envelope::decode_request_with(&probe, &opts).is_ok());
+            group.bench_function("decode", |b| {
+                b.iter(|| {
+                    black_box(warden::acs::envelope::decode_request_with(
+                        black_box(&probe),
+                        &opts,
+                    ))
+                })
+            });
+        }
         // The same with the audit chain kept by the Guardian itself (what `warden serve`
         // does): each decided step is hashed (JCS + SHA-256 of its params) and chained.
         let audited = handle_guardian(true);

@@ -671,7 +671,7 @@ impl Guardian {
             },
         };
         let started = time::Stopwatch::start();
-        let (pending, traces) = match envelope::decode_request_with(bytes, &opts) {
+        let (pending, traces) = match envelope::decode_request_detached(bytes, &opts) {
             Ok((req, raw)) => self.process(&req, Some(raw)),
             Err(resp) => (self.ready(*resp), Vec::new()),
         };
@@ -700,6 +700,8 @@ impl Guardian {
         (pending.wait(), traces)
     }
 
+    /// `raw` is the request as received, its payload moved into `req`
+    /// ([`envelope::decode_request_detached`]); `None` rebuilds it from `req`.
     fn process(&self, req: &Request, raw: Option<Value>) -> (Pending, Vec<RuleTrace>) {
         let started = time::Stopwatch::start();
         let id = req.id.clone();
@@ -713,8 +715,19 @@ impl Guardian {
             r.payload = Some(decide::ping_payload(&p.payload, time::now_rfc3339()));
             return (self.ready(Response::result(id, r)), Vec::new());
         }
-        let mut raw = raw.unwrap_or_else(|| serde_json::to_value(req).unwrap_or(Value::Null));
         let proto = &self.options.protocol;
+        let mut raw = match raw {
+            // The payload goes back only for what reads the request whole: the signature
+            // check, the audit entry's request hash and the journal record (without a journal
+            // the record is dropped unread, its payload `null`).
+            Some(mut raw) => {
+                if proto.key.is_some() || proto.audit || self.journal.is_some() {
+                    envelope::reattach_payload(&mut raw, &p.payload);
+                }
+                raw
+            }
+            None => serde_json::to_value(req).unwrap_or(Value::Null),
+        };
         let key = proto
             .key
             .as_ref()
