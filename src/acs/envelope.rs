@@ -1281,7 +1281,9 @@ fn checked_request(
             ))
         }
     };
-    let id = match top.get("id") {
+    // One pass over the members, not a hashed look-up per name (this runs for every request).
+    let [id, jsonrpc, method, params] = pick(top, ["id", "jsonrpc", "method", "params"]);
+    let id = match id {
         None => {
             return Err(err(
                 Id::Null,
@@ -1309,10 +1311,10 @@ fn checked_request(
         }
     }
     let bad_request = |msg: String| err(id.clone(), RpcError::invalid_request(msg));
-    if top.get("jsonrpc").and_then(Value::as_str) != Some(JSONRPC_VERSION) {
+    if jsonrpc.and_then(Value::as_str) != Some(JSONRPC_VERSION) {
         return Err(bad_request("jsonrpc must be \"2.0\"".into()));
     }
-    let method = match top.get("method") {
+    let method = match method {
         Some(Value::String(m)) => m.as_str(),
         Some(_) => return Err(bad_request("method must be a string".into())),
         None => return Err(bad_request("method is required".into())),
@@ -1329,14 +1331,13 @@ fn checked_request(
     if method == PING {
         // A liveness probe is answered whatever its params: as decoded when they are valid,
         // with what could be read otherwise.
-        let decoded = top
-            .get("params")
+        let decoded = params
             .and_then(Value::as_object)
             .filter(|p| check_params(p).is_ok())
             .and_then(|_| Request::deserialize(v).ok());
-        return Ok(decoded.unwrap_or_else(|| lenient_ping(&id, top.get("params"))));
+        return Ok(decoded.unwrap_or_else(|| lenient_ping(&id, params)));
     }
-    let params = match top.get("params") {
+    let params = match params {
         None => return Err(err(id, RpcError::invalid_params("params", "is required"))),
         Some(Value::Object(p)) => p,
         Some(_) => {
@@ -1346,7 +1347,7 @@ fn checked_request(
             ))
         }
     };
-    if let Some(Value::String(v)) = params.get("acs_version") {
+    if let [Some(Value::String(v))] = pick(params, ["acs_version"]) {
         if is_semver(v) && v.split('.').next().and_then(|m| m.parse::<u64>().ok()) != Some(0) {
             return Err(err(
                 id,
