@@ -571,6 +571,39 @@ mod tests {
     }
 
     #[test]
+    fn wide_objects_keep_their_order_and_refuse_duplicates() {
+        // An object of n members, each holding a small object, with member `dup` repeated.
+        let object = |n: usize, dup: Option<usize>| {
+            let mut members: Vec<String> = (0..n)
+                .map(|i| format!(r#""m{i}":{{"i":{i},"j":[{{"k":{i}}}]}}"#))
+                .collect();
+            if let Some(d) = dup {
+                members.push(format!(r#""m{d}":0"#));
+            }
+            format!("{{{}}}", members.join(","))
+        };
+        for n in [1, 15, 16, 17, 200] {
+            let v = parse_strict(object(n, None).as_bytes()).unwrap();
+            let names: Vec<&String> = v.as_object().unwrap().keys().collect();
+            let wanted: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+            assert_eq!(names, wanted.iter().collect::<Vec<_>>(), "n = {n}");
+            assert_eq!(v[format!("m{}", n - 1)]["j"][0]["k"], json!(n - 1));
+            for d in [0, n - 1] {
+                assert_eq!(
+                    kind(object(n, Some(d)).as_bytes()),
+                    JsonErrorKind::DuplicateKey(format!("m{d}")),
+                    "n = {n}, duplicate of member {d}"
+                );
+            }
+        }
+        assert!(parse_strict(br#"[{"a":{"b":1,"b":2}},{"a":1}]"#).is_err());
+        assert_eq!(
+            parse_strict(br#"[{"a":{"b":1}},{"a":1,"c":{}}]"#).unwrap(),
+            json!([{"a":{"b":1}},{"a":1,"c":{}}])
+        );
+    }
+
+    #[test]
     fn depth_limit_is_enforced_without_recursing_past_it() {
         let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert!(parse_strict(ok.as_bytes()).is_ok());
