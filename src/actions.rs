@@ -49,7 +49,7 @@ pub const DELEGATES: u16 = 1 << 15;
 /// humps (`sendMoney` → `send`, `money`).
 fn words(text: &str) -> Vec<String> {
     if text.is_ascii() {
-        return ascii_words(text.as_bytes());
+        return ascii_words(text);
     }
     char_words(text)
 }
@@ -82,7 +82,8 @@ fn char_words(text: &str) -> Vec<String> {
 /// [`words`] of ASCII text: the same cuts on bytes, each word allocated once at its length
 /// (a user message is read this way on every step it arrives in). A test holds the two to
 /// each other.
-fn ascii_words(b: &[u8]) -> Vec<String> {
+fn ascii_words(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
     let mut out = Vec::with_capacity(b.len() / 5 + 1);
     let mut i = 0;
     while i < b.len() {
@@ -100,9 +101,7 @@ fn ascii_words(b: &[u8]) -> Vec<String> {
         {
             i += 1;
         }
-        let word: Vec<u8> = b[start..i].iter().map(u8::to_ascii_lowercase).collect();
-        // Only ASCII letters were copied.
-        out.push(String::from_utf8(word).unwrap_or_default());
+        out.push(text[start..i].to_ascii_lowercase());
     }
     out
 }
@@ -1209,6 +1208,12 @@ pub fn class_word(word: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn class(tool: &str) -> &'static str {
+        catalogue_class(tool, std::iter::empty())
+    }
+
     #[test]
     fn ascii_words_cut_as_the_general_reading_does() {
         let mut fixed = vec![
@@ -1233,14 +1238,8 @@ mod tests {
         }
         fixed.extend(random.iter().map(String::as_str));
         for t in fixed {
-            assert_eq!(ascii_words(t.as_bytes()), char_words(t), "{t:?}");
+            assert_eq!(ascii_words(t), char_words(t), "{t:?}");
         }
-    }
-
-    use super::*;
-
-    fn class(tool: &str) -> &'static str {
-        catalogue_class(tool, std::iter::empty())
     }
 
     #[test]
