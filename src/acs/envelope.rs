@@ -381,8 +381,14 @@ impl Response {
         // A decision's response is a few hundred bytes: one allocation rather than growing
         // from serde_json's 128.
         let mut out = Vec::with_capacity(512);
-        serde_json::to_writer(&mut out, self).expect("a Response always serialises");
+        self.write_to(&mut out);
         out
+    }
+
+    /// Appends the response's compact JSON to `out` (the bytes `to_vec` returns; written by
+    /// hand, `acs::encode`).
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        super::encode::write_response(out, self);
     }
 }
 
@@ -1241,7 +1247,7 @@ pub fn decode_request_detached(
         ))
     })?;
     let mut req = checked_request(&v, opts, false)?;
-    if let Some(slot) = v.get_mut("params").and_then(|p| p.get_mut("payload")) {
+    if let Some(slot) = payload_slot(&mut v) {
         req.params.payload = slot.take();
     }
     Ok((req, v))
@@ -1249,9 +1255,14 @@ pub fn decode_request_detached(
 
 /// Puts a payload back into a raw request that [`decode_request_detached`] took it from.
 pub fn reattach_payload(raw: &mut Value, payload: &Value) {
-    if let Some(slot) = raw.get_mut("params").and_then(|p| p.get_mut("payload")) {
+    if let Some(slot) = payload_slot(raw) {
         *slot = payload.clone();
     }
+}
+
+/// `params.payload` of a request tree (members scanned, not hashed).
+fn payload_slot(raw: &mut Value) -> Option<&mut Value> {
+    super::fields::member_mut(super::fields::member_mut(raw, "params")?, "payload")
 }
 
 /// Checks an already-parsed value against the request envelope rules and converts it.

@@ -159,6 +159,29 @@ pub fn map_member<'v>(m: &'v serde_json::Map<String, Value>, key: &str) -> Optio
     }
 }
 
+/// [`map_member`], mutable.
+pub fn map_member_mut<'v>(
+    m: &'v mut serde_json::Map<String, Value>,
+    key: &str,
+) -> Option<&'v mut Value> {
+    const SCAN_UP_TO: usize = 8;
+    if m.len() <= SCAN_UP_TO {
+        m.iter_mut()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v)
+    } else {
+        m.get_mut(key)
+    }
+}
+
+/// [`member`], mutable.
+pub fn member_mut<'v>(v: &'v mut Value, key: &str) -> Option<&'v mut Value> {
+    match v {
+        Value::Object(m) => map_member_mut(m, key),
+        _ => None,
+    }
+}
+
 /// How deep [`provenance_records`] looks into a payload.
 pub const PROVENANCE_WALK_DEPTH: usize = 64;
 

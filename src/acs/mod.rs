@@ -3,11 +3,13 @@
 //! builder), strict JSON decoding (`json`), each payload checked against its hook's table and its content's
 //! missing provenance completed (`payload`), RFC 8785 canonical JSON (`jcs`), the signature and
 //! audit-chain hashing rules and the SHA-256/hex helpers (`crypto`), RFC 3339 timestamps
-//! (`time`), UUIDs (`ids`), and the one decision type every layer uses (`decision`).
+//! (`time`), UUIDs (`ids`), the one decision type every layer uses (`decision`), and a
+//! response's wire bytes written by hand (`encode`).
 
 pub mod build;
 pub mod crypto;
 pub mod decision;
+pub mod encode;
 pub mod envelope;
 pub mod fields;
 pub mod ids;

@@ -57,7 +57,9 @@ pub fn check(hook: &HookSpec, payload: &Value) -> Result<(), PayloadError> {
             continue;
         }
         let (name, shape) = shape_of(path);
-        let Some(v) = obj.get(name) else { continue };
+        let Some(v) = fields::map_member(obj, name) else {
+            continue;
+        };
         // Paths are written only for a refusal: a payload that passes allocates nothing.
         let under = |e: PayloadError, item: String| e.under(&format!("payload.{name}{item}"));
         match shape {
@@ -116,10 +118,10 @@ fn check_item(item: &Value, bare_ok: bool) -> Result<(), PayloadError> {
             kind(item)
         ));
     };
-    if !o.contains_key("value") {
+    if fields::map_member(o, "value").is_none() {
         return refuse("is required".into()).map_err(|e| e.under(".value"));
     }
-    match o.get("provenance") {
+    match fields::map_member(o, "provenance") {
         None => Ok(()),
         Some(Value::Object(p)) => check_provenance(p),
         Some(other) => refuse(format!("must be a Provenance object, not {}", kind(other))),

@@ -1,14 +1,14 @@
 //! The `warden` command line: argument parsing and the subcommands, each a thin layer over the
 //! library (`check`, `fmt`, …). Exit codes: 0 success, 1 the input has problems, 2 usage or I/O.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::check::{self, collect_files};
 use crate::diagnostics::{Diagnostic, Diagnostics, JsonDiagnostic, SourceFile, SourceMap};
-use crate::guardian::{self, Guardian, Policy};
+use crate::guardian::Policy;
 
 mod diff;
 mod efficacy;
@@ -16,7 +16,10 @@ mod eval;
 mod explain_text;
 mod mcp_proxy;
 mod playground;
+mod replay;
 mod serve;
+
+use replay::{DecisionWord, ReplayFormat, Shown};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -230,7 +233,7 @@ pub fn main() -> i32 {
         } => {
             let shown = Shown { format, only };
             let explain = explain || format == ReplayFormat::Text;
-            run_replay(&trace, policy.as_deref(), explain, fail_with_error, &shown)
+            replay::run(&trace, policy.as_deref(), explain, fail_with_error, &shown)
         }
         Command::Compile { path, dump } => run_compile(&path, dump),
         Command::Test(args) => run_test(args),
@@ -504,204 +507,6 @@ fn load_policy(path: Option<&std::path::Path>) -> Result<Policy, i32> {
             2
         }),
     }
-}
-
-/// How `warden replay` prints its answers.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum ReplayFormat {
-    Json,
-    Text,
-}
-
-/// A decision word for `--only`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum DecisionWord {
-    Allow,
-    Deny,
-    Ask,
-    Defer,
-    Modify,
-}
-
-impl DecisionWord {
-    fn as_str(self) -> &'static str {
-        match self {
-            DecisionWord::Allow => "allow",
-            DecisionWord::Deny => "deny",
-            DecisionWord::Ask => "ask",
-            DecisionWord::Defer => "defer",
-            DecisionWord::Modify => "modify",
-        }
-    }
-}
-
-/// Which answers `warden replay` prints, and how.
-struct Shown {
-    format: ReplayFormat,
-    /// Empty: every answer.
-    only: Vec<DecisionWord>,
-}
-
-impl Shown {
-    /// The bytes to print for one answer (none when `--only` leaves it out). A JSON-RPC error
-    /// has no decision: `--only` leaves it out, and the text form names it in one line.
-    fn render(
-        &self,
-        number: usize,
-        line: &[u8],
-        response: &crate::acs::envelope::Response,
-    ) -> Vec<u8> {
-        let wire = serde_json::to_value(response).unwrap_or(serde_json::Value::Null);
-        let decision = wire
-            .pointer("/result/decision")
-            .and_then(serde_json::Value::as_str);
-        if !self.only.is_empty() && !self.only.iter().any(|w| Some(w.as_str()) == decision) {
-            return Vec::new();
-        }
-        match (self.format, wire.get("result")) {
-            (ReplayFormat::Json, _) => format!("{wire}\n").into_bytes(),
-            (ReplayFormat::Text, Some(result)) => {
-                let request = serde_json::from_slice(line).unwrap_or(serde_json::Value::Null);
-                format!("{}\n", explain_text::paragraph(number, &request, result)).into_bytes()
-            }
-            (ReplayFormat::Text, None) => format!(
-                "#{number}: error {}: {}\n\n",
-                wire["error"]["code"],
-                wire["error"]["message"].as_str().unwrap_or("")
-            )
-            .into_bytes(),
-        }
-    }
-}
-
-/// An answer's warnings (`policy_data.warnings`: what the policy could not read in the step),
-/// named on stderr with the trace's line.
-fn warn_replay(trace: &std::path::Path, number: usize, response: &crate::acs::envelope::Response) {
-    let Some(result) = response.as_result() else {
-        return;
-    };
-    let warnings = result
-        .policy_data
-        .get("warnings")
-        .and_then(|w| w.as_array());
-    for w in warnings.into_iter().flatten().filter_map(|w| w.as_str()) {
-        eprintln!("warden replay: {}:{number}: warning: {w}", trace.display());
-    }
-}
-
-fn run_replay(
-    trace: &std::path::Path,
-    policy: Option<&std::path::Path>,
-    explain: bool,
-    fail_with_error: bool,
-    shown: &Shown,
-) -> i32 {
-    let policy = match load_policy(policy) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let options = guardian::Options {
-        explain,
-        on_decision_failure: if fail_with_error {
-            guardian::OnDecisionFailure::Error
-        } else {
-            guardian::OnDecisionFailure::Deny
-        },
-        ..guardian::Options::default()
-    };
-    let guardian = Guardian::with_options(policy, options);
-    let mut input: Box<dyn BufRead> = if trace.as_os_str() == "-" {
-        Box::new(std::io::BufReader::with_capacity(1 << 16, std::io::stdin()))
-    } else {
-        match std::fs::File::open(trace) {
-            Ok(f) => Box::new(std::io::BufReader::with_capacity(1 << 16, f)),
-            Err(e) => return usage_error(&format!("{}: {e}", trace.display())),
-        }
-    };
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let (mut lines, mut errors) = (0u64, 0u64);
-    // Lines that are not JSON (-32700) or not a JSON-RPC request (-32600): named on stderr,
-    // and the exit code is 1. Other errors are answers to well-formed requests.
-    let mut malformed = 0u64;
-    let started = std::time::Instant::now();
-    let mut progress_at = started + std::time::Duration::from_secs(2);
-    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    // One buffer for the line, one for the answer, both reused.
-    let mut line = Vec::with_capacity(4096);
-    let mut bytes = Vec::with_capacity(1024);
-    let mut number = 0usize;
-    loop {
-        line.clear();
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => return usage_error(&format!("{}: {e}", trace.display())),
-        }
-        number += 1;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        // Blank lines separate nothing and carry no request: they are the only lines skipped.
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        lines += 1;
-        let response = guardian.handle_response(&line);
-        if let Some(e) = response.as_error() {
-            errors += 1;
-            if matches!(e.code, -32700 | -32600) {
-                malformed += 1;
-                if malformed <= 20 {
-                    let why = e
-                        .data
-                        .as_ref()
-                        .and_then(|d| d.get("message"))
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or(&e.message);
-                    eprintln!(
-                        "warden replay: {}:{number}: {} ({}): {why}",
-                        trace.display(),
-                        e.message,
-                        e.code
-                    );
-                }
-            }
-        }
-        if show_progress && lines % 1024 == 0 && std::time::Instant::now() >= progress_at {
-            progress_at = std::time::Instant::now() + std::time::Duration::from_secs(1);
-            eprint!(
-                "\rreplayed {lines} request(s) in {:.0} s…",
-                started.elapsed().as_secs_f64()
-            );
-        }
-        if shown.format == ReplayFormat::Json && shown.only.is_empty() {
-            bytes.clear();
-            serde_json::to_writer(&mut bytes, &response).expect("a Response always serialises");
-            bytes.push(b'\n');
-        } else {
-            bytes = shown.render(number, &line, &response);
-        }
-        warn_replay(trace, number, &response);
-        if out.write_all(&bytes).is_err() {
-            return 2;
-        }
-    }
-    if out.flush().is_err() {
-        return 2;
-    }
-    if show_progress && started.elapsed() >= std::time::Duration::from_secs(2) {
-        eprintln!();
-    }
-    if malformed > 20 {
-        eprintln!(
-            "warden replay: … and {} more malformed line(s)",
-            malformed - 20
-        );
-    }
-    if errors > 0 {
-        eprintln!("replayed {lines} request(s); {errors} answered with a JSON-RPC error");
-    }
-    i32::from(malformed > 0)
 }
 
 fn run_compile(path: &std::path::Path, dump: bool) -> i32 {

@@ -655,12 +655,26 @@ impl Guardian {
     }
 
     fn handle_pending_traced(&self, bytes: &[u8]) -> (Pending, Vec<RuleTrace>) {
+        let started = time::Stopwatch::start();
+        let (pending, traces) = match self.decode(bytes).0 {
+            Ok((req, mut raw)) => self.process(&req, Some(&mut raw)),
+            Err(resp) => (self.ready(*resp), Vec::new()),
+        };
+        self.stats.record(&pending.response, started.elapsed());
+        (pending, traces)
+    }
+
+    /// The first half of [`Guardian::handle_response`]: the size bound, the strict JSON parse
+    /// and the envelope checks. It reads nothing of the Guardian's sessions, so a caller may
+    /// decode on one thread and decide on another ([`Guardian::decide_decoded`]) and get the
+    /// answers `handle_response` gives, in the same order.
+    pub fn decode(&self, bytes: &[u8]) -> Decoded {
         let max = self.options.protocol.caps.max_envelope_bytes;
         if bytes.len() > max {
-            return (
-                self.ready(Response::error(Id::Null, too_large(bytes.len(), max))),
-                Vec::new(),
-            );
+            return Decoded(Err(Box::new(Response::error(
+                Id::Null,
+                too_large(bytes.len(), max),
+            ))));
         }
         let known = |m: &str| is_known_method(m);
         let opts = DecodeOptions {
@@ -670,13 +684,21 @@ impl Guardian {
                 ..Default::default()
             },
         };
+        Decoded(envelope::decode_request_detached(bytes, &opts))
+    }
+
+    /// The second half of [`Guardian::handle_response`]: the answer to a request
+    /// [`Guardian::decode`] gave (an envelope that did not decode is answered with its
+    /// error). The request stays the caller's, so it is freed where the caller chooses (on
+    /// the thread that decoded it, say).
+    pub fn decide_decoded(&self, decoded: &mut Decoded) -> Response {
         let started = time::Stopwatch::start();
-        let (pending, traces) = match envelope::decode_request_detached(bytes, &opts) {
-            Ok((req, raw)) => self.process(&req, Some(raw)),
-            Err(resp) => (self.ready(*resp), Vec::new()),
+        let pending = match &mut decoded.0 {
+            Ok((req, raw)) => self.process(req, Some(raw)).0,
+            Err(resp) => self.ready((**resp).clone()),
         };
         self.stats.record(&pending.response, started.elapsed());
-        (pending, traces)
+        pending.wait()
     }
 
     /// An answer that waits for nothing.
@@ -702,7 +724,7 @@ impl Guardian {
 
     /// `raw` is the request as received, its payload moved into `req`
     /// ([`envelope::decode_request_detached`]); `None` rebuilds it from `req`.
-    fn process(&self, req: &Request, raw: Option<Value>) -> (Pending, Vec<RuleTrace>) {
+    fn process(&self, req: &Request, raw: Option<&mut Value>) -> (Pending, Vec<RuleTrace>) {
         let started = time::Stopwatch::start();
         let id = req.id.clone();
         let p = &req.params;
@@ -716,17 +738,21 @@ impl Guardian {
             return (self.ready(Response::result(id, r)), Vec::new());
         }
         let proto = &self.options.protocol;
-        let mut raw = match raw {
+        let mut rebuilt;
+        let raw = match raw {
             // The payload goes back only for what reads the request whole: the signature
             // check, the audit entry's request hash and the journal record (without a journal
             // the record is dropped unread, its payload `null`).
-            Some(mut raw) => {
+            Some(raw) => {
                 if proto.key.is_some() || proto.audit || self.journal.is_some() {
-                    envelope::reattach_payload(&mut raw, &p.payload);
+                    envelope::reattach_payload(raw, &p.payload);
                 }
                 raw
             }
-            None => serde_json::to_value(req).unwrap_or(Value::Null),
+            None => {
+                rebuilt = serde_json::to_value(req).unwrap_or(Value::Null);
+                &mut rebuilt
+            }
         };
         let key = proto
             .key
@@ -745,7 +771,7 @@ impl Guardian {
                 durable: None,
             }
         } else {
-            self.process_session(req, &mut raw, key.as_ref())
+            self.process_session(req, raw, key.as_ref())
         };
         if let Some(k) = key {
             sign_response(&k, &proto.key_id, &mut response);
@@ -1408,6 +1434,18 @@ fn too_large(len: usize, max: usize) -> RpcError {
     .with_data("max_envelope_bytes", max as u64)
 }
 
+/// An envelope as [`Guardian::decode`] read it: the typed request and the tree it was read
+/// from, or the error response it gets without a decision.
+#[derive(Debug)]
+pub struct Decoded(Result<(Request, Value), Box<Response>>);
+
+impl Decoded {
+    /// The typed request, when the envelope decoded.
+    pub fn request(&self) -> Option<&Request> {
+        self.0.as_ref().ok().map(|(req, _)| req)
+    }
+}
+
 /// The error for an envelope over the size limit (what HTTP answers with status 413).
 pub fn too_large_response(len: usize, max: usize) -> Response {
     Response::error(Id::Null, too_large(len, max))
@@ -1435,8 +1473,5 @@ pub fn sign_response(key: &[u8], key_id: &str, response: &mut Response) {
 /// The request tree's `params.metadata` (what `pointer_mut("/params/metadata")` finds, without
 /// parsing a pointer and allocating its parts for every request).
 fn params_metadata_mut(raw: &mut Value) -> Option<&mut Value> {
-    raw.as_object_mut()?
-        .get_mut("params")?
-        .as_object_mut()?
-        .get_mut("metadata")
+    fields::member_mut(fields::member_mut(raw, "params")?, "metadata")
 }

@@ -1682,8 +1682,9 @@ fn collect_carriers<'v>(v: &'v Value, out: &mut Vec<(&'v Value, &'v Value)>, dep
     }
     match v {
         Value::Object(m) => {
-            if let (Some(value), Some(prov)) = (m.get("value"), m.get("provenance")) {
-                if prov.get("provenance_id").is_some_and(Value::is_string) {
+            let member = |k| fields::map_member(m, k);
+            if let (Some(value), Some(prov)) = (member("value"), member("provenance")) {
+                if fields::member(prov, "provenance_id").is_some_and(Value::is_string) {
                     out.push((prov, value));
                     return;
                 }

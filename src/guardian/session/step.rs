@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::gate::{Admitted, Entered};
 use super::{Session, View};
 use crate::acs::envelope::{self, Request, Response};
-use crate::acs::time;
+use crate::acs::{fields, time};
 use crate::guardian::Decision;
 use crate::guardian::{audit, engine, explain, Guardian, Logged, Record, RuleTrace};
 use crate::state::ApprovalNote;
@@ -217,11 +217,15 @@ impl Guardian {
         } else {
             Vec::new()
         };
-        // The params move into the record: nothing reads the raw request after this.
-        let params = raw
-            .get_mut("params")
-            .map(Value::take)
-            .unwrap_or(Value::Null);
+        // The params move into the record: nothing reads the raw request after this. Without
+        // a journal the record is dropped unread, and the params stay with the request (freed
+        // where the caller frees it: `Guardian::decide_decoded`).
+        let params = match &self.journal {
+            Some(_) => fields::member_mut(raw, "params")
+                .map(Value::take)
+                .unwrap_or(Value::Null),
+            None => Value::Null,
+        };
         let record = Record::Step {
             session: req.params.metadata.session_id.clone(),
             method: req.method.clone(),
