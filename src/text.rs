@@ -14,18 +14,26 @@ const MAX_TOKEN_LEN: usize = 256;
 /// account ids, file names and numbers as they stand; words of three or more characters.
 /// Spaces inside an IBAN (`DE89 3704 …`) are not joined: such a value's parts are tokens.
 pub fn tokens(text: &str, out: &mut Vec<String>) {
+    each_token(text, &mut |t| out.push(t.to_owned()));
+}
+
+/// [`tokens`], each handed to `f` as it is cut instead of collected (nothing is allocated
+/// for an ASCII text).
+pub fn each_token(text: &str, f: &mut impl FnMut(&str)) {
     if text.is_ascii() {
-        tokens_ascii(text.as_bytes(), out)
+        tokens_ascii(text.as_bytes(), f)
     } else {
-        tokens_general(text, out)
+        tokens_general(text, f)
     }
 }
 
 /// [`tokens`] of an ASCII text, byte by byte: the same cuts without decoding characters or
-/// lower-casing through Unicode tables (most of what inference reads is ASCII).
-fn tokens_ascii(text: &[u8], out: &mut Vec<String>) {
+/// lower-casing through Unicode tables (most of what inference reads is ASCII), each token
+/// lower-cased into one buffer.
+fn tokens_ascii(text: &[u8], f: &mut impl FnMut(&str)) {
     let is_part = |b: &u8| b.is_ascii_alphanumeric() || b"@.-_:/+%#?=&~".contains(b);
     let trimmed = |b: &u8| b".,:;-_/?#&=+%~".contains(b);
+    let mut buf = [0u8; MAX_TOKEN_LEN];
     for raw in text.split(|b| !is_part(b)) {
         let start = raw.iter().position(|b| !trimmed(b)).unwrap_or(raw.len());
         let end = raw
@@ -37,13 +45,17 @@ fn tokens_ascii(text: &[u8], out: &mut Vec<String>) {
             continue;
         }
         let t = &t[..t.len().min(MAX_TOKEN_LEN)];
+        for (d, b) in buf.iter_mut().zip(t) {
+            *d = b.to_ascii_lowercase();
+        }
         // ASCII in, ASCII out: always UTF-8.
-        let lower = String::from_utf8(t.to_ascii_lowercase()).unwrap_or_default();
-        push_token(lower, out);
+        if let Ok(lower) = std::str::from_utf8(&buf[..t.len()]) {
+            emit_token(lower, f);
+        }
     }
 }
 
-fn tokens_general(text: &str, out: &mut Vec<String>) {
+fn tokens_general(text: &str, f: &mut impl FnMut(&str)) {
     let is_part = |c: char| c.is_alphanumeric() || "@.-_:/+%#?=&~".contains(c);
     for raw in text.split(|c: char| !is_part(c)) {
         let t = raw.trim_matches(|c: char| ".,:;-_/?#&=+%~".contains(c));
@@ -51,18 +63,19 @@ fn tokens_general(text: &str, out: &mut Vec<String>) {
             continue;
         }
         let lower: String = t.to_lowercase().chars().take(MAX_TOKEN_LEN).collect();
-        push_token(lower, out);
+        emit_token(&lower, f);
     }
 }
 
-/// Adds one lower-cased token: a URL (with a scheme, or from `www.`) as its host and, when it
-/// has more, as itself without scheme, `www.` and trailing `/`; anything else as it is.
-fn push_token(lower: String, out: &mut Vec<String>) {
-    let rest = match lower.find("://") {
+/// Hands on one lower-cased token: a URL (with a scheme, or from `www.`) as its host and,
+/// when it has more, as itself without scheme, `www.` and trailing `/`; anything else as it
+/// is.
+fn emit_token(lower: &str, f: &mut impl FnMut(&str)) {
+    let rest = match scheme_end(lower) {
         Some(i) => &lower[i + 3..],
-        None if lower.starts_with("www.") => &lower[..],
+        None if lower.starts_with("www.") => lower,
         None => {
-            out.push(lower);
+            f(lower);
             return;
         }
     };
@@ -70,23 +83,28 @@ fn push_token(lower: String, out: &mut Vec<String>) {
     let rest = rest.trim_end_matches('/');
     let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
     if !host.is_empty() {
-        out.push(host.to_string());
+        f(host);
     }
     if rest != host && !rest.is_empty() {
-        out.push(rest.to_string());
+        f(rest);
     }
 }
 
 /// The tokens of a JSON value: every string and number leaf.
 pub fn value_tokens(v: &Value, out: &mut Vec<String>, depth: usize) {
+    each_value_token(v, &mut |t| out.push(t.to_owned()), depth);
+}
+
+/// [`value_tokens`], each handed to `f` as it is cut.
+pub fn each_value_token(v: &Value, f: &mut impl FnMut(&str), depth: usize) {
     if depth > 32 {
         return;
     }
     match v {
-        Value::String(s) => tokens(s, out),
-        Value::Number(n) => tokens(&n.to_string(), out),
-        Value::Array(a) => a.iter().for_each(|x| value_tokens(x, out, depth + 1)),
-        Value::Object(m) => m.values().for_each(|x| value_tokens(x, out, depth + 1)),
+        Value::String(s) => each_token(s, f),
+        Value::Number(n) => each_token(&n.to_string(), f),
+        Value::Array(a) => a.iter().for_each(|x| each_value_token(x, f, depth + 1)),
+        Value::Object(m) => m.values().for_each(|x| each_value_token(x, f, depth + 1)),
         _ => {}
     }
 }
@@ -94,23 +112,36 @@ pub fn value_tokens(v: &Value, out: &mut Vec<String>, depth: usize) {
 /// A text cut to its lower-cased letters and digits, for the contiguous match of
 /// `found_in(x, user_input)`: a URL first loses its scheme, `www.` and trailing `/`.
 pub fn compact(text: &str) -> String {
+    let mut out = String::new();
+    compact_into(text, &mut out);
+    out
+}
+
+/// [`compact`] written into `out` (cleared first), so one buffer serves many leaves.
+fn compact_into(text: &str, out: &mut String) {
+    out.clear();
     let text = text.trim();
     if !text.is_ascii() {
-        return compact_general(text);
+        out.push_str(&compact_general(text));
+        return;
     }
-    let rest = text.find("://").map_or(text, |i| &text[i + 3..]);
+    let rest = scheme_end(text).map_or(text, |i| &text[i + 3..]);
     let rest = match rest.get(..4) {
         Some(w) if w.eq_ignore_ascii_case("www.") => &rest[4..],
         _ => rest,
     };
-    let bytes: Vec<u8> = rest
-        .trim_end_matches('/')
-        .bytes()
-        .filter(u8::is_ascii_alphanumeric)
-        .map(|b| b.to_ascii_lowercase())
-        .collect();
-    // ASCII letters and digits: always UTF-8.
-    String::from_utf8(bytes).unwrap_or_default()
+    out.extend(
+        rest.trim_end_matches('/')
+            .bytes()
+            .filter(u8::is_ascii_alphanumeric)
+            .map(|b| char::from(b.to_ascii_lowercase())),
+    );
+}
+
+/// Where the first `://` of `text` starts: a scan of its bytes (the texts are short, and a
+/// substring searcher costs more to build than this costs to run).
+fn scheme_end(text: &str) -> Option<usize> {
+    text.as_bytes().windows(3).position(|w| w == b"://")
 }
 
 /// [`compact`] of any text, through Unicode's lower-casing and classes.
@@ -135,6 +166,47 @@ pub fn compact_leaves(v: &Value, out: &mut Vec<String>, depth: usize) {
         Value::Array(a) => a.iter().for_each(|x| compact_leaves(x, out, depth + 1)),
         Value::Object(m) => m.values().for_each(|x| compact_leaves(x, out, depth + 1)),
         _ => {}
+    }
+}
+
+/// Whether `f` holds for the [`compact`] form of every string and number leaf of `v` (at
+/// least one), each compacted into `buf` in turn; stops at the first it does not hold for.
+/// The same leaves, in the same order, as [`compact_leaves`].
+pub fn all_compact_leaves(v: &Value, buf: &mut String, f: &mut impl FnMut(&str) -> bool) -> bool {
+    let mut any = false;
+    each_compact_leaf(
+        v,
+        buf,
+        &mut |p| {
+            any = true;
+            f(p)
+        },
+        0,
+    ) && any
+}
+
+/// [`all_compact_leaves`] without the at-least-one condition: `false` once `f` says so.
+fn each_compact_leaf(
+    v: &Value,
+    buf: &mut String,
+    f: &mut impl FnMut(&str) -> bool,
+    depth: usize,
+) -> bool {
+    if depth > 32 {
+        return true;
+    }
+    match v {
+        Value::String(s) => {
+            compact_into(s, buf);
+            f(buf)
+        }
+        Value::Number(n) => {
+            compact_into(&n.to_string(), buf);
+            f(buf)
+        }
+        Value::Array(a) => a.iter().all(|x| each_compact_leaf(x, buf, f, depth + 1)),
+        Value::Object(m) => m.values().all(|x| each_compact_leaf(x, buf, f, depth + 1)),
+        _ => true,
     }
 }
 
@@ -168,12 +240,36 @@ mod tests {
     }
 
     proptest! {
+        /// The short-circuiting walk answers as the collected leaves do: at least one leaf,
+        /// and the predicate holding for each.
+        #[test]
+        fn all_compact_leaves_reads_the_leaves_compact_leaves_collects(
+            leaves in proptest::collection::vec(text(), 0..5),
+            nested in any::<bool>(),
+            modulus in 1usize..4,
+        ) {
+            let v = if nested {
+                serde_json::json!({"a": leaves.clone(), "n": [leaves.len()]})
+            } else {
+                Value::Array(leaves.iter().cloned().map(Value::String).collect())
+            };
+            let holds = |p: &str| p.len() % modulus != 1;
+            let mut pieces = Vec::new();
+            compact_leaves(&v, &mut pieces, 0);
+            let wanted = !pieces.is_empty() && pieces.iter().all(|p| holds(p));
+            prop_assert_eq!(all_compact_leaves(&v, &mut String::new(), &mut |p| holds(p)), wanted);
+        }
+
         #[test]
         fn the_ascii_cuts_agree_with_the_general_ones(t in text()) {
             let (mut fast, mut general) = (Vec::new(), Vec::new());
             tokens(&t, &mut fast);
-            tokens_general(&t, &mut general);
-            prop_assert_eq!(fast, general);
+            tokens_general(&t, &mut |x| general.push(x.to_owned()));
+            prop_assert_eq!(&fast, &general);
+            // The callback form hands on the same tokens, in order.
+            let mut each = Vec::new();
+            each_value_token(&Value::String(t.clone()), &mut |x| each.push(x.to_owned()), 0);
+            prop_assert_eq!(each, general);
             prop_assert_eq!(compact(&t), compact_general(t.trim()));
         }
     }

@@ -551,6 +551,21 @@ proptest! {
         prop_assert_eq!(jcs::canonicalize(&theirs), c);
     }
 
+    /// Any JSON document (objects up to 40 members, so on both sides of the parser's gathered
+    /// members and its hashed map) reads as serde_json reads it, members in their order.
+    #[test]
+    fn documents_parse_like_serde_json_in_order(
+        v in arb_json(),
+        wide in prop::collection::vec((any::<String>(), any::<i64>()), 0..40),
+    ) {
+        let wide: serde_json::Map<String, Value> =
+            wide.into_iter().map(|(k, n)| (k, json!(n))).collect();
+        let doc = json!({"v": v, "wide": wide, "last": [wide.clone()]});
+        let text = serde_json::to_string(&doc).unwrap();
+        let ours = strict::parse_strict(text.as_bytes()).expect("serde's output parses strictly");
+        prop_assert_eq!(serde_json::to_string(&ours).unwrap(), text);
+    }
+
     /// A JSON string literal of any content (quotes, backslashes, control characters and
     /// multi-byte characters at every offset, so on both sides of the parser's eight-byte
     /// scan) reads as serde_json reads it, and raw control characters are refused by both.

@@ -178,6 +178,17 @@ pub fn request_hash(params: &Value) -> String {
     hex(&Sha256::digest(jcs::to_vec(params)))
 }
 
+/// [`request_hash`] of `params` with its `payload` member read from `payload` (the params of
+/// a request whose payload moved into the typed request: no copy of it is put back).
+pub fn request_hash_with_payload(params: &Value, payload: &Value) -> String {
+    match params {
+        Value::Object(m) => hex(&Sha256::digest(jcs::object_replacing(
+            m, "payload", payload,
+        ))),
+        other => request_hash(other),
+    }
+}
+
 /// Lowercase hex SHA-256 of the RFC 8785 canonical form of `v` (Warden's `action_hash`).
 pub fn canonical_hash(v: &Value) -> String {
     hex(&Sha256::digest(jcs::to_vec(v)))

@@ -64,6 +64,20 @@ pub fn object_without(map: &Map<String, Value>, skip: &[&str]) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// The canonical form of the object `map` with the value of its member `key` read from
+/// `value` instead (a member `map` does not have is not added): a request's params whose
+/// payload was moved out of the tree (`envelope::decode_request_detached`).
+pub fn object_replacing(map: &Map<String, Value>, key: &str, value: &Value) -> Vec<u8> {
+    let mut out = String::with_capacity(START_CAPACITY);
+    write_members(
+        &mut out,
+        map.iter()
+            .map(|(k, v)| (k, if k == key { value } else { v }))
+            .collect(),
+    );
+    out.into_bytes()
+}
+
 fn write_object(out: &mut String, map: &Map<String, Value>) {
     write_members(out, map.iter().collect());
 }

@@ -241,7 +241,9 @@ fn decide_all(
         for line in &mut batch {
             let response = guardian.decide_decoded(&mut line.decoded);
             tally.count(trace, line.number, &response);
-            if show_progress && tally.lines.is_multiple_of(1024) && std::time::Instant::now() >= progress_at
+            if show_progress
+                && tally.lines.is_multiple_of(1024)
+                && std::time::Instant::now() >= progress_at
             {
                 progress_at = std::time::Instant::now() + std::time::Duration::from_secs(1);
                 tally.progressed = true;

@@ -48,13 +48,20 @@ impl Chain {
     }
 }
 
-/// The entry for a decided step, before hashing.
+/// The entry for a decided step, before hashing. `payload` is the request's payload: its
+/// `params` may hold a placeholder where the payload was moved out
+/// (`envelope::decode_request_detached`); a `params` without the member has none.
 pub fn step_entry(
     entry_id: String,
     method: &str,
     params: &Value,
+    payload: &Value,
     decision: &str,
 ) -> Map<String, Value> {
+    let payload = match crate::acs::fields::member(params, "payload") {
+        Some(_) => payload,
+        None => &Value::Null,
+    };
     // Sized for every member a step's entry can get (the hashes and the optional ones
     // included), so that it is never re-hashed while it is filled in.
     let mut e = Map::with_capacity(16);
@@ -69,9 +76,9 @@ pub fn step_entry(
     }
     e.insert(
         "request_hash".into(),
-        Value::String(crypto::request_hash(params)),
+        Value::String(crypto::request_hash_with_payload(params, payload)),
     );
-    if let Some(s) = provenance_summary(params.get("payload").unwrap_or(&Value::Null)) {
+    if let Some(s) = provenance_summary(payload) {
         e.insert("provenance_summary".into(), s);
     }
     e.insert("decision".into(), Value::String(decision.into()));
@@ -186,5 +193,43 @@ mod tests {
             r#"{"origins_seen":["tool_output","user_input","retrieved"],"entry_count":4,"entry_count_by_origin":{"tool_output":2,"user_input":1,"retrieved":1}}"#
         );
         assert_eq!(provenance_summary(&json!({"tool": {"name": "x"}})), None);
+    }
+
+    /// A step's entry hashes and summarises the payload it is handed where the params tree
+    /// holds a placeholder (the payload moved into the typed request), exactly as it would
+    /// the whole params; params without a payload member stay without one.
+    #[test]
+    fn a_step_entry_reads_the_moved_payload_as_the_params_would_hold_it() {
+        let payload = json!({"outputs": [{"value": "a",
+            "provenance": {"provenance_id": "p1", "origin": "tool_output"}}]});
+        let whole = json!({"acs_version": "0.1.0", "request_id": "r1",
+            "timestamp": "2026-12-01T00:00:00Z", "payload": payload.clone()});
+        let mut detached = whole.clone();
+        detached["payload"] = Value::Null;
+        let from_whole = step_entry(
+            "s/0".into(),
+            "steps/toolCallResult",
+            &whole,
+            &payload,
+            "allow",
+        );
+        let from_detached = step_entry(
+            "s/0".into(),
+            "steps/toolCallResult",
+            &detached,
+            &payload,
+            "allow",
+        );
+        assert_eq!(from_whole, from_detached);
+        assert_eq!(
+            from_whole["request_hash"],
+            json!(crypto::request_hash(&whole))
+        );
+        assert!(from_whole.contains_key("provenance_summary"));
+
+        let bare = json!({"acs_version": "0.1.0", "request_id": "r2"});
+        let e = step_entry("s/1".into(), "steps/turnStart", &bare, &payload, "allow");
+        assert_eq!(e["request_hash"], json!(crypto::request_hash(&bare)));
+        assert!(!e.contains_key("provenance_summary"));
     }
 }

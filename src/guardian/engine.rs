@@ -170,13 +170,13 @@ fn run_step(
     let mut budget = Budget::new(program.budget);
     state.ensure_slots(program);
     // The content as it enters: missing provenance completed, unfound claims read as none.
-    let entering = entering_payload(hook, state, ev);
+    let mut draft = Draft::new(state, step_code::own_labels);
+    let entering = entering_payload(hook, &draft, ev);
     let claims = entering.as_ref().map_or(&[][..], |(_, c)| &c[..]);
     let ev = &Event {
         payload: entering.as_ref().map_or(ev.payload, |(p, _)| p),
         ..*ev
     };
-    let mut draft = Draft::new(state, step_code::own_labels);
     // Taking the content in cannot fail: its labels have a budget of their own.
     draft.begin_event(program, ev);
     let outcome = match mode {
@@ -289,12 +289,12 @@ fn logged_arguments(
 /// this, so a replay and a restore take in exactly what the decision did.
 fn entering_payload(
     hook: &'static fields::HookSpec,
-    state: &SessionState,
+    draft: &Draft<'_>,
     ev: &Event<'_>,
 ) -> Option<(Value, Vec<String>)> {
     let completed = payload::complete(hook.method, ev.request_id, ev.payload);
     let current = completed.as_ref().unwrap_or(ev.payload);
-    let claims = state.unverified_claims(hook.method, current);
+    let claims = draft.unverified_claims(hook.method, current);
     if claims.is_empty() {
         return completed.map(|p| (p, claims));
     }

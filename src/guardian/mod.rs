@@ -741,10 +741,11 @@ impl Guardian {
         let mut rebuilt;
         let raw = match raw {
             // The payload goes back only for what reads the request whole: the signature
-            // check, the audit entry's request hash and the journal record (without a journal
-            // the record is dropped unread, its payload `null`).
+            // check and the journal record (without a journal the record is dropped unread,
+            // its payload `null`). The audit entry reads it from `req` in place
+            // (`audit::step_entry`).
             Some(raw) => {
-                if proto.key.is_some() || proto.audit || self.journal.is_some() {
+                if proto.key.is_some() || self.journal.is_some() {
                     envelope::reattach_payload(raw, &p.payload);
                 }
                 raw

@@ -45,14 +45,48 @@ pub fn token_key(token: &str) -> u64 {
     KEYS.hash_one(token)
 }
 
+/// The token index: each token's [`token_key`] to where it was seen. The keys are already
+/// keyed SipHash values, unpredictable without the process's key, so the table uses them as
+/// its hashes rather than hashing them a second time.
+pub type TokenIndex =
+    std::collections::HashMap<u64, Seen, std::hash::BuildHasherDefault<KeyAsHash>>;
+
+/// The hasher of [`TokenIndex`]: a `u64` key is its own hash.
+#[derive(Clone, Copy, Default)]
+pub struct KeyAsHash(u64);
+
+impl std::hash::Hasher for KeyAsHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys reach it; any other input is still hashed, slowly.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 /// Tokens indexed per session at most; past it, inference answers "unknown".
 pub const MAX_TOKENS: usize = 262_144;
 
-pub use crate::text::{compact_leaves, tokens, value_tokens};
+pub use crate::text::{compact_leaves, each_token, each_value_token};
+use serde_json::Value;
+
+/// The [`token_key`] of each token of a JSON value, in order (a value has a handful).
+pub fn value_token_keys(v: &Value) -> smallvec::SmallVec<[u64; 8]> {
+    let mut keys = smallvec::SmallVec::new();
+    each_value_token(v, &mut |t| keys.push(token_key(t)), 0);
+    keys
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::tokens;
 
     fn toks(s: &str) -> Vec<String> {
         let mut v = Vec::new();

@@ -391,7 +391,7 @@ pub struct SessionState {
     /// Keyed by the token's 64-bit hash (`infer::token_key`), not its text, in a flat map
     /// shared copy-on-write (a snapshot shares it; the next commit copies it only if a snapshot
     /// is still alive): the index is most of a long session's memory.
-    tokens: Arc<HashMap<u64, infer::Seen>>,
+    tokens: Arc<infer::TokenIndex>,
     /// The token index went over its cap: inference answers "unknown" from then on.
     tokens_full: bool,
     /// Turn ids and their turn numbers (`table.rs`: flat, copied on write after a clone).
@@ -675,36 +675,7 @@ impl SessionState {
     ///   inferred like those of any value sent without lineage. (A value none of whose tokens
     ///   other content holds, such as an amount the model computed, keeps its lineage.)
     pub fn unverified_claims(&self, method: &str, payload: &Value) -> Vec<String> {
-        if method != "steps/toolCallRequest" {
-            return Vec::new();
-        }
-        let mut claims = Vec::new();
-        let mut view = None;
-        for c in crate::acs::payload::carriers(method, payload) {
-            if c.origin == "user_input" {
-                continue;
-            }
-            let (Some(prov), Some(value)) = (
-                fields::member(c.item, "provenance"),
-                fields::member(c.item, "value"),
-            ) else {
-                continue;
-            };
-            let view = view.get_or_insert_with(|| self.view());
-            if let Some(k) = view.unbelieved(prov, value) {
-                claims.push(format!("{}/provenance{k}", c.pointer()));
-            }
-            if let (Some(Value::Array(elements)), Value::Array(values)) =
-                (fields::member(prov, "elements"), value)
-            {
-                for (i, (e, v)) in elements.iter().zip(values).enumerate() {
-                    if let Some(k) = view.unbelieved(e, v) {
-                        claims.push(format!("{}/provenance/elements/{i}{k}", c.pointer()));
-                    }
-                }
-            }
-        }
-        claims
+        self.view().unverified_claims(method, payload)
     }
 
     /// How many distinct tokens the lineage-inference index holds (`infer.rs`).
@@ -1193,12 +1164,42 @@ impl<'a> Draft<'a> {
     /// that said `… 0130 00`, nor is a reordered IBAN. A value with no letter or digit is not.
     pub fn said_by_user(&self, value: &Value) -> bool {
         let text = &self.scalars.user_text;
-        let mut pieces = Vec::new();
-        infer::compact_leaves(value, &mut pieces, 0);
-        !pieces.is_empty()
-            && pieces
-                .iter()
-                .all(|p| !p.is_empty() && text.contains(p.as_str()))
+        crate::text::all_compact_leaves(value, &mut String::new(), &mut |p| {
+            !p.is_empty() && text.contains(p)
+        })
+    }
+
+    /// [`SessionState::unverified_claims`], read on a draft that has taken no content in yet
+    /// (its state is the session's as committed).
+    pub fn unverified_claims(&self, method: &str, payload: &Value) -> Vec<String> {
+        if method != "steps/toolCallRequest" {
+            return Vec::new();
+        }
+        let mut claims = Vec::new();
+        for c in crate::acs::payload::carriers(method, payload) {
+            if c.origin == "user_input" {
+                continue;
+            }
+            let (Some(prov), Some(value)) = (
+                fields::member(c.item, "provenance"),
+                fields::member(c.item, "value"),
+            ) else {
+                continue;
+            };
+            if let Some(k) = self.unbelieved(prov, value) {
+                claims.push(format!("{}/provenance{k}", c.pointer()));
+            }
+            if let (Some(Value::Array(elements)), Value::Array(values)) =
+                (fields::member(prov, "elements"), value)
+            {
+                for (i, (e, v)) in elements.iter().zip(values).enumerate() {
+                    if let Some(k) = self.unbelieved(e, v) {
+                        claims.push(format!("{}/provenance/elements/{i}{k}", c.pointer()));
+                    }
+                }
+            }
+        }
+        claims
     }
 
     /// What of a provenance record's claim about the user the text does not bear out
@@ -1233,11 +1234,9 @@ impl<'a> Draft<'a> {
     /// (or the index is full, and nothing can be ruled out).
     fn seen_elsewhere(&self, value: &Value) -> bool {
         let user = origin_bit("user_input");
-        let mut toks = Vec::new();
-        infer::value_tokens(value, &mut toks, 0);
+        let keys = infer::value_token_keys(value);
         self.base.tokens_full
-            || toks.iter().any(|t| {
-                let key = infer::token_key(t);
+            || keys.iter().any(|&key| {
                 self.new_tokens
                     .iter()
                     .filter(|(k, _)| *k == key)
@@ -1460,7 +1459,6 @@ impl<'a> Draft<'a> {
         }
         let mut carriers = Vec::new();
         collect_carriers(ev.payload, &mut carriers, 0);
-        let mut found = Vec::new();
         for (prov, value) in carriers {
             let Some(id) = prov.get("provenance_id").and_then(Value::as_str) else {
                 continue;
@@ -1472,12 +1470,13 @@ impl<'a> Draft<'a> {
             if node.own_origin == origin_bit("user_input") {
                 self.note_user_text(value);
             }
-            found.clear();
-            infer::value_tokens(value, &mut found, 0);
             let seen = seen_in(&node);
-            for t in found.drain(..) {
-                self.new_tokens.push((infer::token_key(&t), seen));
-            }
+            let new_tokens = &mut self.new_tokens;
+            infer::each_value_token(
+                value,
+                &mut |t| new_tokens.push((infer::token_key(t), seen)),
+                0,
+            );
         }
         // The user's request, as the Intent states it.
         if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") {
@@ -1485,10 +1484,8 @@ impl<'a> Draft<'a> {
                 self.note_user_text(&Value::String(raw.to_string()));
                 let prov = serde_json::json!({"provenance_id": "", "origin": "user_input"});
                 let seen = seen_in(&self.make_node(program, &prov, &[], 0));
-                infer::tokens(raw, &mut found);
-                for t in found.drain(..) {
-                    self.new_tokens.push((infer::token_key(&t), seen));
-                }
+                let new_tokens = &mut self.new_tokens;
+                infer::each_token(raw, &mut |t| new_tokens.push((infer::token_key(t), seen)));
             }
         }
         // What was inferred before this content came in may be out of date.
@@ -1539,13 +1536,11 @@ impl<'a> Draft<'a> {
     /// Where every token of `value` appeared (`None`: some token nowhere, or no token at
     /// all), and the places of the content any of them the user never said appeared in.
     fn infer_sources(&self, value: &Value) -> Inferred {
-        let mut toks = Vec::new();
-        infer::value_tokens(value, &mut toks, 0);
+        let keys = infer::value_token_keys(value);
         let mut acc: Option<infer::Seen> = None;
         let mut places = 0u64;
-        let mut unknown = toks.is_empty() || self.base.tokens_full;
-        for t in &toks {
-            let key = infer::token_key(t);
+        let mut unknown = keys.is_empty() || self.base.tokens_full;
+        for &key in &keys {
             let seen = self
                 .new_tokens
                 .iter()

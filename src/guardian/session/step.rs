@@ -281,6 +281,7 @@ impl Guardian {
             chain.next_id(sid),
             &step.req.method,
             params,
+            &p.payload,
             result.decision.as_str(),
         );
         if chain.len == 0 {
