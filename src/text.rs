@@ -130,12 +130,38 @@ fn compact_into(text: &str, out: &mut String) {
         Some(w) if w.eq_ignore_ascii_case("www.") => &rest[4..],
         _ => rest,
     };
+    let rest = rest.trim_end_matches('/');
+    out.reserve(rest.len());
     out.extend(
-        rest.trim_end_matches('/')
-            .bytes()
+        rest.bytes()
             .filter(u8::is_ascii_alphanumeric)
             .map(|b| char::from(b.to_ascii_lowercase())),
     );
+}
+
+/// Leaves this long at most are compacted on the stack.
+const SHORT: usize = 128;
+
+/// [`compact`] of an ASCII text of at most [`SHORT`] bytes, written into `buf`; `None` for
+/// any other text.
+fn compact_ascii<'b>(text: &str, buf: &'b mut [u8; SHORT]) -> Option<&'b str> {
+    let text = text.trim();
+    if text.len() > SHORT || !text.is_ascii() {
+        return None;
+    }
+    let rest = scheme_end(text).map_or(text, |i| &text[i + 3..]);
+    let rest = match rest.get(..4) {
+        Some(w) if w.eq_ignore_ascii_case("www.") => &rest[4..],
+        _ => rest,
+    };
+    let mut n = 0;
+    for b in rest.trim_end_matches('/').bytes() {
+        if b.is_ascii_alphanumeric() {
+            buf[n] = b.to_ascii_lowercase();
+            n += 1;
+        }
+    }
+    std::str::from_utf8(&buf[..n]).ok()
 }
 
 /// Where the first `://` of `text` starts: a scan of its bytes (the texts are short, and a
@@ -196,10 +222,13 @@ fn each_compact_leaf(
         return true;
     }
     match v {
-        Value::String(s) => {
-            compact_into(s, buf);
-            f(buf)
-        }
+        Value::String(s) => match compact_ascii(s, &mut [0u8; SHORT]) {
+            Some(c) => f(c),
+            None => {
+                compact_into(s, buf);
+                f(buf)
+            }
+        },
         Value::Number(n) => {
             compact_into(&n.to_string(), buf);
             f(buf)
@@ -271,6 +300,9 @@ mod tests {
             each_value_token(&Value::String(t.clone()), &mut |x| each.push(x.to_owned()), 0);
             prop_assert_eq!(each, general);
             prop_assert_eq!(compact(&t), compact_general(t.trim()));
+            if let Some(c) = compact_ascii(&t, &mut [0u8; SHORT]) {
+                prop_assert_eq!(c, compact(&t));
+            }
         }
     }
 

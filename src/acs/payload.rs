@@ -302,8 +302,19 @@ fn escape(k: &str) -> String {
 /// name as `source_id`); a `provenance` without a string `provenance_id` gets one, and one
 /// without a string `origin` gets the hook's. The id is `"{request_id}:{pointer}"`.
 pub fn complete(method: &str, request_id: &str, payload: &Value) -> Option<Value> {
-    let missing: Vec<(String, &'static str)> = carriers(method, payload)
-        .into_iter()
+    complete_carriers(method, request_id, payload, &carriers(method, payload))
+}
+
+/// [`complete`], given the payload's [`carriers`] (a caller that reads them too finds them
+/// once).
+pub fn complete_carriers(
+    method: &str,
+    request_id: &str,
+    payload: &Value,
+    carriers: &[Carrier<'_>],
+) -> Option<Value> {
+    let missing: Vec<(String, &'static str)> = carriers
+        .iter()
         .filter(|c| match fields::member(c.item, "provenance") {
             Some(Value::Object(p)) => {
                 !fields::map_member(p, "provenance_id").is_some_and(Value::is_string)

@@ -292,9 +292,13 @@ fn entering_payload(
     draft: &Draft<'_>,
     ev: &Event<'_>,
 ) -> Option<(Value, Vec<String>)> {
-    let completed = payload::complete(hook.method, ev.request_id, ev.payload);
-    let current = completed.as_ref().unwrap_or(ev.payload);
-    let claims = draft.unverified_claims(hook.method, current);
+    let carriers = payload::carriers(hook.method, ev.payload);
+    let completed = payload::complete_carriers(hook.method, ev.request_id, ev.payload, &carriers);
+    let claims = match &completed {
+        Some(p) => draft.unverified_claims(hook.method, p),
+        None if hook.method == "steps/toolCallRequest" => draft.unverified_claims_of(&carriers),
+        None => Vec::new(),
+    };
     if claims.is_empty() {
         return completed.map(|p| (p, claims));
     }

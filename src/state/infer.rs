@@ -85,7 +85,6 @@ pub fn value_token_keys(v: &Value) -> smallvec::SmallVec<[u64; 8]> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::text::tokens;
 
     fn toks(s: &str) -> Vec<String> {

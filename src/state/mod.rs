@@ -1175,8 +1175,16 @@ impl<'a> Draft<'a> {
         if method != "steps/toolCallRequest" {
             return Vec::new();
         }
+        self.unverified_claims_of(&crate::acs::payload::carriers(method, payload))
+    }
+
+    /// [`Draft::unverified_claims`] of a toolCallRequest's payload, given its carriers.
+    pub fn unverified_claims_of(
+        &self,
+        carriers: &[crate::acs::payload::Carrier<'_>],
+    ) -> Vec<String> {
         let mut claims = Vec::new();
-        for c in crate::acs::payload::carriers(method, payload) {
+        for c in carriers {
             if c.origin == "user_input" {
                 continue;
             }
