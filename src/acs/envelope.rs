@@ -1265,6 +1265,110 @@ fn payload_slot(raw: &mut Value) -> Option<&mut Value> {
     super::fields::member_mut(super::fields::member_mut(raw, "params")?, "payload")
 }
 
+/// The tree of a typed request with `params.payload` null: what the audit entry reads of a
+/// request decoded without one ([`super::shell`]), the payload read from the request in place
+/// (`crypto::request_hash_with_payload`). Its canonical form, the payload put back, is the
+/// request's as received when the request came from [`super::shell::decode`], which declines
+/// what the typed form does not keep (a property test holds them together).
+pub fn tree_without_payload(req: &Request) -> Value {
+    let p = &req.params;
+    let mut params = Map::new();
+    let mut put = |k: &str, v: Value| params.insert(k.to_owned(), v);
+    put("acs_version", text(&p.acs_version));
+    put("request_id", text(&p.request_id));
+    put("timestamp", text(&p.timestamp));
+    if let Some(n) = &p.nonce {
+        put("nonce", text(n));
+    }
+    if let Some(t) = &p.tenant_id {
+        put("tenant_id", text(t));
+    }
+    put("metadata", metadata_tree(&p.metadata));
+    put("payload", Value::Null);
+    if let Some(sig) = &p.signature {
+        let mut m = Map::new();
+        m.insert("algorithm".into(), text(&sig.algorithm));
+        m.insert("value".into(), text(&sig.value));
+        m.insert("key_id".into(), text(&sig.key_id));
+        put("signature", Value::Object(m));
+    }
+    for (k, v) in &p.extra {
+        put(k, v.clone());
+    }
+    let mut top = Map::new();
+    top.insert("jsonrpc".into(), text(&req.jsonrpc));
+    top.insert("method".into(), text(&req.method));
+    top.insert(
+        "id".into(),
+        match &req.id {
+            Id::Str(s) => text(s),
+            Id::Num(n) => Value::Number(n.clone()),
+            Id::Null => Value::Null,
+        },
+    );
+    top.insert("params".into(), Value::Object(params));
+    Value::Object(top)
+}
+
+/// `metadata` as a tree, members in the order serde writes them (a test holds the two
+/// equal): what a step's event reads when the request came without its tree.
+pub fn metadata_tree(m: &Metadata) -> Value {
+    let mut out = Map::new();
+    let mut put = |k: &str, v: Value| out.insert(k.to_owned(), v);
+    put("agent_id", text(&m.agent_id));
+    put("session_id", text(&m.session_id));
+    let optional = [
+        ("turn_id", &m.turn_id),
+        ("parent_turn_id", &m.parent_turn_id),
+        ("agent_name", &m.agent_name),
+        ("platform", &m.platform),
+        ("platform_version", &m.platform_version),
+    ];
+    for (k, v) in optional {
+        if let Some(v) = v {
+            put(k, text(v));
+        }
+    }
+    if let Some(env) = m.environment {
+        let name = match env {
+            Environment::Development => "development",
+            Environment::Staging => "staging",
+            Environment::Production => "production",
+        };
+        put("environment", text(name));
+    }
+    if let Some(u) = &m.user_context {
+        let mut user = Map::new();
+        if let Some(id) = &u.user_id {
+            user.insert("user_id".into(), text(id));
+        }
+        if let Some(roles) = &u.roles {
+            user.insert("roles".into(), roles.iter().map(|r| text(r)).collect());
+        }
+        if let Some(a) = &u.authentication_method {
+            user.insert("authentication_method".into(), text(a));
+        }
+        user.extend(u.extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        put("user_context", Value::Object(user));
+    }
+    if let Some(s) = &m.session_state {
+        let mut state = Map::new();
+        if let Some(h) = &s.chain_hash {
+            state.insert("chain_hash".into(), text(h));
+        }
+        state.extend(s.extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        put("session_state", Value::Object(state));
+    }
+    for (k, v) in &m.extra {
+        put(k, v.clone());
+    }
+    Value::Object(out)
+}
+
+fn text(s: &str) -> Value {
+    Value::String(s.to_owned())
+}
+
 /// Checks an already-parsed value against the request envelope rules and converts it.
 pub fn validate_request(v: &Value, opts: &DecodeOptions<'_>) -> Result<Request, Box<Response>> {
     checked_request(v, opts, true)
@@ -1510,7 +1614,7 @@ fn owned_str(v: &Value) -> Option<String> {
 }
 
 /// 2^63: a float id at least this large lost digits (smaller integers are read exactly).
-const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+pub(crate) const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 
 const PING: &str = "system/ping";
 

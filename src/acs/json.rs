@@ -11,6 +11,7 @@
 
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
 use std::fmt;
 
 /// The deepest nesting of arrays and objects accepted (a top-level object is depth 1).
@@ -145,6 +146,120 @@ pub fn parse_with_limits(bytes: &[u8], limits: Limits) -> Result<Value, JsonErro
         return Err(p.err(JsonErrorKind::TrailingData));
     }
     Ok(v)
+}
+
+/// The strict parser driven member by member, for a caller that reads an object's members as
+/// it meets them instead of building a tree ([`super::shell`]). The same grammar, limits and
+/// checks as [`parse_with_limits`]; the caller checks duplicate member names itself (a
+/// value read with [`Reader::value`] is checked inside, as ever).
+pub(crate) struct Reader<'a> {
+    p: Parser<'a>,
+}
+
+impl<'a> Reader<'a> {
+    /// The size, UTF-8 and byte-order-mark checks of [`parse_with_limits`], then the
+    /// whitespace before the value.
+    pub(crate) fn new(bytes: &'a [u8], limits: Limits) -> Result<Reader<'a>, JsonError> {
+        if bytes.len() > limits.max_bytes {
+            return Err(JsonError {
+                offset: limits.max_bytes,
+                kind: JsonErrorKind::TooLarge {
+                    len: bytes.len(),
+                    limit: limits.max_bytes,
+                },
+            });
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| JsonError {
+            offset: e.valid_up_to(),
+            kind: JsonErrorKind::InvalidUtf8,
+        })?;
+        if text.starts_with('\u{feff}') {
+            return Err(JsonError {
+                offset: 0,
+                kind: JsonErrorKind::ByteOrderMark,
+            });
+        }
+        let mut p = Parser {
+            src: text,
+            b: bytes,
+            pos: 0,
+            max_depth: limits.max_depth.min(MAX_DEPTH),
+        };
+        p.skip_ws();
+        Ok(Reader { p })
+    }
+
+    /// The next byte after whitespace: what kind of value comes next.
+    pub(crate) fn peek(&mut self) -> Option<u8> {
+        self.p.skip_ws();
+        self.p.peek()
+    }
+
+    /// Opens an object (the next byte is `{`) with `open` containers around it.
+    pub(crate) fn open_object(&mut self, open: usize) -> Result<(), JsonError> {
+        self.p.check_depth(open)?;
+        self.p.skip_ws();
+        self.p.expect_byte(b'{', "an object")
+    }
+
+    /// The next member name of an open object and the `:` after it, or `None` at its `}`.
+    /// `first` says whether a member has been read yet (a `,` must come before the next).
+    pub(crate) fn next_key(&mut self, first: bool) -> Result<Option<Cow<'a, str>>, JsonError> {
+        self.p.skip_ws();
+        match self.p.peek() {
+            Some(b'}') => {
+                self.p.pos += 1;
+                return Ok(None);
+            }
+            Some(b',') if !first => {
+                self.p.pos += 1;
+                self.p.skip_ws();
+            }
+            None => return Err(self.p.err(JsonErrorKind::UnexpectedEnd)),
+            Some(_) if !first => {
+                return Err(self.p.err(JsonErrorKind::Unexpected {
+                    expected: "',' or '}' in an object",
+                }))
+            }
+            Some(_) => {}
+        }
+        if self.p.peek() != Some(b'"') {
+            return Err(self.p.err(JsonErrorKind::Unexpected {
+                expected: "a string member name",
+            }));
+        }
+        let key = self.string()?;
+        self.p.skip_ws();
+        self.p.expect_byte(b':', "':' after a member name")?;
+        self.p.skip_ws();
+        Ok(Some(key))
+    }
+
+    /// A string (the next byte is `"`), borrowed from the input when it has no escape.
+    pub(crate) fn string(&mut self) -> Result<Cow<'a, str>, JsonError> {
+        let start = self.p.pos + 1;
+        let end = plain_run_end(self.p.b, start);
+        if self.p.b.get(end) == Some(&b'"') {
+            self.p.pos = end + 1;
+            return Ok(Cow::Borrowed(&self.p.src[start..end]));
+        }
+        self.p.string().map(Cow::Owned)
+    }
+
+    /// Any value, as a tree, with `open` containers around it.
+    pub(crate) fn value(&mut self, open: usize) -> Result<Value, JsonError> {
+        self.p.skip_ws();
+        self.p.value(open)
+    }
+
+    /// Only whitespace is left.
+    pub(crate) fn finish(mut self) -> Result<(), JsonError> {
+        self.p.skip_ws();
+        if self.p.pos != self.p.b.len() {
+            return Err(self.p.err(JsonErrorKind::TrailingData));
+        }
+        Ok(())
+    }
 }
 
 struct Parser<'a> {

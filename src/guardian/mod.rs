@@ -72,6 +72,7 @@ use session::{Commit, Digest, Gated, Refusal, Session};
 use crate::acs::crypto;
 use crate::acs::envelope::{self, DecodeOptions, Id, Request, Response, RpcError};
 use crate::acs::fields;
+use crate::acs::shell;
 use crate::acs::time;
 use crate::acs::DecisionKind;
 use crate::check::{self, Loaded};
@@ -657,7 +658,7 @@ impl Guardian {
     fn handle_pending_traced(&self, bytes: &[u8]) -> (Pending, Vec<RuleTrace>) {
         let started = time::Stopwatch::start();
         let (pending, traces) = match self.decode(bytes).0 {
-            Ok((req, mut raw)) => self.process(&req, Some(&mut raw)),
+            Ok((req, mut raw)) => self.process(&req, raw.as_mut()),
             Err(resp) => (self.ready(*resp), Vec::new()),
         };
         self.stats.record(&pending.response, started.elapsed());
@@ -684,7 +685,15 @@ impl Guardian {
                 ..Default::default()
             },
         };
-        Decoded(envelope::decode_request_detached(bytes, &opts))
+        // Without a signature key or a journal nothing reads the request as received, so the
+        // common envelope is read straight into its typed form (`acs::shell`); the rest, and
+        // every envelope that does not decode, take the full decode.
+        if self.options.protocol.key.is_none() && self.journal.is_none() {
+            if let Some(req) = shell::decode(bytes, &opts) {
+                return Decoded(Ok((req, None)));
+            }
+        }
+        Decoded(envelope::decode_request_detached(bytes, &opts).map(|(req, raw)| (req, Some(raw))))
     }
 
     /// The second half of [`Guardian::handle_response`]: the answer to a request
@@ -694,7 +703,7 @@ impl Guardian {
     pub fn decide_decoded(&self, decoded: &mut Decoded) -> Response {
         let started = time::Stopwatch::start();
         let pending = match &mut decoded.0 {
-            Ok((req, raw)) => self.process(req, Some(raw)).0,
+            Ok((req, raw)) => self.process(req, raw.as_mut()).0,
             Err(resp) => self.ready((**resp).clone()),
         };
         self.stats.record(&pending.response, started.elapsed());
@@ -723,7 +732,8 @@ impl Guardian {
     }
 
     /// `raw` is the request as received, its payload moved into `req`
-    /// ([`envelope::decode_request_detached`]); `None` rebuilds it from `req`.
+    /// ([`envelope::decode_request_detached`]); `None` rebuilds what is read of it from
+    /// `req`.
     fn process(&self, req: &Request, raw: Option<&mut Value>) -> (Pending, Vec<RuleTrace>) {
         let started = time::Stopwatch::start();
         let id = req.id.clone();
@@ -750,8 +760,17 @@ impl Guardian {
                 }
                 raw
             }
+            // Rebuilt from the typed request only for what reads it: whole for the signature
+            // check and the journal, without its payload for the audit entry (which reads the
+            // payload from `req`), not at all otherwise.
             None => {
-                rebuilt = serde_json::to_value(req).unwrap_or(Value::Null);
+                rebuilt = if proto.key.is_some() || self.journal.is_some() {
+                    serde_json::to_value(req).unwrap_or(Value::Null)
+                } else if proto.audit {
+                    envelope::tree_without_payload(req)
+                } else {
+                    Value::Null
+                };
                 &mut rebuilt
             }
         };
@@ -1436,9 +1455,10 @@ fn too_large(len: usize, max: usize) -> RpcError {
 }
 
 /// An envelope as [`Guardian::decode`] read it: the typed request and the tree it was read
-/// from, or the error response it gets without a decision.
+/// from (none when it was read straight into its typed form), or the error response it gets
+/// without a decision.
 #[derive(Debug)]
-pub struct Decoded(Result<(Request, Value), Box<Response>>);
+pub struct Decoded(Result<(Request, Option<Value>), Box<Response>>);
 
 impl Decoded {
     /// The typed request, when the envelope decoded.

@@ -118,7 +118,7 @@ impl Guardian {
         // the event's setup.
         let metadata = super::super::params_metadata_mut(raw)
             .map(Value::take)
-            .unwrap_or_else(|| serde_json::to_value(&p.metadata).unwrap_or(Value::Null));
+            .unwrap_or_else(|| envelope::metadata_tree(&p.metadata));
         let ev = view.event(
             &p.payload,
             &p.request_id,
