@@ -1313,10 +1313,6 @@ pub fn tree_without_payload(req: &Request) -> Value {
 /// `metadata` as a tree, members in the order serde writes them (a test holds the two
 /// equal): what a step's event reads when the request came without its tree.
 pub fn metadata_tree(m: &Metadata) -> Value {
-    let mut out = Map::new();
-    let mut put = |k: &str, v: Value| out.insert(k.to_owned(), v);
-    put("agent_id", text(&m.agent_id));
-    put("session_id", text(&m.session_id));
     let optional = [
         ("turn_id", &m.turn_id),
         ("parent_turn_id", &m.parent_turn_id),
@@ -1324,6 +1320,17 @@ pub fn metadata_tree(m: &Metadata) -> Value {
         ("platform", &m.platform),
         ("platform_version", &m.platform_version),
     ];
+    // Sized once: a map grown member by member reallocates its table and its entries.
+    let len = 2
+        + optional.iter().filter(|(_, v)| v.is_some()).count()
+        + usize::from(m.environment.is_some())
+        + usize::from(m.user_context.is_some())
+        + usize::from(m.session_state.is_some())
+        + m.extra.len();
+    let mut out = Map::with_capacity(len);
+    let mut put = |k: &str, v: Value| out.insert(k.to_owned(), v);
+    put("agent_id", text(&m.agent_id));
+    put("session_id", text(&m.session_id));
     for (k, v) in optional {
         if let Some(v) = v {
             put(k, text(v));
