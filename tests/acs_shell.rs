@@ -363,3 +363,113 @@ fn the_generated_envelopes_reach_every_side() {
         "{both} {full_only} {neither}"
     );
 }
+
+mod guardian {
+    //! The shell decode inside the Guardian: a Guardian without a journal takes it, one with a
+    //! journal takes the full decode, and both answer every envelope the same.
+
+    use serde_json::{json, Value};
+    use std::sync::Arc;
+    use warden::acs::{envelope, ids};
+    use warden::guardian::{Guardian, MemoryJournal, Options, Policy};
+
+    const SESSION: &str = "5c3f1b8e-9a0d-4c2e-8f4b-2d6a7e9c1b30";
+    const POLICY: &str = "rule prod on toolCallRequest when tool.name == \"deploy\" and metadata.environment == production\n  => deny \"production\"\n\ndefault allow\n";
+
+    fn policy() -> Policy {
+        Policy::from_source("p.ward", POLICY).unwrap()
+    }
+
+    fn call(n: u64, metadata: Value) -> Vec<u8> {
+        envelope::request(
+            n,
+            "steps/toolCallRequest",
+            &ids::counter(9, n),
+            "2026-09-19T10:00:00Z",
+            metadata,
+            json!({"tool": {"name": "deploy"}, "arguments": {}}),
+        )
+        .to_string()
+        .into_bytes()
+    }
+
+    fn decision(g: &Guardian, bytes: &[u8]) -> String {
+        let out: Value = serde_json::from_slice(&g.handle(bytes)).unwrap();
+        out["result"]["decision"]
+            .as_str()
+            .unwrap_or("error")
+            .to_owned()
+    }
+
+    /// A session's steps share one metadata tree while their metadata is the same; a step
+    /// whose metadata differs from the last one's is decided on its own.
+    #[test]
+    fn each_step_is_decided_on_its_own_metadata() {
+        let g = Guardian::new(policy());
+        let meta = |env: Option<&str>, turn: &str| {
+            let mut m = json!({"agent_id": "a", "session_id": SESSION, "turn_id": turn});
+            if let Some(e) = env {
+                m["environment"] = json!(e);
+            }
+            m
+        };
+        let steps = [
+            (meta(Some("staging"), "t1"), "allow"),
+            (meta(Some("staging"), "t1"), "allow"),
+            (meta(Some("production"), "t1"), "deny"),
+            (meta(Some("production"), "t1"), "deny"),
+            (meta(Some("staging"), "t1"), "allow"),
+            (meta(None, "t2"), "allow"),
+            (meta(Some("production"), "t2"), "deny"),
+        ];
+        for (n, (m, want)) in steps.into_iter().enumerate() {
+            assert_eq!(
+                decision(&g, &call(n as u64 + 1, m.clone())),
+                want,
+                "step {n}: {m}"
+            );
+        }
+    }
+
+    /// The same envelopes, valid and not, to a Guardian that reads them through the shell
+    /// decode and to one (with a journal) that reads them through the full decode: the same
+    /// answers.
+    #[test]
+    fn the_shell_path_answers_as_the_full_path() {
+        let fast = Guardian::new(policy());
+        let full = Guardian::with_journal(
+            policy(),
+            Options::default(),
+            Arc::new(MemoryJournal::default()),
+        );
+        let mut sent = 0;
+        for seed in 0..600u64 {
+            let mut g = super::Gen(seed);
+            let text = super::envelope(&mut g);
+            let bytes = super::damage(&mut g, text);
+            let (a, b) = (fast.handle(&bytes), full.handle(&bytes));
+            let (a, b): (Value, Value) = (
+                serde_json::from_slice(&a).unwrap(),
+                serde_json::from_slice(&b).unwrap(),
+            );
+            assert_eq!(
+                strip_times(a),
+                strip_times(b),
+                "{}",
+                String::from_utf8_lossy(&bytes)
+            );
+            sent += 1;
+        }
+        assert_eq!(sent, 600);
+    }
+
+    /// A ping's answer carries the Guardian's clock: it is not the decode's to agree on.
+    fn strip_times(mut v: Value) -> Value {
+        if let Some(p) = v.pointer_mut("/result/payload") {
+            if let Some(m) = p.as_object_mut() {
+                m.remove("server_timestamp");
+            }
+        }
+        v
+    }
+}

@@ -36,9 +36,12 @@ pub(crate) use refusal::Refusal;
 pub use view::is_known_method;
 pub(crate) use view::View;
 
+use serde_json::Value;
+
 use super::audit::Chain;
 use super::protocol::{Negotiated, ReplayWindow};
 use super::sessions;
+use crate::acs::envelope::{self, Metadata};
 use crate::state::{EffectEntry, SessionState};
 
 /// The effect keys a subagent's session changed, as its parent merges them.
@@ -99,6 +102,24 @@ pub(crate) struct Session {
     /// journalled with the first step, so a session that only said hello costs the journal
     /// nothing.
     pub(crate) hello: Option<(i64, Arc<str>)>,
+    /// The last step's metadata and its tree, for a request that came without its tree
+    /// (`acs::shell`): a session's steps mostly repeat their metadata (a turn's steps all
+    /// do), so the tree is rebuilt only when it changes. Not state: nothing is journalled.
+    pub(crate) metadata_seen: Option<Box<(Metadata, Value)>>,
+}
+
+/// The tree of `m`, from `seen` when the last step's metadata was the same, else built and
+/// kept there.
+pub(crate) fn metadata_tree<'s>(
+    seen: &'s mut Option<Box<(Metadata, Value)>>,
+    m: &Metadata,
+) -> &'s Value {
+    if seen.as_ref().is_some_and(|kept| kept.0 != *m) {
+        *seen = None;
+    }
+    &seen
+        .get_or_insert_with(|| Box::new((m.clone(), envelope::metadata_tree(m))))
+        .1
 }
 
 impl Session {

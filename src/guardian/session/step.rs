@@ -116,13 +116,15 @@ impl Guardian {
         // Lent out of the request for the decision and put back after it (the audit entry and
         // the journal record read the request whole): a copy of it cost more than the rest of
         // the event's setup.
-        let metadata = super::super::params_metadata_mut(raw)
-            .map(Value::take)
-            .unwrap_or_else(|| envelope::metadata_tree(&p.metadata));
+        let taken = super::super::params_metadata_mut(raw).map(Value::take);
+        let metadata = match &taken {
+            Some(tree) => tree,
+            None => super::metadata_tree(&mut s.metadata_seen, &p.metadata),
+        };
         let ev = view.event(
             &p.payload,
             &p.request_id,
-            &metadata,
+            metadata,
             admitted.time_ms,
             extra_labels,
         );
@@ -139,8 +141,8 @@ impl Guardian {
                 None,
             )
         };
-        if let Some(slot) = super::super::params_metadata_mut(raw) {
-            *slot = metadata;
+        if let (Some(slot), Some(tree)) = (super::super::params_metadata_mut(raw), taken) {
+            *slot = tree;
         }
         decided
     }
