@@ -3,7 +3,7 @@
 //! [`super::envelope::decode_request_with`] builds the whole JSON tree and then reads the
 //! typed request out of it: every member name and string of the envelope's shell (the top
 //! level, `params`, `metadata`) is allocated twice and every name hashed. This module reads
-//! the shell member by member with the strict parser ([`super::json::Reader`]) and writes each
+//! the shell member by member with the strict parser (`json::Reader`) and writes each
 //! field where the typed request keeps it; only the payload and members this version does not
 //! define become trees.
 //!
