@@ -442,7 +442,6 @@ mod guardian {
             Options::default(),
             Arc::new(MemoryJournal::default()),
         );
-        let mut sent = 0;
         for seed in 0..600u64 {
             let mut g = super::Gen(seed);
             let text = super::envelope(&mut g);
@@ -458,9 +457,7 @@ mod guardian {
                 "{}",
                 String::from_utf8_lossy(&bytes)
             );
-            sent += 1;
         }
-        assert_eq!(sent, 600);
     }
 
     /// A ping's answer carries the Guardian's clock: it is not the decode's to agree on.

@@ -1419,18 +1419,15 @@ fn checked_request(
             )
         })?,
     };
-    if let Id::Num(n) = &id {
-        if !n.is_i64() && !n.is_u64() && n.as_f64().is_some_and(|f| f.abs() >= TWO_POW_63) {
-            // Read as a 64-bit float, its digits are lost: the answer could not be matched.
-            return Err(err(
-                Id::Null,
-                RpcError::invalid_request(
-                    "a numeric id must be an integer that fits in 64 bits (from -2^63 to \
-                     2^64-1), or a number of magnitude below 2^63; send a larger id as a string",
-                )
-                .with_data("reason", "id_out_of_range"),
-            ));
-        }
+    if !id_keeps_its_digits(&id) {
+        return Err(err(
+            Id::Null,
+            RpcError::invalid_request(
+                "a numeric id must be an integer that fits in 64 bits (from -2^63 to \
+                 2^64-1), or a number of magnitude below 2^63; send a larger id as a string",
+            )
+            .with_data("reason", "id_out_of_range"),
+        ));
     }
     let bad_request = |msg: String| err(id.clone(), RpcError::invalid_request(msg));
     if jsonrpc.and_then(Value::as_str) != Some(JSONRPC_VERSION) {
@@ -1470,7 +1467,7 @@ fn checked_request(
         }
     };
     if let [Some(Value::String(v))] = pick(params, ["acs_version"]) {
-        if is_semver(v) && v.split('.').next().and_then(|m| m.parse::<u64>().ok()) != Some(0) {
+        if is_semver(v) && !major_is_zero(v) {
             return Err(err(
                 id,
                 RpcError::unsupported_version(
@@ -1500,17 +1497,7 @@ fn request_from_checked(
     p: &Map<String, Value>,
     copy_payload: bool,
 ) -> Request {
-    let mut params = Params {
-        acs_version: String::new(),
-        request_id: String::new(),
-        timestamp: String::new(),
-        nonce: None,
-        tenant_id: None,
-        metadata: Metadata::of(String::new(), String::new()),
-        payload: Value::Object(Map::new()),
-        signature: None,
-        extra: Map::new(),
-    };
+    let mut params = Params::blank();
     for (k, v) in p {
         match k.as_str() {
             "acs_version" => params.acs_version = owned_str(v).unwrap_or_default(),
@@ -1620,8 +1607,43 @@ fn owned_str(v: &Value) -> Option<String> {
     v.as_str().map(str::to_owned)
 }
 
+impl Params {
+    /// Params with every field empty or absent and an empty payload, for a decode to fill in.
+    pub(crate) fn blank() -> Params {
+        Params {
+            acs_version: String::new(),
+            request_id: String::new(),
+            timestamp: String::new(),
+            nonce: None,
+            tenant_id: None,
+            metadata: Metadata::of(String::new(), String::new()),
+            payload: Value::Object(Map::new()),
+            signature: None,
+            extra: Map::new(),
+        }
+    }
+}
+
+/// Whether a request's id reads back as sent: not a number that, read as a 64-bit float,
+/// lost its digits (the answer could not be matched to the request).
+pub(crate) fn id_keeps_its_digits(id: &Id) -> bool {
+    match id {
+        Id::Num(n) => n.is_i64() || n.is_u64() || n.as_f64().is_none_or(|f| f.abs() < TWO_POW_63),
+        _ => true,
+    }
+}
+
+/// Whether a semantic version's major number is 0 (the ACS versions this Guardian speaks).
+pub(crate) fn major_is_zero(version: &str) -> bool {
+    version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok())
+        == Some(0)
+}
+
 /// 2^63: a float id at least this large lost digits (smaller integers are read exactly).
-pub(crate) const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 
 const PING: &str = "system/ping";
 
@@ -1758,12 +1780,7 @@ fn check_params(p: &Map<String, Value>) -> Result<(), FieldError> {
             "must be a semantic version X.Y.Z",
         ));
     }
-    if version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u64>().ok())
-        != Some(0)
-    {
+    if !major_is_zero(version) {
         return Err(field_err(
             "params.acs_version",
             "major version must be 0 (this Guardian speaks ACS 0.x)",

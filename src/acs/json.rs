@@ -114,43 +114,15 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, JsonError> {
 
 /// Decodes `bytes` strictly with the given size and depth limits.
 pub fn parse_with_limits(bytes: &[u8], limits: Limits) -> Result<Value, JsonError> {
-    if bytes.len() > limits.max_bytes {
-        return Err(JsonError {
-            offset: limits.max_bytes,
-            kind: JsonErrorKind::TooLarge {
-                len: bytes.len(),
-                limit: limits.max_bytes,
-            },
-        });
-    }
-    let text = std::str::from_utf8(bytes).map_err(|e| JsonError {
-        offset: e.valid_up_to(),
-        kind: JsonErrorKind::InvalidUtf8,
-    })?;
-    if text.starts_with('\u{feff}') {
-        return Err(JsonError {
-            offset: 0,
-            kind: JsonErrorKind::ByteOrderMark,
-        });
-    }
-    let mut p = Parser {
-        src: text,
-        b: bytes,
-        pos: 0,
-        max_depth: limits.max_depth.min(MAX_DEPTH),
-    };
-    p.skip_ws();
-    let v = p.value(0)?;
-    p.skip_ws();
-    if p.pos != p.b.len() {
-        return Err(p.err(JsonErrorKind::TrailingData));
-    }
+    let mut r = Reader::new(bytes, limits)?;
+    let v = r.p.value(0)?;
+    r.finish()?;
     Ok(v)
 }
 
 /// The strict parser driven member by member, for a caller that reads an object's members as
-/// it meets them instead of building a tree ([`super::shell`]). The same grammar, limits and
-/// checks as [`parse_with_limits`]; the caller checks duplicate member names itself (a
+/// it meets them instead of building a tree ([`super::shell`]); [`parse_with_limits`] is
+/// this reader reading one value. The caller checks duplicate member names itself (a
 /// value read with [`Reader::value`] is checked inside, as ever).
 pub(crate) struct Reader<'a> {
     p: Parser<'a>,

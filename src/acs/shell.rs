@@ -19,8 +19,8 @@
 //! Guardian.
 
 use super::envelope::{
-    is_namespaced_method, is_semver, is_uuid, DecodeOptions, Environment, Id, Metadata, Params,
-    Request, SessionState, UserContext, TWO_POW_63,
+    id_keeps_its_digits, is_namespaced_method, is_semver, is_uuid, major_is_zero, DecodeOptions,
+    Environment, Id, Metadata, Params, Request, SessionState, UserContext,
 };
 use super::json::Reader;
 use super::time::is_rfc3339;
@@ -82,28 +82,12 @@ fn read_top<'a>(r: &mut Reader<'a>) -> Option<(Id, Cow<'a, str>, Params)> {
 /// An id as the full decode reads it, refused where that decode refuses it (not a string or
 /// a number, or a float so large its digits are lost).
 fn checked_id(v: &Value) -> Option<Id> {
-    let id = Id::from_value(v)?;
-    if let Id::Num(n) = &id {
-        if !n.is_i64() && !n.is_u64() && n.as_f64().is_none_or(|f| f.abs() >= TWO_POW_63) {
-            return None;
-        }
-    }
-    Some(id)
+    Id::from_value(v).filter(id_keeps_its_digits)
 }
 
 fn read_params(r: &mut Reader<'_>) -> Option<Params> {
     object(r, 1)?;
-    let mut p = Params {
-        acs_version: String::new(),
-        request_id: String::new(),
-        timestamp: String::new(),
-        nonce: None,
-        tenant_id: None,
-        metadata: Metadata::of(String::new(), String::new()),
-        payload: Value::Null,
-        signature: None,
-        extra: Map::new(),
-    };
+    let mut p = Params::blank();
     let mut seen = Seen::default();
     while let Some(key) = next_key(r, seen.any())? {
         match &*key {
@@ -269,14 +253,8 @@ fn session_state(r: &mut Reader<'_>) -> Option<SessionState> {
 /// The checks of the full decode that read a field's text, not its type (the types were
 /// checked as each field was read).
 fn params_ok(p: &Params) -> bool {
-    let major_zero = p
-        .acs_version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u64>().ok())
-        == Some(0);
     is_semver(&p.acs_version)
-        && major_zero
+        && major_is_zero(&p.acs_version)
         && is_uuid(&p.request_id)
         && is_rfc3339(&p.timestamp)
         && p.nonce
