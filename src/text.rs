@@ -21,31 +21,48 @@ pub fn tokens(text: &str, out: &mut Vec<String>) {
 /// for an ASCII text).
 pub fn each_token(text: &str, f: &mut impl FnMut(&str)) {
     if text.is_ascii() {
-        tokens_ascii(text.as_bytes(), f)
+        tokens_ascii(text, f)
     } else {
         tokens_general(text, f)
     }
 }
 
 /// [`tokens`] of an ASCII text, byte by byte: the same cuts without decoding characters or
-/// lower-casing through Unicode tables (most of what inference reads is ASCII), each token
-/// lower-cased into one buffer.
-fn tokens_ascii(text: &[u8], f: &mut impl FnMut(&str)) {
-    let is_part = |b: &u8| b.is_ascii_alphanumeric() || b"@.-_:/+%#?=&~".contains(b);
-    let trimmed = |b: &u8| b".,:;-_/?#&=+%~".contains(b);
+/// lower-casing through Unicode tables (most of what inference reads is ASCII). A token with
+/// no upper-case letter is handed on as a slice of the text; any other is lower-cased into
+/// one buffer.
+fn tokens_ascii(text: &str, f: &mut impl FnMut(&str)) {
+    let bytes = text.as_bytes();
+    let class = |b: u8| ASCII_CLASS[b as usize];
     let mut buf = [0u8; MAX_TOKEN_LEN];
-    for raw in text.split(|b| !is_part(b)) {
-        let start = raw.iter().position(|b| !trimmed(b)).unwrap_or(raw.len());
-        let end = raw
-            .iter()
-            .rposition(|b| !trimmed(b))
-            .map_or(start, |e| e + 1);
-        let t = &raw[start..end];
-        if t.len() < 3 {
+    let mut i = 0;
+    while i < bytes.len() {
+        // One run of token characters, between separators.
+        while i < bytes.len() && class(bytes[i]) & PART == 0 {
+            i += 1;
+        }
+        let (mut start, mut end) = (i, i);
+        while end < bytes.len() && class(bytes[end]) & PART != 0 {
+            end += 1;
+        }
+        i = end;
+        // Its leading and trailing punctuation trimmed.
+        while start < end && class(bytes[start]) & TRIMMED != 0 {
+            start += 1;
+        }
+        while end > start && class(bytes[end - 1]) & TRIMMED != 0 {
+            end -= 1;
+        }
+        if end - start < 3 {
             continue;
         }
-        let t = &t[..t.len().min(MAX_TOKEN_LEN)];
-        for (d, b) in buf.iter_mut().zip(t) {
+        // ASCII: every byte index is a character boundary.
+        let t = &text[start..end.min(start + MAX_TOKEN_LEN)];
+        if !t.bytes().any(|b| b.is_ascii_uppercase()) {
+            emit_token(t, f);
+            continue;
+        }
+        for (d, b) in buf.iter_mut().zip(t.bytes()) {
             *d = b.to_ascii_lowercase();
         }
         // ASCII in, ASCII out: always UTF-8.
@@ -54,6 +71,37 @@ fn tokens_ascii(text: &[u8], f: &mut impl FnMut(&str)) {
         }
     }
 }
+
+/// [`ASCII_CLASS`]: a byte that can be part of a token.
+const PART: u8 = 1;
+/// [`ASCII_CLASS`]: a byte trimmed from either end of a token.
+const TRIMMED: u8 = 2;
+
+/// Each ASCII byte's part in the cuts ([`PART`], [`TRIMMED`]): letters and digits and
+/// `@.-_:/+%#?=&~` are token characters; `.,:;-_/?#&=+%~` are trimmed from a token's ends.
+static ASCII_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 128 {
+        if (b as u8).is_ascii_alphanumeric() {
+            t[b] = PART;
+        }
+        b += 1;
+    }
+    let part = b"@.-_:/+%#?=&~";
+    let mut i = 0;
+    while i < part.len() {
+        t[part[i] as usize] |= PART;
+        i += 1;
+    }
+    let trimmed = b".,:;-_/?#&=+%~";
+    let mut i = 0;
+    while i < trimmed.len() {
+        t[trimmed[i] as usize] |= TRIMMED;
+        i += 1;
+    }
+    t
+};
 
 fn tokens_general(text: &str, f: &mut impl FnMut(&str)) {
     let is_part = |c: char| c.is_alphanumeric() || "@.-_:/+%#?=&~".contains(c);
@@ -156,19 +204,42 @@ fn compact_ascii<'b>(text: &str, buf: &'b mut [u8; SHORT]) -> Option<&'b str> {
     };
     let mut n = 0;
     for b in rest.trim_end_matches('/').bytes() {
-        if b.is_ascii_alphanumeric() {
-            buf[n] = b.to_ascii_lowercase();
-            n += 1;
-        }
+        // Branch-free: every byte is written, and only a letter or digit moves on.
+        let c = COMPACT[b as usize];
+        buf[n] = c;
+        n += usize::from(c != 0);
     }
     std::str::from_utf8(&buf[..n]).ok()
 }
 
-/// Where the first `://` of `text` starts: a scan of its bytes (the texts are short, and a
-/// substring searcher costs more to build than this costs to run).
+/// Where the first `://` of `text` starts: each `:` found by `memchr` (the texts are short,
+/// and a substring searcher costs more to build than this costs to run).
 fn scheme_end(text: &str) -> Option<usize> {
-    text.as_bytes().windows(3).position(|w| w == b"://")
+    let b = text.as_bytes();
+    let mut at = 0;
+    while let Some(i) = memchr::memchr(b':', &b[at..]) {
+        let colon = at + i;
+        if b.get(colon + 1..colon + 3) == Some(b"//") {
+            return Some(colon);
+        }
+        at = colon + 1;
+    }
+    None
 }
+
+/// Each ASCII byte as [`compact`] keeps it: a letter or digit lower-cased, anything else 0.
+static COMPACT: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() {
+            t[b] = c.to_ascii_lowercase();
+        }
+        b += 1;
+    }
+    t
+};
 
 /// [`compact`] of any text, through Unicode's lower-casing and classes.
 fn compact_general(text: &str) -> String {

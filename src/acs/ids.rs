@@ -74,17 +74,21 @@ pub fn counter(hi: u32, lo: u64) -> String {
 /// else.
 pub fn uuid_bits(s: &str) -> Option<u128> {
     let b = s.as_bytes();
-    // The canonical 8-4-4-4-12 form (every id Warden is handed): digits in fixed places.
+    // The canonical 8-4-4-4-12 form (every id Warden is handed): digits in fixed places, each
+    // read through a table (no branch per digit); any invalid digit sets the table's high bit.
     if b.len() == 36 && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-') {
         let mut v: u128 = 0;
+        let mut bad = 0u8;
         for group in [&b[0..8], &b[9..13], &b[14..18], &b[19..23], &b[24..36]] {
             let mut g: u64 = 0;
             for &c in group {
-                g = (g << 4) | u64::from(hex_digit(c)?);
+                let d = HEX[c as usize];
+                bad |= d;
+                g = (g << 4) | u64::from(d & 0x0f);
             }
             v = (v << (4 * group.len())) | u128::from(g);
         }
-        return Some(v);
+        return (bad & 0x80 == 0).then_some(v);
     }
     let mut v: u128 = 0;
     let mut digits = 0;
@@ -104,13 +108,26 @@ pub fn uuid_bits(s: &str) -> Option<u128> {
 }
 
 fn hex_digit(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
+    let d = HEX[c as usize];
+    (d & 0x80 == 0).then_some(d)
 }
+
+/// Each byte's value as a hex digit, or `0x80` for a byte that is none.
+static HEX: [u8; 256] = {
+    let mut t = [0x80u8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 #[cfg(test)]
 mod tests {

@@ -299,12 +299,12 @@ impl Intent {
 }
 
 /// The per-session facts that change with nearly every event: small, copied into each draft.
+/// (What changes a few entries at a time in large tables is [`Recent`], which a draft does
+/// not copy.)
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scalars {
     /// Turn number: 0 before the first turn, then 1, 2, …
     pub turn: u64,
-    /// Per label bit: 1 + the last turn content with that label entered the context (0: never).
-    label_seen: [u64; 64],
     /// Labels of everything that entered the context in the current turn.
     pub turn_labels: u64,
     /// Labels of everything that ever entered the context (what a subagent's summary carries
@@ -313,11 +313,6 @@ pub struct Scalars {
     /// The latest event time seen, in Unix milliseconds.
     pub now_ms: i64,
     pub intent: Option<Arc<Intent>>,
-    /// The request ids (as 128 bits) of the latest calls the user requested (every
-    /// destination and identifier argument found in the user's request), newest last; what
-    /// `requested_by_user()` reads when their results come back. A ring: 16 calls in flight.
-    requested: [u128; REQUESTED_CALLS],
-    requested_next: usize,
     /// The classes of action the user's own words asked for in this session (the Intent's
     /// `raw`, the user's messages), as `actions::requested_classes` bits: what
     /// `requested(class)` and `delegated()` read.
@@ -329,10 +324,6 @@ pub struct Scalars {
     /// arguments of calls whose results came back, lower-cased, in order of first use; at
     /// most [`MAX_PLACES`] (past them a place reads as [`UNKNOWN_PLACE`]).
     pub places: Arc<Vec<Arc<str>>>,
-    /// The place bits of the latest calls, by request id (what their results were read at),
-    /// newest last. A ring: [`REQUESTED_CALLS`] calls in flight.
-    placed: [(u128, u64); REQUESTED_CALLS],
-    placed_next: usize,
     /// The places of everything that entered the context this turn.
     pub turn_places: u64,
     /// Everything the user said (the Intent's `raw`, `user_input` content), each piece cut to
@@ -350,13 +341,95 @@ pub const MAX_PLACES: usize = 63;
 /// The most destination values of one call that name the places its result is read at.
 const PLACES_PER_CALL: usize = 8;
 
-impl Scalars {
-    /// The place bits of call `id` among the latest calls, newest first (0: not among them).
-    fn call_places(&self, id: u128) -> u64 {
-        (1..=REQUESTED_CALLS)
+/// The per-session facts kept in tables of fixed size, each step changing an entry or two:
+/// 1.2 KB a session, which a draft does not copy (it holds [`RecentChanges`]).
+#[derive(Debug, Clone, PartialEq)]
+struct Recent {
+    /// Per label bit: 1 + the last turn content with that label entered the context (0: never).
+    label_seen: [u64; 64],
+    /// The request ids (as 128 bits) of the latest calls the user requested (every
+    /// destination and identifier argument found in the user's request), newest last; what
+    /// `requested_by_user()` reads when their results come back. A ring: 16 calls in flight.
+    requested: [u128; REQUESTED_CALLS],
+    requested_next: usize,
+    /// The place bits of the latest calls, by request id (what their results were read at),
+    /// newest last. A ring: [`REQUESTED_CALLS`] calls in flight.
+    placed: [(u128, u64); REQUESTED_CALLS],
+    placed_next: usize,
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent {
+            label_seen: [0; 64],
+            requested: [0; REQUESTED_CALLS],
+            requested_next: 0,
+            placed: [(0, 0); REQUESTED_CALLS],
+            placed_next: 0,
+        }
+    }
+}
+
+/// What one step changes of [`Recent`]: the labels that entered (at the step's turn), and the
+/// one requested call and the one call's places it adds to the rings (a step is one call).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct RecentChanges {
+    entered: u64,
+    requested: Option<u128>,
+    placed: Option<(u128, u64)>,
+}
+
+impl Recent {
+    /// The slot a ring's next entry overwrites: its oldest.
+    fn oldest(next: usize) -> usize {
+        next % REQUESTED_CALLS
+    }
+
+    /// Whether call `id` is among the latest calls the user requested, with `changes` made.
+    fn requested(&self, changes: &RecentChanges, id: u128) -> bool {
+        match changes.requested {
+            Some(added) if added == id => true,
+            // The added call pushed the oldest out.
+            Some(_) => {
+                let gone = Self::oldest(self.requested_next);
+                (self.requested.iter().enumerate()).any(|(i, r)| i != gone && *r == id)
+            }
+            None => self.requested.contains(&id),
+        }
+    }
+
+    /// The place bits of call `id` among the latest calls, newest first (0: not among them),
+    /// with `changes` made.
+    fn call_places(&self, changes: &RecentChanges, id: u128) -> u64 {
+        if let Some((c, bits)) = changes.placed {
+            if c == id {
+                return bits;
+            }
+        }
+        // With a call added, the oldest was pushed out.
+        let kept = REQUESTED_CALLS - usize::from(changes.placed.is_some());
+        (1..=kept)
             .map(|back| self.placed[(self.placed_next + REQUESTED_CALLS - back) % REQUESTED_CALLS])
             .find(|(c, _)| *c == id)
             .map_or(0, |(_, bits)| bits)
+    }
+
+    /// Makes a step's changes, the labels entering at `turn`.
+    fn apply(&mut self, changes: &RecentChanges, turn: u64) {
+        let mut bits = changes.entered;
+        while bits != 0 {
+            let b = bits.trailing_zeros() as usize;
+            self.label_seen[b] = turn + 1;
+            bits &= bits - 1;
+        }
+        if let Some(id) = changes.requested {
+            self.requested[Self::oldest(self.requested_next)] = id;
+            self.requested_next = (self.requested_next + 1) % REQUESTED_CALLS;
+        }
+        if let Some(entry) = changes.placed {
+            self.placed[Self::oldest(self.placed_next)] = entry;
+            self.placed_next = (self.placed_next + 1) % REQUESTED_CALLS;
+        }
     }
 }
 
@@ -364,18 +437,13 @@ impl Default for Scalars {
     fn default() -> Self {
         Scalars {
             turn: 0,
-            label_seen: [0; 64],
             turn_labels: 0,
             session_labels: 0,
             now_ms: 0,
             intent: None,
-            requested: [0; REQUESTED_CALLS],
-            requested_next: 0,
             asked: 0,
             objects: 0,
             places: Arc::new(Vec::new()),
-            placed: [(0, 0); REQUESTED_CALLS],
-            placed_next: 0,
             turn_places: 0,
             user_text: UserText::default(),
         }
@@ -386,6 +454,7 @@ impl Default for Scalars {
 #[derive(Debug, Clone, Default)]
 pub struct SessionState {
     pub scalars: Scalars,
+    recent: Recent,
     /// Lineage inference (`infer.rs`): each token of the content that entered the session,
     /// with where it appeared.
     /// Keyed by the token's 64-bit hash (`infer::token_key`), not its text, in a flat map
@@ -521,6 +590,7 @@ pub struct Draft<'a> {
     /// conditions), evaluated by the step's owner.
     own_labels: OwnLabels,
     pub scalars: Scalars,
+    recent: RecentChanges,
     new_turn: Option<(Arc<str>, u64)>,
     new_nodes: Vec<(Arc<str>, Node)>,
     step: Option<(u128, u64)>,
@@ -557,6 +627,7 @@ fn no_label_conditions(_: &Program, _: &Draft<'_>, _: &Value) -> Option<u64> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Changes {
     scalars: Scalars,
+    recent: RecentChanges,
     new_turn: Option<(Arc<str>, u64)>,
     new_nodes: Vec<(Arc<str>, Node)>,
     step: Option<(u128, u64)>,
@@ -701,6 +772,7 @@ impl SessionState {
                 slot.add(key.as_deref(), now, spec.window);
             }
         }
+        self.recent.apply(&changes.recent, changes.scalars.turn);
         self.scalars = changes.scalars;
         // In place: the old scalars, which shared the text, were just dropped.
         self.scalars.user_text.settle();
@@ -804,6 +876,7 @@ impl<'a> Draft<'a> {
             base,
             own_labels,
             scalars: base.scalars.clone(),
+            recent: RecentChanges::default(),
             new_turn: None,
             new_nodes: Vec::new(),
             step: None,
@@ -924,6 +997,7 @@ impl<'a> Draft<'a> {
     pub fn into_taint_changes(self) -> Changes {
         Changes {
             scalars: self.scalars,
+            recent: self.recent,
             new_turn: self.new_turn,
             new_nodes: self.new_nodes,
             step: self.step,
@@ -937,6 +1011,7 @@ impl<'a> Draft<'a> {
     pub fn into_changes(self) -> Changes {
         Changes {
             scalars: self.scalars,
+            recent: self.recent,
             new_turn: self.new_turn,
             new_nodes: self.new_nodes,
             step: self.step,
@@ -975,13 +1050,17 @@ impl<'a> Draft<'a> {
 
     /// Turns since a label last entered the context; infinite if it never did.
     pub fn turns_since(&self, bit: u8) -> f64 {
-        match self
-            .scalars
-            .label_seen
-            .get(bit as usize)
-            .copied()
-            .unwrap_or(0)
-        {
+        let seen = match self.recent.entered.checked_shr(u32::from(bit)) {
+            Some(b) if b & 1 == 1 => self.scalars.turn + 1,
+            _ => self
+                .base
+                .recent
+                .label_seen
+                .get(bit as usize)
+                .copied()
+                .unwrap_or(0),
+        };
+        match seen {
             0 => f64::INFINITY,
             seen => self.scalars.turn.saturating_sub(seen - 1) as f64,
         }
@@ -1111,8 +1190,9 @@ impl<'a> Draft<'a> {
                     .and_then(Value::as_str)
                     .and_then(ids::uuid_bits)
                     .filter(|id| *id != 0);
-                self.requested_now = call.is_some_and(|id| self.scalars.requested.contains(&id));
-                self.result_places = call.map_or(0, |id| self.scalars.call_places(id));
+                let recent = &self.base.recent;
+                self.requested_now = call.is_some_and(|id| recent.requested(&self.recent, id));
+                self.result_places = call.map_or(0, |id| recent.call_places(&self.recent, id));
             }
             _ => {}
         }
@@ -1300,9 +1380,7 @@ impl<'a> Draft<'a> {
             }
         }
         if targets > 0 {
-            let s = &mut self.scalars;
-            s.requested[s.requested_next % REQUESTED_CALLS] = id;
-            s.requested_next = (s.requested_next + 1) % REQUESTED_CALLS;
+            self.recent.requested = Some(id);
         }
     }
 
@@ -1346,9 +1424,7 @@ impl<'a> Draft<'a> {
                 UNKNOWN_PLACE
             };
         }
-        let s = &mut self.scalars;
-        s.placed[s.placed_next % REQUESTED_CALLS] = (id, bits);
-        s.placed_next = (s.placed_next + 1) % REQUESTED_CALLS;
+        self.recent.placed = Some((id, bits));
     }
 
     /// The bit of a place (lower-cased and trimmed), naming it in the session's table if it
@@ -1659,12 +1735,8 @@ impl<'a> Draft<'a> {
     fn entered(&mut self, labels: u64) {
         self.scalars.turn_labels |= labels;
         self.scalars.session_labels |= labels;
-        let mut bits = labels;
-        while bits != 0 {
-            let b = bits.trailing_zeros() as usize;
-            self.scalars.label_seen[b] = self.scalars.turn + 1;
-            bits &= bits - 1;
-        }
+        // At the step's turn (only `track_turn`, first in the step, moves it).
+        self.recent.entered |= labels;
     }
 }
 
@@ -1702,5 +1774,45 @@ fn collect_carriers<'v>(v: &'v Value, out: &mut Vec<(&'v Value, &'v Value)>, dep
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A draft reads the rings with its one step's changes as the state reads them once
+        /// the changes are applied: the added call first, the oldest pushed out.
+        #[test]
+        fn the_rings_read_with_changes_as_after_applying_them(
+            before in proptest::collection::vec((0u128..24, 0u64..4), 0..40),
+            added in proptest::option::of((0u128..24, 0u64..4)),
+            entered in any::<u64>(),
+            turn in 0u64..9,
+        ) {
+            let mut recent = Recent::default();
+            for &(id, bits) in &before {
+                let c = RecentChanges { requested: Some(id), placed: Some((id, bits)), ..Default::default() };
+                recent.apply(&c, 0);
+            }
+            let changes = RecentChanges { entered, requested: added.map(|a| a.0), placed: added };
+            let mut after = recent.clone();
+            after.apply(&changes, turn);
+            let none = RecentChanges::default();
+            for id in 0u128..24 {
+                prop_assert_eq!(recent.requested(&changes, id), after.requested(&none, id));
+                prop_assert_eq!(recent.call_places(&changes, id), after.call_places(&none, id));
+            }
+            for b in 0..64 {
+                let seen = after.label_seen[b];
+                if entered >> b & 1 == 1 {
+                    prop_assert_eq!(seen, turn + 1);
+                } else {
+                    prop_assert_eq!(seen, recent.label_seen[b]);
+                }
+            }
+        }
     }
 }

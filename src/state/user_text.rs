@@ -68,10 +68,19 @@ impl UserText {
     /// newest words first. Pieces are kept apart by `|`, which no piece holds, and chunks hold
     /// whole pieces, so a run lies wholly in one chunk.
     pub fn contains(&self, piece: &str) -> bool {
-        // One searcher for every chunk: building it is most of a short chunk's cost.
-        let finder = memchr::memmem::Finder::new(piece);
-        let found = |text: &str| finder.find(text.as_bytes()).is_some();
-        found(&self.added) || found(&self.tail) || self.sealed.iter().rev().any(|c| found(c))
+        let needle = piece.as_bytes();
+        if scan(self.added.as_bytes(), needle) || scan(self.tail.as_bytes(), needle) {
+            return true;
+        }
+        if self.sealed.is_empty() {
+            return false;
+        }
+        // One searcher for every sealed chunk: building it is most of a short chunk's cost.
+        let finder = memchr::memmem::Finder::new(needle);
+        self.sealed
+            .iter()
+            .rev()
+            .any(|c| finder.find(c.as_bytes()).is_some())
     }
 
     /// Makes what was added part of the committed text, in place unless a snapshot shares
@@ -96,6 +105,29 @@ impl UserText {
             self.sealed_len -= old.len();
         }
     }
+}
+
+/// Whether `needle` occurs in `text`. A short text (the newest words, under a chunk) is read
+/// with a plain scan, first byte by `memchr`: a substring searcher costs more to build than
+/// such a text costs to read. A long one, or a long needle, gets the searcher, whose time
+/// does not depend on how the two are made.
+fn scan(text: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    if text.len() > CHUNK || needle.len() > 64 {
+        return memchr::memmem::find(text, needle).is_some();
+    }
+    let mut at = 0;
+    while let Some(i) = memchr::memchr(first, &text[at..]) {
+        let start = at + i + 1;
+        match text.get(start..start + rest.len()) {
+            Some(tail) if tail == rest => return true,
+            Some(_) => at = start,
+            None => return false,
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -164,5 +196,20 @@ mod tests {
         assert!(!t.contains("oldest"), "forgotten: not found (fail closed)");
         assert!(t.contains(&format!("{}x", 2 * MAX_USER_TEXT / 1000 - 1)));
         assert!(t.len() <= MAX_USER_TEXT + CHUNK);
+    }
+
+    proptest::proptest! {
+        /// The plain scan finds a needle exactly where the substring searcher does, on texts
+        /// and needles of few letters (so near misses abound), short and past a chunk.
+        #[test]
+        fn the_plain_scan_agrees_with_the_searcher(
+            text in "[ab|]{0,40}",
+            needle in "[ab]{0,6}",
+            long in proptest::bool::ANY,
+        ) {
+            let text = if long { text.repeat(CHUNK / 8) } else { text };
+            let wanted = memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some();
+            proptest::prop_assert_eq!(scan(text.as_bytes(), needle.as_bytes()), wanted);
+        }
     }
 }
