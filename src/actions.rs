@@ -130,6 +130,12 @@ const ENDINGS: [&str; 5] = ["ing", "ed", "es", "s", "d"];
 
 /// [`is_in`] for a short list written where it is used: the same reading, by a scan.
 fn is_in_list(w: &str, set: &[&str]) -> bool {
+    // Every reading keeps the word's first letter (a stem is a prefix of it, and of two
+    // letters at least): a word whose first letter starts no word of the set is in none.
+    let first = w.as_bytes().first();
+    if !set.iter().any(|x| x.as_bytes().first() == first) {
+        return false;
+    }
     let stem_in = |s: &str| {
         s.len() >= 2
             && set.iter().any(|x| {
@@ -738,6 +744,18 @@ pub fn requested_classes(text: &str) -> u16 {
     classes_in(text, without_reminded(words(text)))
 }
 
+/// Whether `text`, lower-cased, holds the lower-case ASCII `phrase`: as `to_lowercase` then
+/// `contains` read it (no other character lower-cases to these letters), without the copy.
+fn contains_ignoring_case(text: &str, phrase: &[u8]) -> bool {
+    let (b, Some(&first)) = (text.as_bytes(), phrase.first()) else {
+        return true;
+    };
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), b).any(|i| {
+        b.get(i..i + phrase.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(phrase))
+    })
+}
+
 /// [`requested_classes`] over the text and its words (without those a reminder names).
 fn classes_in(text: &str, w: Vec<String>) -> u16 {
     // Each word's sets, looked up once (not once per set it is tested against).
@@ -752,13 +770,17 @@ fn classes_in(text: &str, w: Vec<String>) -> u16 {
         }
     };
     // "send 50 to …", "give her €20": a sum with a giving verb.
-    let sum = text.chars().any(|c| matches!(c, '€' | '$' | '£' | '¥'))
-        || text.split_whitespace().any(|t| {
-            let t = t.trim_matches(|c: char| !c.is_alphanumeric());
-            !t.is_empty()
-                && t.chars()
-                    .all(|c| c.is_ascii_digit() || c == '.' || c == ',')
-        });
+    // (The currency signs but `$` are not ASCII: an ASCII text is scanned for `$` alone.)
+    let sum = (if text.is_ascii() {
+        text.contains('$')
+    } else {
+        text.chars().any(|c| matches!(c, '€' | '$' | '£' | '¥'))
+    }) || text.split_whitespace().any(|t| {
+        let t = t.trim_matches(|c: char| !c.is_alphanumeric());
+        !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_digit() || c == '.' || c == ',')
+    });
     add(
         any(&ASK_MONEY)
             || ((any(&MONEY_NOUNS) || sum) && any(&GIVING_VERBS))
@@ -775,7 +797,7 @@ fn classes_in(text: &str, w: Vec<String>) -> u16 {
     });
     add(changes, "change");
     add(
-        any(&ASK_DELETE) || text.to_lowercase().contains("call off"),
+        any(&ASK_DELETE) || contains_ignoring_case(text, b"call off"),
         "delete",
     );
     add(any(&ASK_RESERVE), "reserve");
@@ -1123,6 +1145,15 @@ struct Masks {
     exact: WordMap,
     /// The words that end in `e`, without it.
     without_e: WordMap,
+    /// Which (first byte, length) pairs any key of either map has: per first byte, a bit per
+    /// length (31 and longer share bit 31). A look-up whose pair no key has is answered
+    /// without hashing: most of a message's words are in no set.
+    shapes: [u32; 256],
+}
+
+/// The bit of [`Masks::shapes`] for a key's length.
+fn length_bit(len: usize) -> u32 {
+    1 << len.min(31)
 }
 
 /// A map of this module's own words, hashed with FNV-1a: unkeyed, which is safe here because
@@ -1153,7 +1184,11 @@ impl Hasher for Fnv {
 impl Masks {
     fn of(sets: impl IntoIterator<Item = (u32, &'static [&'static str])>) -> Masks {
         let (mut exact, mut without_e) = (Default::default(), Default::default());
-        let add = |m: &mut WordMap, w, bit| {
+        let mut shapes = [0u32; 256];
+        let mut add = |m: &mut WordMap, w: &'static str, bit| {
+            if let Some(&first) = w.as_bytes().first() {
+                shapes[usize::from(first)] |= length_bit(w.len());
+            }
             *m.entry(w).or_insert(0) |= bit;
         };
         for (bit, words) in sets {
@@ -1164,13 +1199,27 @@ impl Masks {
                 }
             }
         }
-        Masks { exact, without_e }
+        Masks {
+            exact,
+            without_e,
+            shapes,
+        }
     }
 
     /// The bits of the sets `w` is in, as [`is_in`] reads each.
     fn bits(&self, w: &str) -> u32 {
-        let get = |m: &WordMap, s: &str| m.get(s).copied().unwrap_or(0);
+        let get = |m: &WordMap, s: &str| match s.as_bytes().first() {
+            Some(&first) if self.shapes[usize::from(first)] & length_bit(s.len()) != 0 => {
+                m.get(s).copied().unwrap_or(0)
+            }
+            _ => 0,
+        };
         let mut bits = get(&self.exact, w);
+        // No ending can be stripped from a word that ends in no ending's last letter.
+        let last = w.as_bytes().last();
+        if !ENDINGS.iter().any(|e| e.as_bytes().last() == last) {
+            return bits;
+        }
         for end in ENDINGS {
             let Some(s) = w.strip_suffix(end).filter(|s| s.len() >= 2) else {
                 continue;
@@ -1209,6 +1258,32 @@ pub fn class_word(word: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The phrase search reads as lower-casing the text and searching it did, on texts of
+        /// the phrase's letters in both cases among non-ASCII letters.
+        #[test]
+        fn the_phrase_is_found_as_in_the_lower_cased_text(text in "[cCaAlLoOfF ÄéİK]{0,24}") {
+            proptest::prop_assert_eq!(
+                contains_ignoring_case(&text, b"call off"),
+                text.to_lowercase().contains("call off")
+            );
+        }
+    }
+
+    #[test]
+    fn the_phrase_is_found_in_any_case() {
+        for (text, found) in [
+            ("Please CALL OFF the meeting", true),
+            ("Éva said: Call Off dinner", true),
+            ("call of", false),
+            ("recall offers", true),
+            ("cal l off", false),
+        ] {
+            assert_eq!(contains_ignoring_case(text, b"call off"), found, "{text}");
+            assert_eq!(text.to_lowercase().contains("call off"), found, "{text}");
+        }
+    }
 
     fn class(tool: &str) -> &'static str {
         catalogue_class(tool, std::iter::empty())
