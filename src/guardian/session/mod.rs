@@ -109,13 +109,30 @@ pub(crate) struct Session {
 }
 
 /// The tree of `m`, from `seen` when the last step's metadata was the same, else built and
-/// kept there.
+/// kept there. A new turn id alone (each turn's first step) is written into the kept tree in
+/// place, where it stands.
 pub(crate) fn metadata_tree<'s>(
     seen: &'s mut Option<Box<(Metadata, Value)>>,
     m: &Metadata,
 ) -> &'s Value {
-    if seen.as_ref().is_some_and(|kept| kept.0 != *m) {
-        *seen = None;
+    if let Some(kept) = seen.as_mut().filter(|kept| kept.0 != *m) {
+        let new_turn_only = match (&kept.0.turn_id, &m.turn_id) {
+            (Some(_), Some(turn)) => {
+                let was = kept.0.turn_id.replace(turn.clone());
+                let same = kept.0 == *m;
+                if !same {
+                    kept.0.turn_id = was;
+                }
+                same
+            }
+            _ => false,
+        };
+        match (new_turn_only, &mut kept.1) {
+            (true, Value::Object(tree)) if tree.contains_key("turn_id") => {
+                tree["turn_id"] = Value::String(m.turn_id.clone().unwrap_or_default());
+            }
+            _ => *seen = None,
+        }
     }
     &seen
         .get_or_insert_with(|| Box::new((m.clone(), envelope::metadata_tree(m))))
@@ -207,6 +224,44 @@ impl sessions::Retire for Session {
             Verdict::Remove
         } else {
             Verdict::Keep(due)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(turn: Option<&str>, agent: &str) -> Metadata {
+        serde_json::from_value(serde_json::json!({
+            "agent_id": agent,
+            "session_id": "5e55e55e-0000-4000-8000-00000000be7c",
+            "turn_id": turn,
+            "platform": "bench",
+        }))
+        .unwrap()
+    }
+
+    /// The kept tree is the tree built afresh, member order too, through a new turn (patched
+    /// in place), another change (built again), and a turn id that comes and goes.
+    #[test]
+    fn the_kept_metadata_tree_is_the_one_built_afresh() {
+        let mut seen = None;
+        for m in [
+            meta(Some("t1"), "a"),
+            meta(Some("t1"), "a"),
+            meta(Some("t2"), "a"),
+            meta(Some("t3"), "b"),
+            meta(None, "b"),
+            meta(Some("t4"), "b"),
+            meta(Some("t5"), "b"),
+        ] {
+            let kept = serde_json::to_string(metadata_tree(&mut seen, &m)).unwrap();
+            assert_eq!(
+                kept,
+                serde_json::to_string(&envelope::metadata_tree(&m)).unwrap()
+            );
+            assert!(seen.as_ref().is_some_and(|s| s.0 == m));
         }
     }
 }
