@@ -1193,7 +1193,7 @@ impl Masks {
         };
         for (bit, words) in sets {
             for w in words {
-                add(&mut exact, *w, bit);
+                add(&mut exact, w, bit);
                 if let Some(stem) = w.strip_suffix('e') {
                     add(&mut without_e, stem, bit);
                 }
