@@ -299,7 +299,7 @@ impl Intent {
 }
 
 /// The per-session facts that change with nearly every event: small, copied into each draft.
-/// (What changes a few entries at a time in large tables is [`Recent`], which a draft does
+/// (What changes a few entries at a time in large tables is `Recent`, which a draft does
 /// not copy.)
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scalars {
