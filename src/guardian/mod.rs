@@ -807,12 +807,9 @@ impl Guardian {
                 session: Some(p.metadata.session_id.clone()).filter(|s| !s.is_empty()),
                 method: req.method.clone(),
                 request_id: Some(p.request_id.clone()).filter(|s| !s.is_empty()),
-                tool: logged.tool.or_else(|| {
-                    p.payload
-                        .pointer("/tool/name")
-                        .and_then(Value::as_str)
-                        .map(String::from)
-                }),
+                tool: logged
+                    .tool
+                    .or_else(|| fields::tool_name(&p.payload).map(String::from)),
                 arguments: logged.arguments,
                 fired: logged.fired,
                 unverified_claims: logged.unverified_claims,

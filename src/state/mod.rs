@@ -1211,14 +1211,17 @@ impl<'a> Draft<'a> {
         };
         match ev.method {
             "steps/sessionStart" | "steps/agentTrigger" => {
-                if let Some(raw) = ev.payload.pointer("/intent/raw").and_then(Value::as_str) {
+                if let Some(raw) =
+                    fields::at(ev.payload, &["intent", "raw"]).and_then(Value::as_str)
+                {
                     read(raw);
                 }
             }
             "steps/userMessage" => {
                 let items = fields::member(ev.payload, "content").and_then(Value::as_array);
                 for item in items.into_iter().flatten() {
-                    let origin = item.pointer("/provenance/origin").and_then(Value::as_str);
+                    let origin =
+                        fields::at(item, &["provenance", "origin"]).and_then(Value::as_str);
                     if let (Some("user_input"), Some(text)) =
                         (origin, item.get("value").and_then(Value::as_str))
                     {
@@ -1564,7 +1567,7 @@ impl<'a> Draft<'a> {
         }
         // The user's request, as the Intent states it.
         if matches!(ev.method, "steps/sessionStart" | "steps/agentTrigger") {
-            if let Some(raw) = ev.payload.pointer("/intent/raw").and_then(Value::as_str) {
+            if let Some(raw) = fields::at(ev.payload, &["intent", "raw"]).and_then(Value::as_str) {
                 self.note_user_text(&Value::String(raw.to_string()));
                 let prov = serde_json::json!({"provenance_id": "", "origin": "user_input"});
                 let seen = seen_in(&self.make_node(program, &prov, &[], 0));

@@ -144,7 +144,12 @@ impl<E: Entry> Table<E> {
     }
 
     fn find(&self, key: &E::Key) -> Option<u32> {
-        let h = hash(key);
+        self.find_hashed(key, hash(key))
+    }
+
+    /// [`Table::find`] given the key's hash (an insert hashes its key once, for the look-up
+    /// and the index).
+    fn find_hashed(&self, key: &E::Key, h: u64) -> Option<u32> {
         self.index
             .find(h, |&i| {
                 let (e, t) = entry_at(&self.chunks, i);
@@ -164,7 +169,8 @@ impl<E: Entry> Table<E> {
 
     /// Sets the value of `key` (adding the entry when it is new).
     pub fn insert(&mut self, key: &E::Key, value: E::Value) {
-        if let Some(i) = self.find(key) {
+        let h = hash(key);
+        if let Some(i) = self.find_hashed(key, h) {
             let c = Arc::make_mut(&mut self.chunks[i as usize / CHUNK]);
             *c.entries[i as usize % CHUNK].value_mut() = value;
             return;
@@ -196,7 +202,7 @@ impl<E: Entry> Table<E> {
         let e = E::make(key, value, &mut c.text);
         c.entries.push(e);
         let chunks = &self.chunks;
-        Arc::make_mut(&mut self.index).insert_unique(hash(key), i, |&j| {
+        Arc::make_mut(&mut self.index).insert_unique(h, i, |&j| {
             let (e, t) = entry_at(chunks, j);
             hash(e.key(t))
         });

@@ -60,9 +60,7 @@ impl Guardian {
         let hook = view.hook;
         let (outcome, arguments) = self.decide_on_state(s, req, raw, admitted, &view, extra_labels);
         let mut logged = self.decision_log.get().is_some().then(|| Logged {
-            tool: view
-                .payload(&p.payload)
-                .pointer("/tool/name")
+            tool: fields::at(view.payload(&p.payload), &["tool", "name"])
                 .and_then(Value::as_str)
                 .map(String::from),
             arguments,
