@@ -348,25 +348,45 @@ struct Recent {
     /// Per label bit: 1 + the last turn content with that label entered the context (0: never).
     label_seen: [u64; 64],
     /// The request ids (as 128 bits) of the latest calls the user requested (every
-    /// destination and identifier argument found in the user's request), newest last; what
-    /// `requested_by_user()` reads when their results come back. A ring: 16 calls in flight.
-    requested: [u128; REQUESTED_CALLS],
-    requested_next: usize,
-    /// The place bits of the latest calls, by request id (what their results were read at),
-    /// newest last. A ring: [`REQUESTED_CALLS`] calls in flight.
-    placed: [(u128, u64); REQUESTED_CALLS],
-    placed_next: usize,
+    /// destination and identifier argument found in the user's request); what
+    /// `requested_by_user()` reads when their results come back.
+    requested: Ring<u128>,
+    /// The place bits of the latest calls, by request id (what their results were read at).
+    placed: Ring<(u128, u64)>,
 }
 
 impl Default for Recent {
     fn default() -> Self {
         Recent {
             label_seen: [0; 64],
-            requested: [0; REQUESTED_CALLS],
-            requested_next: 0,
-            placed: [(0, 0); REQUESTED_CALLS],
-            placed_next: 0,
+            requested: Ring::default(),
+            placed: Ring::default(),
         }
+    }
+}
+
+/// The latest [`REQUESTED_CALLS`] entries (calls in flight), the next overwriting the oldest.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Ring<T> {
+    slots: [T; REQUESTED_CALLS],
+    next: usize,
+}
+
+impl<T: Copy> Ring<T> {
+    fn push(&mut self, entry: T) {
+        self.slots[self.next] = entry;
+        self.next = (self.next + 1) % REQUESTED_CALLS;
+    }
+
+    /// The entries newest first, as they read with `pending` pushed (which pushes the oldest
+    /// out).
+    fn newest_first(&self, pending: Option<T>) -> impl Iterator<Item = T> + '_ {
+        let kept = REQUESTED_CALLS - usize::from(pending.is_some());
+        pending.into_iter().chain(
+            (1..=kept).map(move |back| {
+                self.slots[(self.next + REQUESTED_CALLS - back) % REQUESTED_CALLS]
+            }),
+        )
     }
 }
 
@@ -380,36 +400,18 @@ struct RecentChanges {
 }
 
 impl Recent {
-    /// The slot a ring's next entry overwrites: its oldest.
-    fn oldest(next: usize) -> usize {
-        next % REQUESTED_CALLS
-    }
-
     /// Whether call `id` is among the latest calls the user requested, with `changes` made.
     fn requested(&self, changes: &RecentChanges, id: u128) -> bool {
-        match changes.requested {
-            Some(added) if added == id => true,
-            // The added call pushed the oldest out.
-            Some(_) => {
-                let gone = Self::oldest(self.requested_next);
-                (self.requested.iter().enumerate()).any(|(i, r)| i != gone && *r == id)
-            }
-            None => self.requested.contains(&id),
-        }
+        self.requested
+            .newest_first(changes.requested)
+            .any(|r| r == id)
     }
 
     /// The place bits of call `id` among the latest calls, newest first (0: not among them),
     /// with `changes` made.
     fn call_places(&self, changes: &RecentChanges, id: u128) -> u64 {
-        if let Some((c, bits)) = changes.placed {
-            if c == id {
-                return bits;
-            }
-        }
-        // With a call added, the oldest was pushed out.
-        let kept = REQUESTED_CALLS - usize::from(changes.placed.is_some());
-        (1..=kept)
-            .map(|back| self.placed[(self.placed_next + REQUESTED_CALLS - back) % REQUESTED_CALLS])
+        self.placed
+            .newest_first(changes.placed)
             .find(|(c, _)| *c == id)
             .map_or(0, |(_, bits)| bits)
     }
@@ -423,12 +425,10 @@ impl Recent {
             bits &= bits - 1;
         }
         if let Some(id) = changes.requested {
-            self.requested[Self::oldest(self.requested_next)] = id;
-            self.requested_next = (self.requested_next + 1) % REQUESTED_CALLS;
+            self.requested.push(id);
         }
         if let Some(entry) = changes.placed {
-            self.placed[Self::oldest(self.placed_next)] = entry;
-            self.placed_next = (self.placed_next + 1) % REQUESTED_CALLS;
+            self.placed.push(entry);
         }
     }
 }
